@@ -1,0 +1,5 @@
+import sys
+
+from wrapper.cli import main
+
+sys.exit(main())

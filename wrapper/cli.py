@@ -1,0 +1,250 @@
+"""The command line: argument parsing, subcommands and exit statuses only."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import secrets
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from wrapper import __version__
+from wrapper.config import (
+    DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_GRACE,
+    DEFAULT_KILL_AFTER,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_RUNS_ROOT,
+    DEFAULT_SETTLE_GRACE,
+    OutputMode,
+    RunConfig,
+)
+from wrapper.framing import DEFAULT_MAX_LINE_BYTES
+
+PROG = "agent-wrapper"
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number of seconds, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected more than 0 seconds")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from wrapper.dialects import DIALECTS
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Supervise a coding-agent CLI running in its JSON mode: normalize its "
+        "events, detect when it has really finished, clean up its process tree, and "
+        "always write result.json.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="run an agent under supervision",
+        usage=f"{PROG} run [OPTIONS] [--task TEXT | --task-file PATH] -- COMMAND [ARG...]",
+        description="Run COMMAND (the agent with its own flags, JSON mode included, "
+        "e.g. `pi --mode json -p`) and supervise it. The wrapper inserts only the task.",
+    )
+    task = run.add_mutually_exclusive_group()
+    task.add_argument(
+        "--task", metavar="TEXT", help="the prompt, placed where the agent expects it"
+    )
+    task.add_argument(
+        "--task-file", metavar="PATH", help="read the prompt from PATH (- for standard input)"
+    )
+    run.add_argument(
+        "--dialect",
+        choices=["auto", *sorted(DIALECTS)],
+        default="auto",
+        help="the agent's stream format (default: auto, from the command's name)",
+    )
+    run.add_argument("--label", metavar="TEXT", help="a human name for the run")
+    run.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        type=Path,
+        help=f"where the run's files go (default: ./{DEFAULT_RUNS_ROOT}/RUN_ID)",
+    )
+    run.add_argument(
+        "--result",
+        metavar="PATH",
+        type=Path,
+        help="where result.json goes (default: RUN_DIR/result.json)",
+    )
+    run.add_argument(
+        "--grace",
+        metavar="SECONDS",
+        type=_seconds,
+        default=DEFAULT_GRACE,
+        help="how long the agent may keep running after its final message "
+        f"(default {DEFAULT_GRACE:g})",
+    )
+    run.add_argument(
+        "--settle-grace",
+        metavar="SECONDS",
+        type=_seconds,
+        default=DEFAULT_SETTLE_GRACE,
+        help="the same, once the agent said it is completely done "
+        f"(default {DEFAULT_SETTLE_GRACE:g})",
+    )
+    run.add_argument(
+        "--kill-after",
+        metavar="SECONDS",
+        type=_seconds,
+        default=DEFAULT_KILL_AFTER,
+        help=f"SIGTERM to SIGKILL (default {DEFAULT_KILL_AFTER:g})",
+    )
+    run.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        help="hard limit on the whole run (default: none)",
+    )
+    run.add_argument(
+        "--drain-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=DEFAULT_DRAIN_TIMEOUT,
+        help="after the agent exits, how long to wait for its output to end "
+        f"(default {DEFAULT_DRAIN_TIMEOUT:g})",
+    )
+    run.add_argument(
+        "--output",
+        choices=[mode.value for mode in OutputMode],
+        default=OutputMode.AUTO.value,
+        help="what to print on stdout: jsonl events, a pretty live view, or nothing "
+        "(default: auto, pretty on a terminal, jsonl otherwise)",
+    )
+    run.add_argument(
+        "--max-depth",
+        metavar="N",
+        type=_positive_int,
+        default=DEFAULT_MAX_DEPTH,
+        help="refuse to start when nested deeper than N wrapped agents "
+        f"(default {DEFAULT_MAX_DEPTH})",
+    )
+    run.add_argument(
+        "--max-line-bytes",
+        metavar="N",
+        type=_positive_int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        help=f"skip output lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
+    )
+    return parser
+
+
+def _split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
+    """Split ``run`` arguments at the first ``--``: options before, COMMAND after."""
+    if "--" not in args:
+        return args, None
+    index = args.index("--")
+    return args[:index], args[index + 1 :]
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _read_task_file(parser: argparse.ArgumentParser, path: str) -> str:
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        parser.error(f"--task-file {path}: cannot read it: {reason}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    command: list[str] | None = None
+    if args_in and args_in[0] == "run":
+        args_in, command = _split_command(args_in)
+    args = parser.parse_args(args_in)
+    if args.subcommand == "run":
+        return _run(parser, args, command)
+    parser.error(f"unknown subcommand {args.subcommand!r}")
+    return None
+
+
+def _run(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str] | None
+) -> int:
+    if not command:
+        parser.error(
+            "run: no COMMAND: put the agent's command after --, "
+            "e.g. agent-wrapper run --task 'Fix it' -- pi --mode json -p"
+        )
+    from wrapper.dialects import UsageError, resolve_dialect
+
+    task = args.task if args.task_file is None else _read_task_file(parser, args.task_file)
+    try:
+        dialect = resolve_dialect(args.dialect, command, task is not None)
+    except UsageError as exc:
+        parser.error(f"run: {exc}")
+    cwd = Path.cwd()
+    run_id = new_run_id()
+    runs_root = None
+    if args.run_dir is None:
+        runs_root = cwd / DEFAULT_RUNS_ROOT
+        run_dir = runs_root / run_id
+    else:
+        run_dir = (cwd / args.run_dir).absolute()
+    result_path = (cwd / args.result).absolute() if args.result else run_dir / "result.json"
+    config = RunConfig(
+        command=tuple(command),
+        task=task,
+        dialect=args.dialect,
+        label=args.label,
+        run_id=run_id,
+        run_dir=run_dir,
+        result_path=result_path,
+        runs_root=runs_root,
+        cwd=cwd,
+        grace=args.grace,
+        settle_grace=args.settle_grace,
+        kill_after=args.kill_after,
+        timeout=args.timeout,
+        drain_timeout=args.drain_timeout,
+        output=OutputMode(args.output),
+        max_depth=args.max_depth,
+        max_line_bytes=args.max_line_bytes,
+    )
+    import trio
+
+    from wrapper.run import execute
+
+    return trio.run(execute, config, dialect, dict(os.environ))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

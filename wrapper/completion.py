@@ -1,0 +1,205 @@
+"""Deciding when the agent has really finished, and what to do about it.
+
+The tracker is fed normalized events, the child's exit and the wrapper's
+signals, each with the current time, and answers with effects: wrapper events
+to record and signals to send. It owns no clock and no process; the shell asks
+it for ``next_deadline`` and calls ``tick`` when that time comes.
+
+Rules:
+
+* A terminal assistant message (``stop``, ``length``, ``aborted``, ``error``)
+  becomes the run's final message and arms the grace timer. Nothing else
+  does: a ``toolUse`` turn, a missing or an unknown stop reason leave the
+  agent working for as long as it likes (only ``--timeout`` bounds it).
+* New work disarms the timer and forgets the final message: a new turn, a
+  tool starting, a non-terminal assistant message.
+* A pause disarms the timer but keeps the final message: the agent retrying
+  after an error, compacting, or announcing ``agent_end`` with a retry to
+  come. The timer is armed again when the pause ends without new work.
+* The agent saying it is completely done (``agent_end`` without a retry,
+  ``agent_settled``) after a final message shortens the grace to the settle
+  grace.
+* When the grace expires the child is lingering: SIGTERM, then SIGKILL after
+  ``kill_after``. The whole-run timeout and the wrapper's own signals take the
+  same road; a second wrapper signal goes straight to SIGKILL.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import signal
+from dataclasses import dataclass
+
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Compaction,
+    Event,
+    GraceCancelled,
+    GraceStarted,
+    Retry,
+    ToolStarted,
+    TurnStarted,
+    WrapperEvent,
+    is_terminal,
+)
+
+
+class Phase(enum.Enum):
+    #: The agent is working; no final message is pending.
+    WORKING = "working"
+    #: A final message was seen; the child may still exit on its own.
+    GRACE = "grace"
+    #: SIGTERM was sent; SIGKILL follows at the deadline.
+    TERMINATING = "terminating"
+    #: SIGKILL was sent; only the child's exit is left to wait for.
+    KILLING = "killing"
+    #: The child has exited.
+    EXITED = "exited"
+
+
+@dataclass(frozen=True, slots=True)
+class SendSignal:
+    """Signal the child's whole process tree."""
+
+    signal: signal.Signals
+    reason: str
+
+
+Effect = WrapperEvent | SendSignal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    grace: float
+    settle_grace: float
+    kill_after: float
+    #: Whole-run limit in seconds, from the tracker's start; None for none.
+    timeout: float | None = None
+
+
+class CompletionTracker:
+    def __init__(self, limits: Limits, started_at: float) -> None:
+        self.limits = limits
+        self.phase = Phase.WORKING
+        #: The terminal assistant message the run ended on, if any.
+        self.final: AssistantMessage | None = None
+        self.timed_out = False
+        self.interrupted_by: signal.Signals | None = None
+        #: True once the wrapper had to end a child that lingered after its final message.
+        self.forced_cleanup = False
+        #: True once any signal was sent to the child by the wrapper.
+        self.signalled = False
+        self._paused = False
+        self._deadline = math.inf
+        self._run_deadline = started_at + limits.timeout if limits.timeout is not None else math.inf
+
+    @property
+    def next_deadline(self) -> float:
+        """When ``tick`` must next be called (``math.inf`` when nothing is pending)."""
+        if self.phase is Phase.EXITED:
+            return math.inf
+        run = math.inf if self.timed_out else self._run_deadline
+        return min(self._deadline, run)
+
+    def observe(self, event: Event, now: float) -> list[Effect]:
+        if isinstance(event, AssistantMessage):
+            if is_terminal(event.stop_reason):
+                self.final = event
+                self._paused = False
+                return self._arm(now, settled=False, restart=True)
+            return self._work(f"an assistant turn ended with {event.stop_reason!r}", forget=True)
+        if isinstance(event, TurnStarted):
+            return self._work("a new turn started", forget=True)
+        if isinstance(event, ToolStarted):
+            return self._work(f"tool {event.tool!r} started", forget=True)
+        if isinstance(event, Retry):
+            if event.phase == "start":
+                return self._pause("the agent is retrying")
+            return self._unpause(now, settled=False)
+        if isinstance(event, Compaction):
+            if event.phase == "start":
+                return self._pause("the agent is compacting its context")
+            return self._unpause(now, settled=False)
+        if isinstance(event, AgentEnded):
+            if event.will_retry:
+                return self._pause("the agent announced a retry")
+            return self._unpause(now, settled=event.settled or event.will_retry is False)
+        return []
+
+    def tick(self, now: float) -> list[Effect]:
+        effects: list[Effect] = []
+        if not self.timed_out and now >= self._run_deadline and self.phase is not Phase.EXITED:
+            self.timed_out = True
+            effects += self._terminate(now, "the run's --timeout expired")
+        if now < self._deadline:
+            return effects
+        if self.phase is Phase.GRACE:
+            self.forced_cleanup = True
+            effects += self._terminate(now, "the agent was still running after its final message")
+        elif self.phase is Phase.TERMINATING:
+            self.phase = Phase.KILLING
+            self._deadline = math.inf
+            effects.append(
+                SendSignal(
+                    signal.SIGKILL, f"still running {self.limits.kill_after:g}s after SIGTERM"
+                )
+            )
+        return effects
+
+    def interrupt(self, signum: signal.Signals, now: float) -> list[Effect]:
+        """The wrapper itself received ``signum``."""
+        if self.phase is Phase.EXITED:
+            return []
+        if self.interrupted_by is None:
+            self.interrupted_by = signum
+            return self._terminate(now, f"the wrapper received {signum.name}")
+        if self.phase is Phase.KILLING:
+            return []
+        self.phase = Phase.KILLING
+        self._deadline = math.inf
+        return [SendSignal(signal.SIGKILL, f"the wrapper received a second signal ({signum.name})")]
+
+    def process_exited(self) -> None:
+        self.phase = Phase.EXITED
+        self._deadline = math.inf
+
+    # -- transitions ---------------------------------------------------------
+
+    def _arm(self, now: float, *, settled: bool, restart: bool) -> list[Effect]:
+        if self.phase not in (Phase.WORKING, Phase.GRACE) or self.final is None:
+            return []
+        seconds = self.limits.settle_grace if settled else self.limits.grace
+        deadline = now + seconds
+        if self.phase is Phase.GRACE and not restart and deadline >= self._deadline:
+            return []
+        self.phase = Phase.GRACE
+        self._deadline = deadline
+        return [GraceStarted(seconds=seconds, stop_reason=self.final.stop_reason, settled=settled)]
+
+    def _work(self, reason: str, *, forget: bool) -> list[Effect]:
+        if forget:
+            self.final = None
+            self._paused = False
+        if self.phase is not Phase.GRACE:
+            return []
+        self.phase = Phase.WORKING
+        self._deadline = math.inf
+        return [GraceCancelled(reason=reason)]
+
+    def _pause(self, reason: str) -> list[Effect]:
+        self._paused = True
+        return self._work(reason, forget=False)
+
+    def _unpause(self, now: float, *, settled: bool) -> list[Effect]:
+        was_paused, self._paused = self._paused, False
+        return self._arm(now, settled=settled, restart=was_paused)
+
+    def _terminate(self, now: float, reason: str) -> list[Effect]:
+        if self.phase not in (Phase.WORKING, Phase.GRACE):
+            return []
+        self.phase = Phase.TERMINATING
+        self._deadline = now + self.limits.kill_after
+        self.signalled = True
+        return [SendSignal(signal.SIGTERM, reason)]

@@ -1,0 +1,84 @@
+"""The frozen configuration of one run, and every default in one place."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wrapper.framing import DEFAULT_MAX_LINE_BYTES
+
+#: After a terminal stop, how long the child may go on running before SIGTERM.
+DEFAULT_GRACE = 1.0
+#: The same, once the agent has said it is completely done.
+DEFAULT_SETTLE_GRACE = 0.2
+#: SIGTERM to SIGKILL.
+DEFAULT_KILL_AFTER = 3.0
+#: Nesting limit for wrappers started inside wrapped agents.
+DEFAULT_MAX_DEPTH = 3
+#: After the child exits, how long to wait for its pipes to reach EOF; a
+#: descendant holding them open must not keep the run from finishing.
+DEFAULT_DRAIN_TIMEOUT = 2.0
+#: Minimum interval between two status.json writes (the last is never held back).
+STATUS_INTERVAL = 0.5
+#: How long the final flush of stdout output may wait for a slow reader.
+OUTPUT_FLUSH_TIMEOUT = 5.0
+#: Bytes asked from a pipe per read: large reads keep the per-read cost low.
+READ_CHUNK_BYTES = 256 * 1024
+#: Where runs go when --run-dir is not given, relative to the working directory.
+DEFAULT_RUNS_ROOT = Path(".agent-wrapper") / "runs"
+#: Longest stderr line turned into one event (the log keeps every byte).
+STDERR_LINE_BYTES = 64 * 1024
+
+SCHEMA_VERSION = 1
+
+
+class OutputMode(enum.StrEnum):
+    AUTO = "auto"
+    JSONL = "jsonl"
+    PRETTY = "pretty"
+    QUIET = "quiet"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    command: tuple[str, ...]
+    task: str | None = None
+    dialect: str = "auto"
+    label: str | None = None
+    run_id: str
+    run_dir: Path
+    result_path: Path
+    #: The default runs root, when --run-dir was not given (gets a .gitignore).
+    runs_root: Path | None = None
+    cwd: Path
+    grace: float = DEFAULT_GRACE
+    settle_grace: float = DEFAULT_SETTLE_GRACE
+    kill_after: float = DEFAULT_KILL_AFTER
+    timeout: float | None = None
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
+    output: OutputMode = OutputMode.AUTO
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schemaVersion": SCHEMA_VERSION,
+            "runId": self.run_id,
+            "label": self.label,
+            "command": list(self.command),
+            "task": self.task,
+            "dialect": self.dialect,
+            "cwd": str(self.cwd),
+            "runDir": str(self.run_dir),
+            "resultPath": str(self.result_path),
+            "grace": self.grace,
+            "settleGrace": self.settle_grace,
+            "killAfter": self.kill_after,
+            "timeout": self.timeout,
+            "drainTimeout": self.drain_timeout,
+            "output": str(self.output),
+            "maxDepth": self.max_depth,
+            "maxLineBytes": self.max_line_bytes,
+        }

@@ -1,0 +1,133 @@
+"""What every dialect shares: the interface, JSON decoding, small helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import orjson
+
+from wrapper.events import Event, StopReason, UnparsedLine
+
+#: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
+#: pages including the terminating NUL).
+MAX_ARG_BYTES = 32 * 4096 - 1
+
+#: An unparsed line is kept in full in stdout.log; the event carries this much.
+UNPARSED_TEXT_CHARS = 2000
+
+#: Tool argument summaries are for people skimming a log, not for replay.
+SUMMARY_CHARS = 120
+
+# CSI and OSC escape sequences (colours, titles, hyperlinks) that terminals
+# and loggers sometimes glue in front of a JSON line.
+_ESCAPES = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+class UsageError(Exception):
+    """The run cannot start as asked; the message says what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """The argv to start, and files the wrapper must write before it."""
+
+    argv: list[str]
+    files: dict[Path, str] = field(default_factory=dict)
+
+
+def decode_object(line: bytes) -> dict[str, Any] | UnparsedLine:
+    """Decode one line as a JSON object, or say why it is not one."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        cleaned = _ESCAPES.sub(b"", line).strip(b"\x00 \t\r")
+        value = None
+        if cleaned != line:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                value = orjson.loads(cleaned)
+        if value is None:
+            reason = "blank line" if not line.strip() else "not JSON"
+            return unparsed(line, reason)
+    if not isinstance(value, dict):
+        return unparsed(line, f"JSON {type(value).__name__}, not an object")
+    return value
+
+
+def unparsed(line: bytes, reason: str) -> UnparsedLine:
+    text = line[: UNPARSED_TEXT_CHARS * 4].decode("utf-8", "replace")[:UNPARSED_TEXT_CHARS]
+    return UnparsedLine(text=text, reason=reason)
+
+
+_SUMMARY_KEYS = ("command", "cmd", "file_path", "path", "pattern", "url", "query", "prompt")
+
+
+def summarize_args(args: Any) -> str | None:
+    """The one argument a person wants to see for a tool call."""
+    if isinstance(args, str):
+        return _clip(args)
+    if not isinstance(args, Mapping):
+        return None
+    for key in _SUMMARY_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value:
+            return _clip(value)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return _clip(" ".join(value))
+    for value in args.values():
+        if isinstance(value, str) and value:
+            return _clip(value)
+    return None
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class Dialect:
+    """One agent CLI's format. An instance is used for one run and may keep state.
+
+    Subclasses set ``name``, ``executables`` and ``stop_reasons`` and
+    implement ``parse``, ``recognises`` and ``launch``.
+    """
+
+    name: ClassVar[str] = ""
+    #: Basenames of the executable that identify this agent.
+    executables: ClassVar[frozenset[str]] = frozenset()
+    #: Raw stop reason -> canonical one. Unlisted values are kept as they are.
+    stop_reasons: ClassVar[Mapping[str, StopReason]] = {}
+
+    def parse(self, line: bytes) -> list[Event]:
+        """Normalize one raw line. Never raises on bad input."""
+        raise NotImplementedError
+
+    @classmethod
+    def recognises(cls, obj: Mapping[str, Any]) -> bool:
+        """Whether a decoded event plainly comes from this agent."""
+        raise NotImplementedError
+
+    def launch(self, command: Sequence[str], task: str | None, run_dir: Path) -> Launch:
+        """The argv that starts ``command`` with ``task``.
+
+        Raises ``UsageError`` when the task cannot be given to this agent.
+        """
+        raise NotImplementedError

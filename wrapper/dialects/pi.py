@@ -1,0 +1,229 @@
+"""pi (``pi --mode json -p``).
+
+Stream: a ``session`` header, ``agent_start``, then per turn ``turn_start``,
+``message_start``/``message_update``/``message_end`` (user, assistant and
+tool-result messages), ``tool_execution_start``/``_update``/``_end``,
+``turn_end``; finally ``agent_end`` (``willRetry``) and ``agent_settled``.
+Retries after provider errors show as ``auto_retry_start``/``_end``.
+
+The task is the last positional argument. pi reads ``@path`` arguments as
+files and anything starting with ``-`` as a flag, and has no ``--``, so such
+a task is given a leading space; a task too long for one argument is written
+to ``<run-dir>/task.md`` and passed as ``@<path>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from wrapper.dialects.base import (
+    MAX_ARG_BYTES,
+    Dialect,
+    Launch,
+    as_float,
+    as_int,
+    as_str,
+    decode_object,
+    summarize_args,
+)
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Compaction,
+    Event,
+    Retry,
+    SessionStarted,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolEnded,
+    ToolStarted,
+    TurnStarted,
+    Usage,
+    canonical_stop_reason,
+)
+
+_Handler = Callable[["PiDialect", dict[str, Any]], list[Event]]
+
+#: Event types that only pi emits, for recognising a stream with no header.
+_PI_TYPES = frozenset(
+    {"agent_start", "agent_settled", "turn_start", "message_update", "tool_execution_start"}
+)
+
+
+class PiDialect(Dialect):
+    name: ClassVar[str] = "pi"
+    executables: ClassVar[frozenset[str]] = frozenset({"pi"})
+    stop_reasons: ClassVar[Mapping[str, StopReason]] = {
+        "stop": StopReason.STOP,
+        "end_turn": StopReason.STOP,
+        "endTurn": StopReason.STOP,
+        "length": StopReason.LENGTH,
+        "toolUse": StopReason.TOOL_USE,
+        "tool_use": StopReason.TOOL_USE,
+        "aborted": StopReason.ABORTED,
+        "error": StopReason.ERROR,
+    }
+
+    def parse(self, line: bytes) -> list[Event]:
+        obj = decode_object(line)
+        if not isinstance(obj, dict):
+            return [obj]
+        kind = obj.get("type")
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        return handler(self, obj) if handler is not None else []
+
+    @classmethod
+    def recognises(cls, obj: Mapping[str, Any]) -> bool:
+        kind = obj.get("type")
+        if kind == "session":
+            return "version" in obj and "id" in obj
+        return isinstance(kind, str) and kind in _PI_TYPES
+
+    def launch(self, command: Sequence[str], task: str | None, run_dir: Path) -> Launch:
+        if task is None:
+            return Launch(list(command))
+        argument = " " + task if task.startswith(("-", "@")) else task
+        if len(argument.encode()) <= MAX_ARG_BYTES and "\x00" not in argument:
+            return Launch([*command, argument])
+        task_file = run_dir / "task.md"
+        return Launch([*command, f"@{task_file}"], {task_file: task})
+
+    # -- handlers ------------------------------------------------------------
+
+    def _session(self, obj: dict[str, Any]) -> list[Event]:
+        return [SessionStarted(session_id=as_str(obj.get("id")), cwd=as_str(obj.get("cwd")))]
+
+    def _turn_start(self, obj: dict[str, Any]) -> list[Event]:
+        return [TurnStarted()]
+
+    def _message_update(self, obj: dict[str, Any]) -> list[Event]:
+        update = obj.get("assistantMessageEvent")
+        if isinstance(update, dict) and update.get("type") == "text_delta":
+            delta = update.get("delta")
+            if isinstance(delta, str) and delta:
+                return [TextDelta(text=delta)]
+        return []
+
+    def _message_end(self, obj: dict[str, Any]) -> list[Event]:
+        message = obj.get("message")
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            return []
+        return [self.assistant_message(message)]
+
+    def assistant_message(self, message: Mapping[str, Any]) -> AssistantMessage:
+        raw = as_str(message.get("stopReason"))
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind == "text" and isinstance(block.get("text"), str):
+                    texts.append(block["text"])
+                elif kind == "toolCall" and isinstance(block.get("name"), str):
+                    calls.append(
+                        ToolCall(
+                            name=block["name"],
+                            id=as_str(block.get("id")),
+                            summary=summarize_args(block.get("arguments")),
+                        )
+                    )
+        return AssistantMessage(
+            stop_reason=canonical_stop_reason(raw, self.stop_reasons),
+            raw_stop_reason=raw,
+            text="\n".join(texts),
+            usage=_usage(message.get("usage")),
+            model=as_str(message.get("model")),
+            tool_calls=tuple(calls),
+            error_message=as_str(message.get("errorMessage")),
+        )
+
+    def _tool_start(self, obj: dict[str, Any]) -> list[Event]:
+        return [
+            ToolStarted(
+                tool=as_str(obj.get("toolName")) or "?",
+                tool_call_id=as_str(obj.get("toolCallId")),
+                summary=summarize_args(obj.get("args")),
+            )
+        ]
+
+    def _tool_end(self, obj: dict[str, Any]) -> list[Event]:
+        return [
+            ToolEnded(
+                tool=as_str(obj.get("toolName")) or "?",
+                tool_call_id=as_str(obj.get("toolCallId")),
+                is_error=obj.get("isError") is True,
+            )
+        ]
+
+    def _retry_start(self, obj: dict[str, Any]) -> list[Event]:
+        return [
+            Retry(
+                phase="start",
+                attempt=as_int(obj.get("attempt")),
+                max_attempts=as_int(obj.get("maxAttempts")),
+                delay_ms=as_int(obj.get("delayMs")),
+                message=as_str(obj.get("errorMessage")),
+            )
+        ]
+
+    def _retry_end(self, obj: dict[str, Any]) -> list[Event]:
+        success = obj.get("success")
+        return [
+            Retry(
+                phase="end",
+                attempt=as_int(obj.get("attempt")),
+                success=success if isinstance(success, bool) else None,
+                message=as_str(obj.get("finalError")),
+            )
+        ]
+
+    def _compaction_start(self, obj: dict[str, Any]) -> list[Event]:
+        return [Compaction(phase="start", reason=as_str(obj.get("reason")))]
+
+    def _compaction_end(self, obj: dict[str, Any]) -> list[Event]:
+        return [Compaction(phase="end", reason=as_str(obj.get("reason")))]
+
+    def _agent_end(self, obj: dict[str, Any]) -> list[Event]:
+        will_retry = obj.get("willRetry")
+        return [AgentEnded(will_retry=will_retry if isinstance(will_retry, bool) else None)]
+
+    def _agent_settled(self, obj: dict[str, Any]) -> list[Event]:
+        return [AgentEnded(will_retry=False, settled=True)]
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    cost = raw.get("cost")
+    return Usage(
+        input=as_int(raw.get("input")),
+        output=as_int(raw.get("output")),
+        cache_read=as_int(raw.get("cacheRead")),
+        cache_write=as_int(raw.get("cacheWrite")),
+        total_tokens=as_int(raw.get("totalTokens")),
+        cost_usd=as_float(cost.get("total")) if isinstance(cost, dict) else None,
+    )
+
+
+_HANDLERS: dict[str, _Handler] = {
+    "session": PiDialect._session,
+    "turn_start": PiDialect._turn_start,
+    "message_update": PiDialect._message_update,
+    "message_end": PiDialect._message_end,
+    "tool_execution_start": PiDialect._tool_start,
+    "tool_execution_end": PiDialect._tool_end,
+    "auto_retry_start": PiDialect._retry_start,
+    "auto_retry_end": PiDialect._retry_end,
+    "auto_compaction_start": PiDialect._compaction_start,
+    "auto_compaction_end": PiDialect._compaction_end,
+    "agent_end": PiDialect._agent_end,
+    "agent_settled": PiDialect._agent_settled,
+}

@@ -1,0 +1,324 @@
+"""The normalized event vocabulary shared by every dialect.
+
+Every agent's raw stream is turned into these events. Agent events come from
+the child's output; wrapper events record what the supervisor itself did. An
+event knows nothing about envelopes (``seq``, ``ts``, ``attempt``): the sinks
+add those when they write it.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+
+class StopReason(enum.StrEnum):
+    """Canonical reasons an assistant turn ended."""
+
+    #: The model finished its answer.
+    STOP = "stop"
+    #: The model ran out of output tokens or context.
+    LENGTH = "length"
+    #: The model handed off to a tool; the agent goes on working.
+    TOOL_USE = "toolUse"
+    #: The turn was cancelled.
+    ABORTED = "aborted"
+    #: The provider or the agent failed the turn.
+    ERROR = "error"
+
+
+#: A terminal stop means the agent has nothing more to do unless something
+#: (a retry, a new turn) later proves otherwise.
+TERMINAL_STOP_REASONS: frozenset[str] = frozenset(
+    {StopReason.STOP, StopReason.LENGTH, StopReason.ABORTED, StopReason.ERROR}
+)
+
+
+def canonical_stop_reason(raw: str | None, table: Mapping[str, StopReason]) -> str | None:
+    """Map an agent's raw stop reason to a canonical one.
+
+    An unknown raw value is returned unchanged: it is never guessed, and since
+    it is not a canonical value it is never terminal.
+    """
+    if raw is None:
+        return None
+    canonical = table.get(raw)
+    return str(canonical) if canonical is not None else raw
+
+
+def is_terminal(stop_reason: str | None) -> bool:
+    return stop_reason in TERMINAL_STOP_REASONS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Token counts and cost; ``None`` where the agent did not say."""
+
+    input: int | None = None
+    output: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            **{f.name: _add(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)}
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {_camel(f.name): getattr(self, f.name) for f in fields(self)}
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
+    total: Usage | None = None
+    for usage in usages:
+        if usage is not None:
+            total = usage if total is None else total + usage
+    return total
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    name: str
+    id: str | None = None
+    summary: str | None = None
+
+
+@functools.cache
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of every normalized event."""
+
+    TYPE: ClassVar[str] = ""
+    SOURCE: ClassVar[str] = "agent"
+
+    def payload(self) -> dict[str, Any]:
+        """The type-specific fields, camelCase, ready for JSON."""
+        return {_camel(f.name): _jsonable(getattr(self, f.name)) for f in fields(self)}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Usage):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, ToolCall):
+        return {"name": value.name, "id": value.id, "summary": value.summary}
+    return value
+
+
+# --- agent events -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionStarted(Event):
+    TYPE: ClassVar[str] = "session"
+    session_id: str | None = None
+    cwd: str | None = None
+    #: A session file the agent keeps, when the dialect knows it.
+    path: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStarted(Event):
+    TYPE: ClassVar[str] = "turn_start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssistantMessage(Event):
+    """One finished assistant message, with its canonical and raw stop reason."""
+
+    TYPE: ClassVar[str] = "assistant_message"
+    stop_reason: str | None = None
+    raw_stop_reason: str | None = None
+    text: str = ""
+    usage: Usage | None = None
+    model: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(Event):
+    TYPE: ClassVar[str] = "text_delta"
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStarted(Event):
+    TYPE: ClassVar[str] = "tool_start"
+    tool: str
+    tool_call_id: str | None = None
+    summary: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolEnded(Event):
+    TYPE: ClassVar[str] = "tool_end"
+    tool: str
+    tool_call_id: str | None = None
+    summary: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retry(Event):
+    """The agent retries after a failure (``phase`` ``start``) or gave up (``end``)."""
+
+    TYPE: ClassVar[str] = "retry"
+    phase: str = "start"
+    attempt: int | None = None
+    max_attempts: int | None = None
+    delay_ms: int | None = None
+    message: str | None = None
+    success: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compaction(Event):
+    TYPE: ClassVar[str] = "compaction"
+    phase: str = "start"
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentEnded(Event):
+    """The agent's own end-of-run marker.
+
+    ``will_retry`` true means the agent is about to try again; ``settled`` true
+    means the agent says it is completely done (nothing queued, no retry).
+    """
+
+    TYPE: ClassVar[str] = "agent_end"
+    will_retry: bool | None = None
+    settled: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnparsedLine(Event):
+    TYPE: ClassVar[str] = "unparsed_line"
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OversizedLine(Event):
+    TYPE: ClassVar[str] = "oversized_line"
+    size: int
+    #: The raw event type read from the line's first bytes, when there was one.
+    event_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StderrLine(Event):
+    TYPE: ClassVar[str] = "stderr_line"
+    text: str
+
+
+# --- wrapper events ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WrapperEvent(Event):
+    SOURCE: ClassVar[str] = "wrapper"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spawned(WrapperEvent):
+    TYPE: ClassVar[str] = "spawned"
+    pid: int
+    argv: tuple[str, ...]
+    dialect: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GraceStarted(WrapperEvent):
+    TYPE: ClassVar[str] = "grace_started"
+    seconds: float
+    stop_reason: str | None
+    #: True when the agent said it is completely done (a shorter settle grace).
+    settled: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GraceCancelled(WrapperEvent):
+    TYPE: ClassVar[str] = "grace_cancelled"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignalSent(WrapperEvent):
+    TYPE: ClassVar[str] = "signal_sent"
+    signal: str
+    reason: str
+    pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exited(WrapperEvent):
+    TYPE: ClassVar[str] = "exited"
+    exit_code: int | None
+    exit_signal: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WarningEvent(WrapperEvent):
+    TYPE: ClassVar[str] = "warning"
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultWritten(WrapperEvent):
+    TYPE: ClassVar[str] = "result_written"
+    path: str | None
+    outcome: str
+    exit_status: int
+
+
+AGENT_EVENT_TYPES: frozenset[str] = frozenset(
+    cls.TYPE
+    for cls in (
+        SessionStarted,
+        TurnStarted,
+        AssistantMessage,
+        TextDelta,
+        ToolStarted,
+        ToolEnded,
+        Retry,
+        Compaction,
+        AgentEnded,
+        UnparsedLine,
+        OversizedLine,
+        StderrLine,
+    )
+)
+WRAPPER_EVENT_TYPES: frozenset[str] = frozenset(
+    cls.TYPE
+    for cls in (
+        Spawned,
+        GraceStarted,
+        GraceCancelled,
+        SignalSent,
+        Exited,
+        WarningEvent,
+        ResultWritten,
+    )
+)

@@ -1,0 +1,110 @@
+"""Turn byte chunks from a pipe into complete lines.
+
+The framer never rescans bytes it has already searched: a chunk is split once
+and only the unfinished tail is kept. A line longer than the cap is not held
+in memory: once the tail grows past the cap the framer keeps only its first
+bytes (enough to tell what kind of event it was) and counts the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Lines above this size are skipped, not parsed. Real agents put whole
+#: conversations (with pasted files and images) on one line at the end of a
+#: run, so the cap is generous; it exists so that one runaway line cannot
+#: take the supervisor's memory with it.
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+
+#: How much of an oversized line is kept to read its event type from.
+OVERSIZED_HEAD_BYTES = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Oversized:
+    """A line that exceeded the cap: its first bytes and its full size."""
+
+    head: bytes
+    size: int
+
+
+Frame = bytes | Oversized
+
+
+class LineFramer:
+    """Incremental splitter of a byte stream into ``\\n``-terminated lines.
+
+    ``feed`` returns the lines completed by a chunk (without the newline);
+    ``close`` returns the unterminated tail at end of stream, if any.
+    """
+
+    __slots__ = ("_head", "_max", "_partial", "_skipped")
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be positive")
+        self._max = max_line_bytes
+        self._partial = bytearray()
+        # When not None, the current line is over the cap: its byte count so
+        # far, with ``_head`` holding its first bytes.
+        self._skipped: int | None = None
+        self._head = b""
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the unfinished line (bounded by the cap)."""
+        return len(self._partial)
+
+    def feed(self, data: bytes | bytearray) -> list[Frame]:
+        pieces = bytes(data).split(b"\n") if isinstance(data, bytearray) else data.split(b"\n")
+        tail = pieces.pop()
+        frames: list[Frame] = []
+        if pieces:
+            first = pieces[0]
+            if self._skipped is not None:
+                frames.append(Oversized(self._head, self._skipped + len(first)))
+                self._skipped = None
+                self._head = b""
+            elif self._partial:
+                self._partial += first
+                frames.append(self._finish(bytes(self._partial)))
+                self._partial.clear()
+            else:
+                frames.append(self._finish(first))
+            limit = self._max
+            for piece in pieces[1:]:
+                frames.append(piece if len(piece) <= limit else self._oversized(piece))
+        self._hold(tail)
+        return frames
+
+    def close(self) -> list[Frame]:
+        """End of stream: return the final line if it had no newline."""
+        if self._skipped is not None:
+            frame: Frame = Oversized(self._head, self._skipped)
+            self._skipped = None
+            self._head = b""
+            return [frame]
+        if self._partial:
+            line = bytes(self._partial)
+            self._partial.clear()
+            return [self._finish(line)]
+        return []
+
+    def _finish(self, line: bytes) -> Frame:
+        return line if len(line) <= self._max else self._oversized(line)
+
+    @staticmethod
+    def _oversized(line: bytes) -> Oversized:
+        return Oversized(line[:OVERSIZED_HEAD_BYTES], len(line))
+
+    def _hold(self, tail: bytes) -> None:
+        if not tail:
+            return
+        if self._skipped is not None:
+            self._skipped += len(tail)
+        elif len(self._partial) + len(tail) > self._max:
+            self._head = (bytes(self._partial) + tail[:OVERSIZED_HEAD_BYTES])[:OVERSIZED_HEAD_BYTES]
+            self._skipped = len(self._partial) + len(tail)
+            self._partial.clear()
+        else:
+            self._partial += tail

@@ -1,0 +1,184 @@
+"""How a run ended: outcome, success, error and the wrapper's exit status.
+
+This is the one place where the outcome table lives:
+
+================================================  ==============  =======  ======
+situation                                         outcome         success  exit
+================================================  ==============  =======  ======
+agent finished on ``stop``/``length``             ``ok``          true     0
+(lingering, then cleaned up, included)
+agent's own terminal ``error`` or ``aborted``,    ``error``       false    1
+exit before a terminal stop, death by a signal
+the wrapper did not send, non-zero exit after a
+terminal stop
+``--timeout`` expired                             ``timeout``     false    124
+the wrapper received SIGTERM/SIGINT/SIGHUP/       ``aborted``     false    128+N
+SIGQUIT (N of the first)
+the command could not be started                  ``spawn_failed`` false   127
+refused before starting                           ``refused``     false    1
+usage error                                       no run          --       2
+result.json could not be written anywhere         any             any      3
+================================================  ==============  =======  ======
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from wrapper.events import AssistantMessage, StopReason
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NO_RESULT = 3
+EXIT_TIMEOUT = 124
+EXIT_SPAWN_FAILED = 127
+EXIT_SIGNAL_BASE = 128
+
+
+class Outcome(enum.StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    ABORTED = "aborted"
+    SPAWN_FAILED = "spawn_failed"
+    REFUSED = "refused"
+
+
+class ErrorKind(enum.StrEnum):
+    """The closed list of ``error.kind`` values."""
+
+    AGENT_ERROR = "agent_error"
+    AGENT_ABORTED = "agent_aborted"
+    EXITED_EARLY = "exited_early"
+    KILLED_BY_SIGNAL = "killed_by_signal"
+    NONZERO_EXIT = "nonzero_exit"
+    SPAWN_FAILED = "spawn_failed"
+    TIMEOUT = "timeout"
+    IDLE_TIMEOUT = "idle_timeout"
+    INTERRUPTED = "interrupted"
+    MAX_DEPTH = "max_depth"
+    PROMPT_BLOCKED = "prompt_blocked"
+    STEER_FAILED = "steer_failed"
+    NO_COMPLETION_SIGNAL = "no_completion_signal"
+    INTERNAL = "internal"
+
+
+@dataclass(frozen=True, slots=True)
+class RunError:
+    kind: ErrorKind
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": str(self.kind), "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessExit:
+    """How the child ended: an exit code, or the signal that killed it."""
+
+    code: int | None
+    signal: signal.Signals | None
+
+    @classmethod
+    def from_returncode(cls, returncode: int) -> ProcessExit:
+        if returncode < 0:
+            return cls(None, signal_or_none(-returncode))
+        return cls(returncode, None)
+
+    @property
+    def signal_name(self) -> str | None:
+        return self.signal.name if self.signal is not None else None
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"was killed by {self.signal.name}"
+        return f"exited with status {self.code}"
+
+
+def signal_or_none(number: int) -> signal.Signals | None:
+    try:
+        return signal.Signals(number)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFacts:
+    final: AssistantMessage | None = None
+    exit: ProcessExit | None = None
+    #: The wrapper signalled the child (cleanup, timeout, interruption).
+    signalled: bool = False
+    timed_out: bool = False
+    interrupted_by: signal.Signals | None = None
+    spawn_error: str | None = None
+    refusal: RunError | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    outcome: Outcome
+    success: bool
+    exit_status: int
+    error: RunError | None
+
+
+def decide(facts: RunFacts) -> Verdict:
+    if facts.refusal is not None:
+        return Verdict(Outcome.REFUSED, False, EXIT_FAILED, facts.refusal)
+    if facts.spawn_error is not None:
+        error = RunError(ErrorKind.SPAWN_FAILED, facts.spawn_error)
+        return Verdict(Outcome.SPAWN_FAILED, False, EXIT_SPAWN_FAILED, error)
+    if facts.interrupted_by is not None:
+        name = facts.interrupted_by.name
+        error = RunError(
+            ErrorKind.INTERRUPTED, f"the wrapper received {name} and stopped the agent"
+        )
+        return Verdict(Outcome.ABORTED, False, EXIT_SIGNAL_BASE + int(facts.interrupted_by), error)
+    if facts.timed_out:
+        limit = f" ({facts.timeout:g}s)" if facts.timeout is not None else ""
+        error = RunError(ErrorKind.TIMEOUT, f"the run's --timeout{limit} expired")
+        return Verdict(Outcome.TIMEOUT, False, EXIT_TIMEOUT, error)
+    return _agent_verdict(facts)
+
+
+def _failed(kind: ErrorKind, message: str) -> Verdict:
+    return Verdict(Outcome.ERROR, False, EXIT_FAILED, RunError(kind, message))
+
+
+def _agent_verdict(facts: RunFacts) -> Verdict:
+    final, exit_ = facts.final, facts.exit
+    own_exit = exit_ is not None and not facts.signalled
+    if final is None:
+        if exit_ is not None and exit_.signal is not None and own_exit:
+            return _failed(
+                ErrorKind.KILLED_BY_SIGNAL,
+                f"the agent was killed by {exit_.signal.name} before it finished",
+            )
+        how = exit_.describe() if exit_ is not None else "ended"
+        return _failed(
+            ErrorKind.EXITED_EARLY,
+            f"the agent {how} without a final message (no terminal stop reason)",
+        )
+    if final.stop_reason == StopReason.ERROR:
+        detail = final.error_message or final.raw_stop_reason or "error"
+        return _failed(ErrorKind.AGENT_ERROR, f"the agent's last turn failed: {detail}")
+    if final.stop_reason == StopReason.ABORTED:
+        detail = final.error_message or "the agent reported its turn as aborted"
+        return _failed(ErrorKind.AGENT_ABORTED, detail)
+    if exit_ is not None and own_exit:
+        if exit_.signal is not None:
+            return _failed(
+                ErrorKind.KILLED_BY_SIGNAL,
+                f"the agent was killed by {exit_.signal.name} after its final message",
+            )
+        if exit_.code:
+            return _failed(
+                ErrorKind.NONZERO_EXIT,
+                f"the agent exited with status {exit_.code} after its final message",
+            )
+    return Verdict(Outcome.OK, True, EXIT_OK, None)

@@ -1,0 +1,113 @@
+"""A readable live view of a run, for a person watching a terminal or tmux pane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wrapper.events import (
+    AssistantMessage,
+    Event,
+    Exited,
+    GraceCancelled,
+    GraceStarted,
+    ResultWritten,
+    Retry,
+    SignalSent,
+    Spawned,
+    StderrLine,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    UnparsedLine,
+    WarningEvent,
+)
+
+_DIM, _BOLD, _RED, _GREEN, _YELLOW, _CYAN, _RESET = (
+    "\x1b[2m",
+    "\x1b[1m",
+    "\x1b[31m",
+    "\x1b[32m",
+    "\x1b[33m",
+    "\x1b[36m",
+    "\x1b[0m",
+)
+
+
+class PrettyView:
+    """Turns events into text. ``render`` returns what to print, possibly ''."""
+
+    def __init__(self, *, color: bool, label: str | None = None) -> None:
+        self._color = color
+        self._label = label
+        self._streaming = False
+        self._streamed_text = False
+        self._tokens = 0
+
+    def _c(self, style: str, text: str) -> str:
+        return f"{style}{text}{_RESET}" if self._color else text
+
+    def render(self, event: Event, elapsed: float) -> str:
+        if isinstance(event, TextDelta):
+            self._streaming = True
+            self._streamed_text = True
+            return event.text
+        prefix = ""
+        if self._streaming:
+            self._streaming = False
+            prefix = "\n"
+        text = self._line(event, elapsed)
+        return prefix + text + "\n" if text else prefix
+
+    def _line(self, event: Event, elapsed: float) -> str:
+        if isinstance(event, AssistantMessage):
+            if event.usage is not None and event.usage.total_tokens:
+                self._tokens += event.usage.total_tokens
+            body = "" if self._streamed_text else event.text
+            self._streamed_text = False
+            status = self._c(
+                _DIM,
+                f"  ─ {event.stop_reason or 'no stop reason'} · {elapsed:.1f}s · "
+                f"{self._tokens:,} tokens",
+            )
+            return f"{body}\n{status}" if body else status
+        if isinstance(event, ToolStarted):
+            arg = f"  {event.summary}" if event.summary else ""
+            return self._c(_CYAN, f"  ⚙ {event.tool}") + self._c(_DIM, arg)
+        if isinstance(event, ToolEnded):
+            return self._c(_RED, f"  ✗ {event.tool} failed") if event.is_error else ""
+        if isinstance(event, Retry):
+            if event.phase != "start":
+                return ""
+            what = f" (attempt {event.attempt}/{event.max_attempts})" if event.attempt else ""
+            return self._c(_YELLOW, f"  ↻ retrying{what}: {event.message or ''}")
+        if isinstance(event, Spawned):
+            name = f"{self._label}: " if self._label else ""
+            return self._c(_DIM, f"▶ {name}{' '.join(event.argv)[:160]} (pid {event.pid})")
+        if isinstance(event, GraceStarted | GraceCancelled | SignalSent | Exited):
+            return self._c(_DIM, f"  · {_describe(event)}")
+        if isinstance(event, WarningEvent):
+            return self._c(_YELLOW, f"  ! {event.message}")
+        if isinstance(event, StderrLine):
+            return self._c(_DIM, f"  stderr: {event.text}")
+        if isinstance(event, UnparsedLine) and event.reason != "blank line":
+            return self._c(_DIM, f"  ? {event.text[:200]}")
+        if isinstance(event, ResultWritten):
+            style = _GREEN if event.outcome == "ok" else _RED
+            where = event.path or "(stderr)"
+            return self._c(_BOLD + style, f"■ {event.outcome}") + self._c(
+                _DIM, f" in {elapsed:.1f}s · {self._tokens:,} tokens · result: {where}"
+            )
+        return ""
+
+
+def _describe(event: Event) -> str:
+    payload: dict[str, Any] = event.payload()
+    if isinstance(event, GraceStarted):
+        return f"final message ({payload['stopReason']}): waiting {event.seconds:g}s for exit"
+    if isinstance(event, GraceCancelled):
+        return f"still working: {event.reason}"
+    if isinstance(event, SignalSent):
+        return f"sent {event.signal}: {event.reason}"
+    if isinstance(event, Exited):
+        return f"agent exited ({event.exit_signal or event.exit_code})"
+    return event.TYPE

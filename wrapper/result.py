@@ -1,0 +1,68 @@
+"""result.json: the one file that tells a runner how the run went.
+
+camelCase, ``schemaVersion`` 1; fields are only ever added, and a field
+whose value is unknown is ``null``, never missing. The JSON Schema is
+``wrapper/schemas/result.schema.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from wrapper.config import SCHEMA_VERSION, RunConfig
+from wrapper.outcome import Verdict
+from wrapper.summary import RunSummary
+from wrapper.supervisor import AttemptRecord
+from wrapper.timefmt import iso
+
+
+def build_result(
+    *,
+    config: RunConfig,
+    verdict: Verdict,
+    attempts: Sequence[AttemptRecord],
+    summary: RunSummary,
+    dialect: str | None,
+    started_at: float,
+    ended_at: float,
+    warnings: list[dict[str, Any]],
+    artifacts: dict[str, str | None],
+    artifact_errors: list[dict[str, Any]],
+) -> dict[str, Any]:
+    last = attempts[-1] if attempts else None
+    final = last.tracker.final if last is not None and last.tracker is not None else None
+    last_json = last.to_json() if last is not None else {}
+    usage = summary.usage
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "runId": config.run_id,
+        "label": config.label,
+        "success": verdict.success,
+        "outcome": str(verdict.outcome),
+        "exitStatus": verdict.exit_status,
+        "stopReason": final.stop_reason if final is not None else None,
+        "rawStopReason": final.raw_stop_reason if final is not None else None,
+        "finalText": final.text if final is not None else None,
+        "error": verdict.error.to_json() if verdict.error is not None else None,
+        "exitCode": last_json.get("exitCode"),
+        "exitSignal": last_json.get("exitSignal"),
+        "forcedCleanup": last_json.get("forcedCleanup", False),
+        "signalsSent": last_json.get("signalsSent", []),
+        "pid": last_json.get("pid"),
+        "startedAt": iso(started_at),
+        "endedAt": iso(ended_at),
+        "durationMs": round((ended_at - started_at) * 1000),
+        "usage": usage.to_json() if usage is not None else None,
+        "model": summary.model,
+        "sessionId": summary.session_id,
+        "toolsUsed": summary.tools_used,
+        "task": config.task,
+        "command": list(config.command),
+        "cwd": str(config.cwd),
+        "dialect": dialect,
+        "attempts": [attempt.to_json() for attempt in attempts],
+        "warnings": warnings,
+        "artifacts": artifacts,
+        "artifactErrors": artifact_errors,
+    }

@@ -1,0 +1,179 @@
+"""Where events go: the event log, the wrapper's stdout, status.json.
+
+``EventStream`` numbers each event, stamps it, and hands the same envelope to
+every sink. Writing to the wrapper's stdout happens in a worker thread fed by
+``OutputPump``, so a runner that reads slowly (or not at all) can hold back
+the stream but never the supervisor's timers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+
+from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write
+from wrapper.events import Event, TextDelta
+from wrapper.timefmt import iso
+
+#: How much unwritten output may pile up before the stream waits for the reader.
+OUTPUT_BACKLOG_BYTES = 8 * 1024 * 1024
+
+
+class OutputPump:
+    """Writes bytes to a file descriptor from a worker thread.
+
+    A broken descriptor (the runner went away, the pane closed) turns the pump
+    off; the run goes on.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.broken: str | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._data = trio.Event()
+        self._room = trio.Event()
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def write(self, data: bytes) -> None:
+        if self.broken is not None or not data:
+            return
+        self._chunks.append(data)
+        self._size += len(data)
+        self._idle = trio.Event() if self._idle.is_set() else self._idle
+        self._data.set()
+
+    async def wait_for_room(self) -> None:
+        while self._size > OUTPUT_BACKLOG_BYTES and self.broken is None:
+            if self._room.is_set():
+                self._room = trio.Event()
+            await self._room.wait()
+
+    async def run(self) -> None:
+        while True:
+            await self._data.wait()
+            self._data = trio.Event()
+            data = b"".join(self._chunks)
+            self._chunks.clear()
+            self._size = 0
+            self._room.set()
+            if self.broken is None:
+                try:
+                    await trio.to_thread.run_sync(_write_all, self.fd, data, abandon_on_cancel=True)
+                except OSError as exc:
+                    self.broken = exc.strerror or str(exc)
+                    self._chunks.clear()
+                    self._size = 0
+                    self._room.set()
+            if not self._chunks:
+                self._idle.set()
+
+    async def drain(self) -> None:
+        """Wait until everything written so far has reached the descriptor."""
+        await self._idle.wait()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class EventStream:
+    """Numbers events (``seq`` from 1), stamps them and fans them out.
+
+    ``events.jsonl`` gets runs of ``text_delta`` coalesced into one event
+    (with ``coalesced``, the number of deltas); the live output gets each.
+    """
+
+    def __init__(
+        self,
+        log: StreamFile,
+        live: Callable[[Event, dict[str, Any], bytes], None] | None,
+    ) -> None:
+        self._log = log
+        self._live = live
+        self.seq = 0
+        self.attempt = 1
+        self._pending: dict[str, Any] | None = None
+        self._pending_parts: list[str] = []
+
+    def emit(self, event: Event) -> dict[str, Any]:
+        self.seq += 1
+        envelope: dict[str, Any] = {
+            "type": event.TYPE,
+            "seq": self.seq,
+            "ts": iso(time.time()),
+            "attempt": self.attempt,
+            "source": event.SOURCE,
+        }
+        envelope.update(event.payload())
+        line = orjson.dumps(envelope) + b"\n"
+        if isinstance(event, TextDelta):
+            if self._pending is None:
+                self._pending = envelope
+            self._pending_parts.append(event.text)
+        else:
+            self._flush_pending()
+            self._log.write(line)
+        if self._live is not None:
+            self._live(event, envelope, line)
+        return envelope
+
+    def flush(self) -> None:
+        self._flush_pending()
+        self._log.flush()
+
+    def _flush_pending(self) -> None:
+        if self._pending is None:
+            return
+        merged = dict(self._pending, text="".join(self._pending_parts))
+        merged["coalesced"] = len(self._pending_parts)
+        self._pending = None
+        self._pending_parts.clear()
+        self._log.write(orjson.dumps(merged) + b"\n")
+
+
+class StatusWriter:
+    """Keeps status.json current, at most once per interval except when forced."""
+
+    def __init__(
+        self, path: Path, errors: ArtifactErrors, interval: float, *, enabled: bool
+    ) -> None:
+        self.path = path
+        self._errors = errors
+        self.interval = interval
+        self._enabled = enabled
+        self._last = -float("inf")
+        self._fields: dict[str, Any] = {}
+        self._dirty = False
+
+    def update(self, now: float, *, force: bool = False, **fields: Any) -> None:
+        self._fields.update(fields)
+        self._dirty = True
+        if force or now - self._last >= self.interval:
+            self.write(now)
+
+    def write(self, now: float) -> None:
+        if not self._enabled or self._errors.failed("status") or not self._dirty:
+            return
+        self._last = now
+        self._dirty = False
+        self._fields["updatedAt"] = iso(time.time())
+        try:
+            atomic_write(
+                self.path, orjson.dumps(self._fields, option=orjson.OPT_INDENT_2), durable=False
+            )
+        except OSError as exc:
+            self._errors.record("status", self.path, exc)
+
+    @property
+    def pending(self) -> bool:
+        return self._dirty

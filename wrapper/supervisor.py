@@ -1,0 +1,376 @@
+"""The trio shell around one attempt: spawn, read, time, signal, clean up.
+
+Every decision is the completion tracker's; this module only carries them
+out. Whatever happens, including cancellation of the wrapper itself, the
+child and what is left of its process group are ended and reaped under a
+shielded scope with a deadline on every wait.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from wrapper import proctree
+from wrapper.completion import CompletionTracker, Effect, Limits, Phase, SendSignal
+from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig
+from wrapper.dialects import Dialect, SniffingDialect
+from wrapper.events import (
+    Event,
+    Exited,
+    OversizedLine,
+    SignalSent,
+    Spawned,
+    StderrLine,
+    ToolEnded,
+    ToolStarted,
+    WarningEvent,
+)
+from wrapper.framing import Frame, LineFramer, Oversized
+from wrapper.outcome import ProcessExit
+from wrapper.sinks import EventStream, OutputPump, StatusWriter
+from wrapper.summary import RunSummary
+from wrapper.timefmt import iso
+
+#: How long a child that was sent SIGKILL may take to be reaped before the
+#: wrapper gives up waiting (it is then reported, never waited on forever).
+REAP_TIMEOUT = 5.0
+#: How often leftovers in the agent's process group are checked while they
+#: are being terminated after the agent itself exited.
+LEFTOVER_POLL = 0.05
+
+_TYPE_FIELD = re.compile(rb'"type"\s*:\s*"([A-Za-z0-9_.:/-]{1,64})"')
+
+_STATUS_BY_PHASE = {
+    Phase.WORKING: "running",
+    Phase.GRACE: "grace",
+    Phase.TERMINATING: "terminating",
+    Phase.KILLING: "terminating",
+    Phase.EXITED: "terminating",
+}
+
+
+@dataclass(slots=True, kw_only=True)
+class AttemptRecord:
+    """What happened in one attempt, for result.json."""
+
+    number: int
+    argv: list[str]
+    pid: int | None = None
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    exit: ProcessExit | None = None
+    spawn_error: str | None = None
+    signals_sent: list[dict[str, Any]] = field(default_factory=list)
+    tracker: CompletionTracker | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        tracker = self.tracker
+        final = tracker.final if tracker is not None else None
+        return {
+            "attempt": self.number,
+            "pid": self.pid,
+            "startedAt": iso(self.started_at),
+            "endedAt": iso(self.ended_at) if self.ended_at is not None else None,
+            "exitCode": self.exit.code if self.exit is not None else None,
+            "exitSignal": self.exit.signal_name if self.exit is not None else None,
+            "signalsSent": self.signals_sent,
+            "forcedCleanup": bool(tracker and tracker.forced_cleanup),
+            "stopReason": final.stop_reason if final is not None else None,
+            "rawStopReason": final.raw_stop_reason if final is not None else None,
+        }
+
+
+class AttemptSupervisor:
+    """Runs the agent once and reports what happened."""
+
+    def __init__(
+        self,
+        *,
+        config: RunConfig,
+        dialect: Dialect,
+        stream: EventStream,
+        summary: RunSummary,
+        status: StatusWriter,
+        stdout_log: Any,
+        stderr_log: Any,
+        output: OutputPump | None,
+    ) -> None:
+        self.config = config
+        self.dialect = dialect
+        self.stream = stream
+        self.summary = summary
+        self.status = status
+        self.stdout_log = stdout_log
+        self.stderr_log = stderr_log
+        self.output = output
+        self.tracker: CompletionTracker | None = None
+        self.record: AttemptRecord | None = None
+        self._pid: int | None = None
+        self._timer: trio.CancelScope | None = None
+        self._pending_interrupts: list[signal.Signals] = []
+
+    # -- entry points ----------------------------------------------------------
+
+    async def run(self, number: int, argv: list[str], env: Mapping[str, str]) -> AttemptRecord:
+        record = self.record = AttemptRecord(number=number, argv=argv)
+        self.stream.attempt = number
+        now = trio.current_time()
+        tracker = self.tracker = CompletionTracker(
+            Limits(
+                grace=self.config.grace,
+                settle_grace=self.config.settle_grace,
+                kill_after=self.config.kill_after,
+                timeout=self.config.timeout,
+            ),
+            now,
+        )
+        record.tracker = tracker
+        try:
+            proc = await trio.lowlevel.open_process(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=dict(env),
+                cwd=self.config.cwd,
+            )
+        except OSError as exc:
+            record.spawn_error = f"{argv[0]}: {exc.strerror or exc}"
+            record.ended_at = time.time()
+            return record
+        self._pid = record.pid = proc.pid
+        self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
+        self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
+        for signum in self._pending_interrupts:
+            self._apply(tracker.interrupt(signum, trio.current_time()))
+        try:
+            await self._supervise(proc, tracker)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._reap(proc)
+                await self._end_leftovers(proc.pid)
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        await stream.aclose()
+        record.ended_at = time.time()
+        return record
+
+    def interrupt(self, signum: signal.Signals) -> None:
+        """The wrapper received ``signum``: end the attempt as the tracker says."""
+        if self.tracker is None or self._pid is None:
+            self._pending_interrupts.append(signum)
+            return
+        self._apply(self.tracker.interrupt(signum, trio.current_time()))
+
+    # -- the attempt -------------------------------------------------------------
+
+    async def _supervise(self, proc: trio.Process, tracker: CompletionTracker) -> None:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        async with trio.open_nursery() as background:
+            background.start_soon(self._run_timer, tracker)
+            background.start_soon(self._flush_status_periodically)
+            async with trio.open_nursery() as pipes:
+                pipes.start_soon(self._read_stdout, proc.stdout)
+                pipes.start_soon(self._read_stderr, proc.stderr)
+                await proc.wait()
+                self._exited(proc, tracker)
+                pipes.cancel_scope.deadline = trio.current_time() + self.config.drain_timeout
+            if pipes.cancel_scope.cancelled_caught:
+                self.emit(
+                    WarningEvent(
+                        code="pipe_held_open",
+                        message="the agent exited but a process it started kept its output "
+                        f"open; stopped reading after {self.config.drain_timeout:g}s",
+                    )
+                )
+            background.cancel_scope.cancel()
+
+    def _exited(self, proc: trio.Process, tracker: CompletionTracker) -> None:
+        assert self.record is not None
+        assert proc.returncode is not None
+        exit_ = ProcessExit.from_returncode(proc.returncode)
+        self.record.exit = exit_
+        tracker.process_exited()
+        self._set_timer()
+        self.emit(Exited(exit_code=exit_.code, exit_signal=exit_.signal_name))
+
+    async def _run_timer(self, tracker: CompletionTracker) -> None:
+        while True:
+            with trio.CancelScope(deadline=tracker.next_deadline) as scope:
+                self._timer = scope
+                await trio.sleep_forever()
+            self._timer = None
+            self._apply(tracker.tick(trio.current_time()))
+
+    def _set_timer(self) -> None:
+        if self._timer is not None and self.tracker is not None:
+            self._timer.deadline = self.tracker.next_deadline
+
+    async def _flush_status_periodically(self) -> None:
+        interval = self.status.interval
+        while True:
+            await trio.sleep(interval)
+            if self.status.pending:
+                self.status.write(trio.current_time())
+
+    async def _read_stdout(self, stream: trio.abc.ReceiveStream) -> None:
+        framer = LineFramer(self.config.max_line_bytes)
+        try:
+            while data := await stream.receive_some(READ_CHUNK_BYTES):
+                self.stdout_log.write(data)
+                for frame in framer.feed(data):
+                    self._frame(frame)
+                if self.output is not None:
+                    await self.output.wait_for_room()
+        finally:
+            for frame in framer.close():
+                self._frame(frame)
+            if isinstance(self.dialect, SniffingDialect):
+                for event in self.dialect.flush():
+                    self._event(event)
+            self.stdout_log.flush()
+
+    async def _read_stderr(self, stream: trio.abc.ReceiveStream) -> None:
+        framer = LineFramer(STDERR_LINE_BYTES)
+        try:
+            while data := await stream.receive_some(READ_CHUNK_BYTES):
+                self.stderr_log.write(data)
+                for frame in framer.feed(data):
+                    self._stderr_frame(frame)
+        finally:
+            for frame in framer.close():
+                self._stderr_frame(frame)
+            self.stderr_log.flush()
+
+    def _stderr_frame(self, frame: Frame) -> None:
+        if isinstance(frame, Oversized):
+            text = frame.head.decode("utf-8", "replace") + f"… ({frame.size} bytes)"
+        else:
+            text = frame.decode("utf-8", "replace").rstrip("\r")
+        self.emit(StderrLine(text=text))
+
+    def _frame(self, frame: Frame) -> None:
+        if isinstance(frame, Oversized):
+            self._event(OversizedLine(size=frame.size, event_type=_sniff_type(frame.head)))
+            return
+        for event in self.dialect.parse(frame):
+            self._event(event)
+
+    def _event(self, event: Event) -> None:
+        self.summary.observe(event)
+        self.emit(event)
+        assert self.tracker is not None
+        now = trio.current_time()
+        effects = self.tracker.observe(event, now)
+        if effects:
+            self._apply(effects)
+        if isinstance(event, ToolStarted | ToolEnded):
+            self.status.update(now, currentTool=self.summary.current_tool)
+        self.status.update(now, lastEventAt=iso(time.time()))
+
+    # -- effects -------------------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        self.stream.emit(event)
+
+    def _apply(self, effects: list[Effect]) -> None:
+        assert self.tracker is not None
+        for effect in effects:
+            if isinstance(effect, SendSignal):
+                self._send(effect)
+            else:
+                self.emit(effect)
+        self._set_timer()
+        state = _STATUS_BY_PHASE[self.tracker.phase]
+        self.status.update(trio.current_time(), force=True, state=state)
+
+    def _send(self, effect: SendSignal) -> None:
+        assert self.record is not None
+        assert self._pid is not None
+        pids = proctree.signal_tree(self._pid, effect.signal)
+        self.record.signals_sent.append(
+            {"signal": effect.signal.name, "at": iso(time.time()), "reason": effect.reason}
+        )
+        self.emit(SignalSent(signal=effect.signal.name, reason=effect.reason, pids=tuple(pids)))
+
+    # -- cleanup -------------------------------------------------------------------
+
+    async def _reap(self, proc: trio.Process) -> None:
+        """Make sure the child is dead and reaped (shielded by the caller)."""
+        if proc.returncode is not None:
+            return
+        self._send(SendSignal(signal.SIGKILL, "the wrapper is stopping"))
+        with trio.move_on_after(REAP_TIMEOUT):
+            await proc.wait()
+        if proc.returncode is not None and self.record is not None and self.record.exit is None:
+            self.record.exit = ProcessExit.from_returncode(proc.returncode)
+
+    async def _end_leftovers(self, pgid: int) -> None:
+        """End processes the agent left behind in its group (MCP servers and the like)."""
+        if not proctree.group_alive(pgid):
+            return
+        assert self.record is not None
+        self.emit(
+            WarningEvent(
+                code="leftover_processes",
+                message="the agent exited but left processes running in its group; "
+                "terminating them",
+            )
+        )
+        for sig, wait in ((signal.SIGTERM, self.config.kill_after), (signal.SIGKILL, REAP_TIMEOUT)):
+            if not proctree.signal_group(pgid, sig):
+                return
+            self.record.signals_sent.append(
+                {"signal": sig.name, "at": iso(time.time()), "reason": "leftover processes"}
+            )
+            self.emit(SignalSent(signal=sig.name, reason="leftover processes", pids=(pgid,)))
+            deadline = trio.current_time() + wait
+            while trio.current_time() < deadline:
+                await trio.sleep(LEFTOVER_POLL)
+                if not proctree.group_alive(pgid):
+                    return
+
+    def _dialect_name(self) -> str | None:
+        if isinstance(self.dialect, SniffingDialect):
+            chosen = self.dialect.chosen
+            return chosen.name if chosen is not None else None
+        return self.dialect.name
+
+
+def _sniff_type(head: bytes) -> str | None:
+    """The ``type`` of a JSON event, read from the first bytes of its line."""
+    match = _TYPE_FIELD.search(head)
+    return match.group(1).decode() if match else None
+
+
+def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment for the agent: everything the wrapper has, plus the run's identity."""
+    env = dict(base)
+    parent = base.get("AGENT_WRAPPER_RUN_ID")
+    env.pop("AGENT_WRAPPER_PARENT_RUN_ID", None)
+    if parent:
+        env["AGENT_WRAPPER_PARENT_RUN_ID"] = parent
+    env["AGENT_WRAPPER_RUN_ID"] = config.run_id
+    env["AGENT_WRAPPER_RUN_DIR"] = str(config.run_dir)
+    env["AGENT_WRAPPER_ATTEMPT"] = str(attempt)
+    env["AGENT_WRAPPER_DEPTH"] = str(child_depth(base))
+    return env
+
+
+def child_depth(base: Mapping[str, str]) -> int:
+    """1 for a top-level run, one more for each wrapper the run is nested in."""
+    try:
+        parent = int(base.get("AGENT_WRAPPER_DEPTH", "0"))
+    except ValueError:
+        parent = 0
+    return max(parent, 0) + 1
