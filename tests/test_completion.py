@@ -1,0 +1,182 @@
+"""The completion tracker on its own: no process, no clock."""
+
+from __future__ import annotations
+
+import math
+import signal
+
+from wrapper.completion import CompletionTracker, Effect, Limits, Phase, SendSignal
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Compaction,
+    GraceCancelled,
+    GraceStarted,
+    Retry,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    TurnStarted,
+)
+
+LIMITS = Limits(grace=1.0, settle_grace=0.2, kill_after=3.0)
+
+
+def message(stop: str | None, text: str = "") -> AssistantMessage:
+    return AssistantMessage(stop_reason=stop, raw_stop_reason=stop, text=text)
+
+
+def signals(effects: list[Effect]) -> list[signal.Signals]:
+    return [e.signal for e in effects if isinstance(e, SendSignal)]
+
+
+def test_tool_use_turn_does_not_arm_the_grace_timer() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    assert tracker.observe(message("toolUse", "interim"), 1.0) == []
+    assert tracker.next_deadline == math.inf
+    assert tracker.final is None
+    # A tool that runs for an hour is never interrupted.
+    tracker.observe(ToolStarted(tool="bash"), 1.0)
+    assert tracker.tick(3600.0) == []
+    assert tracker.phase is Phase.WORKING
+
+
+def test_missing_and_unknown_stop_reasons_never_arm_the_timer() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    for stop in (None, "pause_turn", "weird"):
+        assert tracker.observe(message(stop), 1.0) == []
+    assert tracker.next_deadline == math.inf
+
+
+def test_terminal_stop_arms_grace_then_sigterm_then_sigkill() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    effects = tracker.observe(message("stop", "done"), 10.0)
+    assert effects == [GraceStarted(seconds=1.0, stop_reason="stop", settled=False)]
+    assert tracker.next_deadline == 11.0
+    assert tracker.tick(10.5) == []
+    assert signals(tracker.tick(11.0)) == [signal.SIGTERM]
+    assert tracker.forced_cleanup
+    assert tracker.next_deadline == 14.0
+    assert tracker.tick(13.9) == []
+    assert signals(tracker.tick(14.0)) == [signal.SIGKILL]
+    assert tracker.phase is Phase.KILLING
+    assert tracker.next_deadline == math.inf
+    assert tracker.final is not None
+    assert tracker.final.text == "done"
+
+
+def test_exit_during_grace_needs_no_signal() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.observe(message("stop"), 1.0)
+    tracker.process_exited()
+    assert tracker.next_deadline == math.inf
+    assert tracker.tick(100.0) == []
+    assert not tracker.signalled
+    assert not tracker.forced_cleanup
+
+
+def test_settled_agent_gets_the_short_settle_grace() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.observe(message("stop"), 1.0)
+    effects = tracker.observe(AgentEnded(will_retry=False), 1.1)
+    assert effects == [GraceStarted(seconds=0.2, stop_reason="stop", settled=True)]
+    assert math.isclose(tracker.next_deadline, 1.3)
+    # agent_settled afterwards does not push the deadline back.
+    assert tracker.observe(AgentEnded(will_retry=False, settled=True), 1.25) == []
+    assert math.isclose(tracker.next_deadline, 1.3)
+
+
+def test_agent_end_without_a_final_message_arms_nothing() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    assert tracker.observe(AgentEnded(will_retry=False, settled=True), 1.0) == []
+    assert tracker.next_deadline == math.inf
+
+
+def test_new_turn_after_a_terminal_message_cancels_grace_and_forgets_it() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.observe(message("stop", "early"), 1.0)
+    effects = tracker.observe(TurnStarted(), 1.5)
+    assert [type(e) for e in effects] == [GraceCancelled]
+    assert tracker.final is None
+    assert tracker.tick(5.0) == []
+    tracker.observe(message("stop", "late"), 6.0)
+    assert tracker.final is not None
+    assert tracker.final.text == "late"
+
+
+def test_provider_error_then_retry_survives_and_ends_on_the_later_final() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.observe(message("error"), 1.0)
+    assert tracker.phase is Phase.GRACE
+    cancelled = tracker.observe(AgentEnded(will_retry=True), 1.01)
+    assert [type(e) for e in cancelled] == [GraceCancelled]
+    tracker.observe(Retry(phase="start", attempt=1, delay_ms=5000), 1.02)
+    # A long retry delay passes without any signal.
+    assert tracker.tick(7.0) == []
+    tracker.observe(TurnStarted(), 7.0)
+    tracker.observe(message("stop", "recovered"), 9.0)
+    assert tracker.final is not None
+    assert tracker.final.text == "recovered"
+    assert tracker.phase is Phase.GRACE
+
+
+def test_retry_without_new_turn_rearms_the_grace_when_it_ends() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.observe(message("error"), 1.0)
+    tracker.observe(Retry(phase="start"), 1.1)
+    assert tracker.next_deadline == math.inf
+    effects = tracker.observe(Retry(phase="end", success=False), 2.0)
+    assert [type(e) for e in effects] == [GraceStarted]
+    assert tracker.next_deadline == 3.0
+    assert tracker.final is not None
+    assert tracker.final.stop_reason == "error"
+
+
+def test_compaction_pauses_the_grace() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.observe(message("stop"), 1.0)
+    tracker.observe(Compaction(phase="start"), 1.5)
+    assert tracker.tick(30.0) == []
+    tracker.observe(Compaction(phase="end"), 30.0)
+    assert tracker.next_deadline == 31.0
+
+
+def test_deltas_and_tool_ends_do_not_change_anything() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.observe(message("stop"), 1.0)
+    assert tracker.observe(TextDelta(text="x"), 1.1) == []
+    assert tracker.observe(ToolEnded(tool="bash"), 1.2) == []
+    assert tracker.next_deadline == 2.0
+
+
+def test_whole_run_timeout_terminates_even_mid_tool() -> None:
+    tracker = CompletionTracker(Limits(grace=1, settle_grace=0.2, kill_after=3, timeout=60), 100.0)
+    tracker.observe(ToolStarted(tool="bash"), 101.0)
+    assert tracker.next_deadline == 160.0
+    assert signals(tracker.tick(160.0)) == [signal.SIGTERM]
+    assert tracker.timed_out
+    assert not tracker.forced_cleanup
+    assert signals(tracker.tick(163.0)) == [signal.SIGKILL]
+
+
+def test_wrapper_signal_terminates_and_a_second_one_kills() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    assert signals(tracker.interrupt(signal.SIGHUP, 1.0)) == [signal.SIGTERM]
+    assert tracker.interrupted_by is signal.SIGHUP
+    assert signals(tracker.interrupt(signal.SIGTERM, 1.5)) == [signal.SIGKILL]
+    assert tracker.interrupted_by is signal.SIGHUP
+    assert tracker.interrupt(signal.SIGTERM, 1.6) == []
+
+
+def test_signal_after_exit_changes_nothing() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.process_exited()
+    assert tracker.interrupt(signal.SIGTERM, 1.0) == []
+    assert tracker.interrupted_by is None
+
+
+def test_terminal_message_during_termination_does_not_rearm() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.interrupt(signal.SIGTERM, 1.0)
+    assert tracker.observe(message("stop"), 1.5) == []
+    assert tracker.phase is Phase.TERMINATING

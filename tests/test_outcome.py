@@ -1,0 +1,122 @@
+"""The outcome table: every row."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from wrapper.events import AssistantMessage
+from wrapper.outcome import ErrorKind, Outcome, ProcessExit, RunError, RunFacts, decide
+
+
+def final(stop: str, error_message: str | None = None) -> AssistantMessage:
+    return AssistantMessage(
+        stop_reason=stop, raw_stop_reason=stop, text="t", error_message=error_message
+    )
+
+
+CLEAN = ProcessExit(0, None)
+
+
+@pytest.mark.parametrize(
+    ("facts", "outcome", "exit_status", "kind"),
+    [
+        (RunFacts(final=final("stop"), exit=CLEAN), Outcome.OK, 0, None),
+        (RunFacts(final=final("length"), exit=CLEAN), Outcome.OK, 0, None),
+        # Lingered and was cleaned up by the wrapper: still a success.
+        (
+            RunFacts(final=final("stop"), exit=ProcessExit(None, signal.SIGTERM), signalled=True),
+            Outcome.OK,
+            0,
+            None,
+        ),
+        (
+            RunFacts(final=final("stop"), exit=ProcessExit(143, None), signalled=True),
+            Outcome.OK,
+            0,
+            None,
+        ),
+        (
+            RunFacts(final=final("error", "overloaded"), exit=CLEAN),
+            Outcome.ERROR,
+            1,
+            ErrorKind.AGENT_ERROR,
+        ),
+        (RunFacts(final=final("aborted"), exit=CLEAN), Outcome.ERROR, 1, ErrorKind.AGENT_ABORTED),
+        (RunFacts(exit=CLEAN), Outcome.ERROR, 1, ErrorKind.EXITED_EARLY),
+        (RunFacts(exit=ProcessExit(2, None)), Outcome.ERROR, 1, ErrorKind.EXITED_EARLY),
+        (
+            RunFacts(exit=ProcessExit(None, signal.SIGSEGV)),
+            Outcome.ERROR,
+            1,
+            ErrorKind.KILLED_BY_SIGNAL,
+        ),
+        (
+            RunFacts(final=final("stop"), exit=ProcessExit(None, signal.SIGKILL)),
+            Outcome.ERROR,
+            1,
+            ErrorKind.KILLED_BY_SIGNAL,
+        ),
+        (
+            RunFacts(final=final("stop"), exit=ProcessExit(3, None)),
+            Outcome.ERROR,
+            1,
+            ErrorKind.NONZERO_EXIT,
+        ),
+        (
+            RunFacts(
+                exit=ProcessExit(None, signal.SIGTERM), signalled=True, timed_out=True, timeout=5
+            ),
+            Outcome.TIMEOUT,
+            124,
+            ErrorKind.TIMEOUT,
+        ),
+        (
+            RunFacts(
+                final=final("stop"), exit=CLEAN, signalled=True, interrupted_by=signal.SIGTERM
+            ),
+            Outcome.ABORTED,
+            143,
+            ErrorKind.INTERRUPTED,
+        ),
+        (
+            RunFacts(interrupted_by=signal.SIGHUP, signalled=True),
+            Outcome.ABORTED,
+            129,
+            ErrorKind.INTERRUPTED,
+        ),
+        (RunFacts(interrupted_by=signal.SIGINT), Outcome.ABORTED, 130, ErrorKind.INTERRUPTED),
+        (
+            RunFacts(spawn_error="nope: No such file or directory"),
+            Outcome.SPAWN_FAILED,
+            127,
+            ErrorKind.SPAWN_FAILED,
+        ),
+        (
+            RunFacts(refusal=RunError(ErrorKind.MAX_DEPTH, "too deep")),
+            Outcome.REFUSED,
+            1,
+            ErrorKind.MAX_DEPTH,
+        ),
+    ],
+)
+def test_outcome_table(
+    facts: RunFacts, outcome: Outcome, exit_status: int, kind: ErrorKind | None
+) -> None:
+    verdict = decide(facts)
+    assert verdict.outcome is outcome
+    assert verdict.exit_status == exit_status
+    assert verdict.success is (outcome is Outcome.OK)
+    if kind is None:
+        assert verdict.error is None
+    else:
+        assert verdict.error is not None
+        assert verdict.error.kind is kind
+        assert verdict.error.message
+
+
+def test_agent_error_message_names_the_agents_reason() -> None:
+    verdict = decide(RunFacts(final=final("error", "529 overloaded"), exit=CLEAN))
+    assert verdict.error is not None
+    assert "529 overloaded" in verdict.error.message

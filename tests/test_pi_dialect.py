@@ -1,0 +1,333 @@
+"""pi's stream -> normalized events: stop-reason mapping, raw kept, bad lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wrapper.dialects import SniffingDialect, UsageError, resolve_dialect
+from wrapper.dialects.base import MAX_ARG_BYTES
+from wrapper.dialects.pi import PiDialect
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Retry,
+    SessionStarted,
+    StopReason,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    UnparsedLine,
+    is_terminal,
+)
+
+
+def line(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def message_end(stop_reason: Any, text: str = "hi", **extra: Any) -> bytes:
+    message = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "stopReason": stop_reason,
+        "model": "m1",
+        "usage": {
+            "input": 5,
+            "output": 7,
+            "cacheRead": 1,
+            "cacheWrite": 0,
+            "totalTokens": 13,
+            "cost": {"total": 0.25},
+        },
+        **extra,
+    }
+    return line({"type": "message_end", "message": message})
+
+
+@pytest.mark.parametrize(
+    ("raw", "canonical", "terminal"),
+    [
+        ("stop", "stop", True),
+        ("end_turn", "stop", True),
+        ("endTurn", "stop", True),
+        ("length", "length", True),
+        ("toolUse", "toolUse", False),
+        ("tool_use", "toolUse", False),
+        ("aborted", "aborted", True),
+        ("error", "error", True),
+    ],
+)
+def test_known_stop_reasons_map_and_keep_the_raw_value(
+    raw: str, canonical: str, terminal: bool
+) -> None:
+    [event] = PiDialect().parse(message_end(raw))
+    assert isinstance(event, AssistantMessage)
+    assert event.stop_reason == canonical
+    assert event.raw_stop_reason == raw
+    assert is_terminal(event.stop_reason) is terminal
+
+
+@pytest.mark.parametrize("raw", ["pause_turn", "refusal", "STOP", ""])
+def test_unknown_stop_reason_is_preserved_and_not_terminal(raw: str) -> None:
+    [event] = PiDialect().parse(message_end(raw))
+    assert isinstance(event, AssistantMessage)
+    assert event.stop_reason == raw
+    assert event.raw_stop_reason == raw
+    assert not is_terminal(event.stop_reason)
+
+
+@pytest.mark.parametrize("raw", [None, 42, ["stop"]])
+def test_missing_or_malformed_stop_reason_is_none_and_not_terminal(raw: Any) -> None:
+    [event] = PiDialect().parse(message_end(raw))
+    assert isinstance(event, AssistantMessage)
+    assert event.stop_reason is None
+    assert not is_terminal(event.stop_reason)
+
+
+def test_assistant_message_fields() -> None:
+    content = [
+        {"type": "thinking", "thinking": "hmm"},
+        {"type": "text", "text": "Running it."},
+        {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "ls  -la"}},
+    ]
+    raw = line(
+        {
+            "type": "message_end",
+            "message": {
+                "role": "assistant",
+                "content": content,
+                "stopReason": "toolUse",
+                "model": "m",
+                "usage": {"input": 1, "output": 2, "totalTokens": 3, "cost": {"total": 0.5}},
+            },
+        }
+    )
+    [event] = PiDialect().parse(raw)
+    assert isinstance(event, AssistantMessage)
+    assert event.text == "Running it."
+    assert [(c.name, c.id, c.summary) for c in event.tool_calls] == [("bash", "c1", "ls -la")]
+    assert event.usage is not None
+    assert (event.usage.input, event.usage.output, event.usage.cost_usd) == (1, 2, 0.5)
+    assert event.usage.cache_read is None
+
+
+def test_error_message_is_kept() -> None:
+    [event] = PiDialect().parse(message_end("error", text="", errorMessage="529 overloaded"))
+    assert isinstance(event, AssistantMessage)
+    assert event.error_message == "529 overloaded"
+
+
+def test_user_and_tool_result_messages_are_not_assistant_messages() -> None:
+    for role in ("user", "toolResult"):
+        raw = line({"type": "message_end", "message": {"role": role, "content": "x"}})
+        assert PiDialect().parse(raw) == []
+
+
+def test_lifecycle_events() -> None:
+    dialect = PiDialect()
+    assert dialect.parse(line({"type": "session", "version": 3, "id": "s1", "cwd": "/w"})) == [
+        SessionStarted(session_id="s1", cwd="/w")
+    ]
+    delta = {
+        "type": "message_update",
+        "assistantMessageEvent": {"type": "text_delta", "delta": "He"},
+    }
+    assert dialect.parse(line(delta)) == [TextDelta(text="He")]
+    thinking = {
+        "type": "message_update",
+        "assistantMessageEvent": {"type": "thinking_delta", "delta": "x"},
+    }
+    assert dialect.parse(line(thinking)) == []
+    start = {
+        "type": "tool_execution_start",
+        "toolCallId": "t",
+        "toolName": "read",
+        "args": {"path": "a.py"},
+    }
+    assert dialect.parse(line(start)) == [
+        ToolStarted(tool="read", tool_call_id="t", summary="a.py")
+    ]
+    end = {"type": "tool_execution_end", "toolCallId": "t", "toolName": "read", "isError": True}
+    assert dialect.parse(line(end)) == [ToolEnded(tool="read", tool_call_id="t", is_error=True)]
+    retry = {
+        "type": "auto_retry_start",
+        "attempt": 1,
+        "maxAttempts": 3,
+        "delayMs": 2000,
+        "errorMessage": "x",
+    }
+    assert dialect.parse(line(retry)) == [
+        Retry(phase="start", attempt=1, max_attempts=3, delay_ms=2000, message="x")
+    ]
+    assert dialect.parse(line({"type": "agent_end", "willRetry": True})) == [
+        AgentEnded(will_retry=True)
+    ]
+    assert dialect.parse(line({"type": "agent_end", "messages": []})) == [
+        AgentEnded(will_retry=None)
+    ]
+    assert dialect.parse(line({"type": "agent_settled"})) == [
+        AgentEnded(will_retry=False, settled=True)
+    ]
+    assert dialect.parse(line({"type": "brand_new_event"})) == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"", "blank line"),
+        (b"   ", "blank line"),
+        (b"Warning: something odd", "not JSON"),
+        (b'{"type":"message_end","mess', "not JSON"),
+        (b"[1, 2]", "JSON list, not an object"),
+        (b'"text"', "JSON str, not an object"),
+        (b"\xff\xfe\x00garbage", "not JSON"),
+    ],
+)
+def test_lines_that_are_not_objects_become_unparsed_events(raw: bytes, reason: str) -> None:
+    [event] = PiDialect().parse(raw)
+    assert isinstance(event, UnparsedLine)
+    assert event.reason == reason
+
+
+def test_ansi_escape_in_front_of_json_is_stripped() -> None:
+    raw = b"\x1b[2K\x1b[1G" + message_end("stop")
+    [event] = PiDialect().parse(raw)
+    assert isinstance(event, AssistantMessage)
+    assert event.stop_reason == StopReason.STOP
+
+
+def test_fields_of_the_wrong_type_do_not_raise() -> None:
+    dialect = PiDialect()
+    objects: list[dict[str, Any]] = [
+        {"type": ["message_end"]},
+        {"type": "message_end", "message": "nope"},
+        {
+            "type": "message_end",
+            "message": {"role": "assistant", "content": [1, None, {"type": "text"}]},
+        },
+        {"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "delta": 5}},
+        {"type": "tool_execution_start", "toolName": None, "args": [1]},
+        {"type": "auto_retry_start", "attempt": "one"},
+        {"type": "session", "id": 7},
+    ]
+    for obj in objects:
+        dialect.parse(line(obj))
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    PiDialect().parse(data)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=8,
+)
+PI_TYPES = [
+    "message_end",
+    "message_update",
+    "tool_execution_start",
+    "tool_execution_end",
+    "auto_retry_start",
+    "auto_retry_end",
+    "agent_end",
+    "session",
+    "turn_start",
+]
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(PI_TYPES),
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "message",
+                "assistantMessageEvent",
+                "toolName",
+                "args",
+                "willRetry",
+                "id",
+                "attempt",
+                "isError",
+                "role",
+                "content",
+                "stopReason",
+                "usage",
+            ]
+        ),
+        json_values,
+        max_size=6,
+    ),
+)
+def test_arbitrary_json_objects_never_raise(kind: str, fields: dict[str, Any]) -> None:
+    PiDialect().parse(json.dumps({"type": kind, **fields}).encode())
+
+
+# -- launching ---------------------------------------------------------------------
+
+
+def test_task_is_the_last_argument(tmp_path: Path) -> None:
+    launch = PiDialect().launch(["pi", "--mode", "json", "-p"], "Fix it", tmp_path)
+    assert launch.argv == ["pi", "--mode", "json", "-p", "Fix it"]
+    assert launch.files == {}
+
+
+def test_no_task_runs_the_command_as_given(tmp_path: Path) -> None:
+    assert PiDialect().launch(["pi", "-p"], None, tmp_path).argv == ["pi", "-p"]
+
+
+@pytest.mark.parametrize("task", ["-v is broken", "--help me", "@README.md explain"])
+def test_task_that_looks_like_a_flag_or_file_still_reaches_pi_as_text(
+    task: str, tmp_path: Path
+) -> None:
+    argv = PiDialect().launch(["pi", "-p"], task, tmp_path).argv
+    assert argv[-1].strip() == task
+    assert not argv[-1].startswith(("-", "@"))
+
+
+def test_task_too_long_for_one_argument_goes_through_a_file(tmp_path: Path) -> None:
+    task = "x" * (MAX_ARG_BYTES + 1)
+    launch = PiDialect().launch(["pi", "-p"], task, tmp_path)
+    path = tmp_path / "task.md"
+    assert launch.argv == ["pi", "-p", f"@{path}"]
+    assert launch.files == {path: task}
+
+
+def test_auto_dialect_from_executable_name() -> None:
+    assert isinstance(resolve_dialect("auto", ["/usr/local/bin/pi", "-p"], True), PiDialect)
+
+
+def test_auto_dialect_unknown_executable_with_task_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="--dialect"):
+        resolve_dialect("auto", ["my-agent"], True)
+
+
+def test_auto_dialect_without_task_recognises_the_stream() -> None:
+    dialect = resolve_dialect("auto", ["my-agent"], False)
+    assert isinstance(dialect, SniffingDialect)
+    assert dialect.parse(b"starting up...") == []
+    events = dialect.parse(line({"type": "session", "version": 3, "id": "s9"}))
+    assert isinstance(dialect.chosen, PiDialect)
+    assert isinstance(events[0], UnparsedLine)
+    assert events[1] == SessionStarted(session_id="s9")
+    [message] = dialect.parse(message_end("stop"))
+    assert isinstance(message, AssistantMessage)
+
+
+def test_sniffing_gives_up_with_a_warning_and_keeps_every_line() -> None:
+    dialect = SniffingDialect()
+    events = []
+    for i in range(300):
+        events += dialect.parse(f'{{"kind": {i}}}'.encode())
+    assert events[0].TYPE == "warning"
+    assert sum(1 for e in events if isinstance(e, UnparsedLine)) == 300
