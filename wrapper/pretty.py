@@ -20,6 +20,7 @@ from wrapper.events import (
     ToolStarted,
     UnparsedLine,
     WarningEvent,
+    is_terminal,
 )
 
 _DIM, _BOLD, _RED, _GREEN, _YELLOW, _CYAN, _RESET = (
@@ -42,6 +43,7 @@ class PrettyView:
         self._streaming = False
         self._streamed_text = False
         self._tokens = 0
+        self._stop = ""
 
     def _c(self, style: str, text: str) -> str:
         return f"{style}{text}{_RESET}" if self._color else text
@@ -60,6 +62,8 @@ class PrettyView:
 
     def _line(self, event: Event, elapsed: float) -> str:
         if isinstance(event, AssistantMessage):
+            if is_terminal(event.stop_reason):
+                self._stop = f" ({event.stop_reason})"
             if event.usage is not None and event.usage.total_tokens:
                 self._tokens += event.usage.total_tokens
             body = "" if self._streamed_text else event.text
@@ -94,7 +98,7 @@ class PrettyView:
         if isinstance(event, ResultWritten):
             style = _GREEN if event.outcome == "ok" else _RED
             where = event.path or "(stderr)"
-            return self._c(_BOLD + style, f"■ {event.outcome}") + self._c(
+            return self._c(_BOLD + style, f"■ {event.outcome}{self._stop}") + self._c(
                 _DIM, f" in {elapsed:.1f}s · {self._tokens:,} tokens · result: {where}"
             )
         return ""
@@ -103,6 +107,8 @@ class PrettyView:
 def _describe(event: Event) -> str:
     payload: dict[str, Any] = event.payload()
     if isinstance(event, GraceStarted):
+        if event.settled:
+            return f"the agent says it is done: waiting {event.seconds:g}s for it to exit"
         return f"final message ({payload['stopReason']}): waiting {event.seconds:g}s for exit"
     if isinstance(event, GraceCancelled):
         return f"still working: {event.reason}"

@@ -1,0 +1,217 @@
+"""The command line as a user meets it: usage errors, version, output modes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import wrapper
+from tests.conftest import FAKE_AGENT, HANG_LIMIT, agent_env, read_result, write_scenario
+
+FINAL = [{"assistant": {"text": "All done.", "stopReason": "stop"}}, {"agent_settled": {}}]
+
+
+def cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wrapper", *args],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+
+
+def test_version() -> None:
+    proc = cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"agent-wrapper {wrapper.__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--task", "x"], "no COMMAND"),
+        (["run", "--task", "x", "--"], "no COMMAND"),
+        (["run", "--grace", "soon", "--", "pi"], "expected a number of seconds"),
+        (["run", "--grace", "-1", "--", "pi"], "non-negative"),
+        (["run", "--timeout", "0", "--", "pi"], "more than 0"),
+        (["run", "--max-depth", "0", "--", "pi"], "at least 1"),
+        (["run", "--output", "xml", "--", "pi"], "invalid choice"),
+        (["run", "--dialect", "nope", "--", "pi"], "invalid choice"),
+        (["run", "--task", "a", "--task-file", "b", "--", "pi"], "not allowed with"),
+        (["run", "--task-file", "/no/such/file", "--", "pi"], "cannot read it"),
+        (["run", "--task", "x", "--", "my-agent", "--json"], "pass --dialect"),
+        ([], "required"),
+    ],
+)
+def test_usage_errors_exit_2_and_say_what_to_do(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    proc = cli(*args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert not (tmp_path / ".agent-wrapper").exists(), "a usage error starts no run"
+
+
+def test_unknown_executable_without_task_recognises_the_stream(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, FINAL)
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wrapper",
+            "run",
+            "--output",
+            "quiet",
+            "--run-dir",
+            str(run_dir),
+            "--",
+            sys.executable,
+            str(FAKE_AGENT),
+            "--mode",
+            "json",
+            "-p",
+            "--scenario",
+            str(scenario),
+            "hi",
+        ],
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b""
+    result = read_result(run_dir / "result.json")
+    assert result["dialect"] == "pi"
+    assert result["finalText"] == "All done."
+    assert result["task"] is None
+
+
+def test_default_run_dir_is_under_agent_wrapper_with_a_gitignore(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, FINAL)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wrapper",
+            "run",
+            "--task",
+            "hi",
+            "--",
+            str(FAKE_AGENT.parent / "pi"),
+            "--mode",
+            "json",
+            "-p",
+            "--scenario",
+            str(scenario),
+        ],
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / ".agent-wrapper" / ".gitignore").read_text() == "*\n"
+    [run_dir] = (tmp_path / ".agent-wrapper" / "runs").iterdir()
+    result = read_result(run_dir / "result.json")
+    assert result["runId"] == run_dir.name
+    last = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert last["type"] == "result_written"
+    assert last["path"] == str(run_dir / "result.json")
+
+
+def test_pretty_output_is_for_people(tmp_path: Path) -> None:
+    steps = [
+        {
+            "assistant": {
+                "text": "Checking.",
+                "stopReason": "toolUse",
+                "toolCalls": [{"name": "bash", "arguments": {"command": "ls -la"}}],
+            }
+        },
+        {"tool": {"name": "bash", "duration": 0.1, "result": "ok"}},
+        *FINAL,
+    ]
+    scenario = write_scenario(tmp_path, steps)
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wrapper",
+            "run",
+            "--output",
+            "pretty",
+            "--label",
+            "pretty-check",
+            "--run-dir",
+            str(run_dir),
+            "--task",
+            "hi",
+            "--",
+            str(FAKE_AGENT.parent / "pi"),
+            "--mode",
+            "json",
+            "-p",
+            "--scenario",
+            str(scenario),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        check=False,
+    )
+    assert proc.returncode == 0
+    out = proc.stdout
+    assert "pretty-check" in out
+    assert "Checking." in out
+    assert "⚙ bash  ls -la" in out
+    assert "All done." in out
+    assert "■ ok (stop)" in out
+    assert str(run_dir / "result.json") in out
+    assert "\x1b[" not in out, "no colour codes when stdout is not a terminal"
+    assert not any(line.startswith("{") for line in out.splitlines())
+
+
+def test_cli_module_does_not_import_the_run_machinery() -> None:
+    # --version and usage errors must not pay for trio and psutil.
+    code = "import sys, wrapper.cli; sys.exit('trio' in sys.modules or 'psutil' in sys.modules)"
+    assert (
+        subprocess.run([sys.executable, "-c", code], timeout=HANG_LIMIT, check=False).returncode
+        == 0
+    )
+
+
+def test_public_surface_is_pinned() -> None:
+    assert sorted(wrapper.__all__) == sorted(
+        [
+            "TERMINAL_STOP_REASONS",
+            "CompletionTracker",
+            "ErrorKind",
+            "LineFramer",
+            "Limits",
+            "Outcome",
+            "RunFacts",
+            "SendSignal",
+            "StopReason",
+            "Verdict",
+            "__version__",
+            "canonical_stop_reason",
+            "decide",
+            "is_terminal",
+        ]
+    )
+    for name in wrapper.__all__:
+        assert hasattr(wrapper, name)
