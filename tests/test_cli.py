@@ -6,13 +6,17 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import wrapper
 from tests.conftest import FAKE_AGENT, HANG_LIMIT, agent_env, read_result, write_scenario
 
-FINAL = [{"assistant": {"text": "All done.", "stopReason": "stop"}}, {"agent_settled": {}}]
+FINAL: list[dict[str, Any]] = [
+    {"assistant": {"text": "All done.", "stopReason": "stop"}},
+    {"agent_settled": {}},
+]
 
 
 def cli(
@@ -132,7 +136,7 @@ def test_default_run_dir_is_under_agent_wrapper_with_a_gitignore(tmp_path: Path)
 
 
 def test_pretty_output_is_for_people(tmp_path: Path) -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {
             "assistant": {
                 "text": "Checking.",
