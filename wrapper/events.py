@@ -111,10 +111,22 @@ class Event:
 
     def payload(self) -> dict[str, Any]:
         """The type-specific fields, camelCase, ready for JSON."""
-        return {_camel(f.name): _jsonable(getattr(self, f.name)) for f in fields(self)}
+        return {key: _jsonable(getattr(self, name)) for name, key in _field_names(type(self))}
+
+
+_FIELD_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _field_names(cls: type[Event]) -> tuple[tuple[str, str], ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple((f.name, _camel(f.name)) for f in fields(cls))
+    return names
 
 
 def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float):
+        return value
     if isinstance(value, Usage):
         return value.to_json()
     if isinstance(value, tuple):

@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -15,7 +15,7 @@ import trio
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write, dump_json, prepare_run_dir
 from wrapper.config import OUTPUT_FLUSH_TIMEOUT, STATUS_INTERVAL, OutputMode, RunConfig
 from wrapper.dialects import Dialect, SniffingDialect, UsageError
-from wrapper.events import Event, ResultWritten, WarningEvent
+from wrapper.events import Event, ResultWritten
 from wrapper.outcome import EXIT_NO_RESULT, ErrorKind, RunError, RunFacts, decide
 from wrapper.pretty import PrettyView
 from wrapper.result import build_result
@@ -53,19 +53,19 @@ async def execute(config: RunConfig, dialect: Dialect, environ: Mapping[str, str
     pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
     clock_start = trio.current_time()
     view = PrettyView(color=os.isatty(1), label=config.label) if mode is OutputMode.PRETTY else None
-    warnings: list[dict[str, Any]] = []
+    live: Callable[[Event, bytes], None] | None = None
+    if pump is not None and view is not None:
 
-    def live(event: Event, envelope: dict[str, Any], line: bytes) -> None:
-        if isinstance(event, WarningEvent):
-            warnings.append({"code": event.code, "message": event.message})
-        if pump is None:
-            return
-        if view is not None:
+        def live(event: Event, line: bytes) -> None:
             pump.write(view.render(event, trio.current_time() - clock_start).encode())
-        else:
+
+    elif pump is not None:
+
+        def live(event: Event, line: bytes) -> None:
             pump.write(line)
 
     stream = EventStream(events_log, live)
+    warnings = stream.warnings
     status = StatusWriter(run_dir / "status.json", errors, STATUS_INTERVAL, enabled=dir_ok)
     status.update(
         clock_start,

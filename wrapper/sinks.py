@@ -18,7 +18,7 @@ import orjson
 import trio
 
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write
-from wrapper.events import Event, TextDelta
+from wrapper.events import Event, TextDelta, WarningEvent
 from wrapper.timefmt import iso
 
 #: How much unwritten output may pile up before the stream waits for the reader.
@@ -90,55 +90,66 @@ class EventStream:
     """Numbers events (``seq`` from 1), stamps them and fans them out.
 
     ``events.jsonl`` gets runs of ``text_delta`` coalesced into one event
-    (with ``coalesced``, the number of deltas); the live output gets each.
+    (with ``coalesced``, the number of deltas); the live output, when there is
+    one, gets each. Deltas nobody watches live cost no envelope at all: they
+    are the bulk of a stream.
     """
 
-    def __init__(
-        self,
-        log: StreamFile,
-        live: Callable[[Event, dict[str, Any], bytes], None] | None,
-    ) -> None:
+    def __init__(self, log: StreamFile, live: Callable[[Event, bytes], None] | None) -> None:
         self._log = log
         self._live = live
         self.seq = 0
         self.attempt = 1
-        self._pending: dict[str, Any] | None = None
+        #: Every warning emitted, for result.json.
+        self.warnings: list[dict[str, Any]] = []
+        # The first delta of the run being coalesced: (seq, time, attempt).
+        self._pending: tuple[int, float, int] | None = None
         self._pending_parts: list[str] = []
 
-    def emit(self, event: Event) -> dict[str, Any]:
+    def emit(self, event: Event, now: float | None = None) -> None:
         self.seq += 1
-        envelope: dict[str, Any] = {
-            "type": event.TYPE,
-            "seq": self.seq,
-            "ts": iso(time.time()),
-            "attempt": self.attempt,
-            "source": event.SOURCE,
-        }
-        envelope.update(event.payload())
-        line = orjson.dumps(envelope) + b"\n"
+        now = time.time() if now is None else now
         if isinstance(event, TextDelta):
             if self._pending is None:
-                self._pending = envelope
+                self._pending = (self.seq, now, self.attempt)
             self._pending_parts.append(event.text)
-        else:
-            self._flush_pending()
-            self._log.write(line)
+            if self._live is not None:
+                self._live(event, self._encode(event, self.seq, now, self.attempt))
+            return
+        if isinstance(event, WarningEvent):
+            self.warnings.append({"code": event.code, "message": event.message})
+        self._flush_pending()
+        line = self._encode(event, self.seq, now, self.attempt)
+        self._log.write(line)
         if self._live is not None:
-            self._live(event, envelope, line)
-        return envelope
+            self._live(event, line)
 
     def flush(self) -> None:
         self._flush_pending()
         self._log.flush()
 
+    @staticmethod
+    def _encode(event: Event, seq: int, now: float, attempt: int, **extra: Any) -> bytes:
+        envelope: dict[str, Any] = {
+            "type": event.TYPE,
+            "seq": seq,
+            "ts": iso(now),
+            "attempt": attempt,
+            "source": event.SOURCE,
+        }
+        envelope.update(event.payload())
+        envelope.update(extra)
+        return orjson.dumps(envelope) + b"\n"
+
     def _flush_pending(self) -> None:
         if self._pending is None:
             return
-        merged = dict(self._pending, text="".join(self._pending_parts))
-        merged["coalesced"] = len(self._pending_parts)
+        seq, now, attempt = self._pending
+        merged = TextDelta(text="".join(self._pending_parts))
+        count = len(self._pending_parts)
         self._pending = None
         self._pending_parts.clear()
-        self._log.write(orjson.dumps(merged) + b"\n")
+        self._log.write(self._encode(merged, seq, now, attempt, coalesced=count))
 
 
 class StatusWriter:
@@ -154,6 +165,15 @@ class StatusWriter:
         self._last = -float("inf")
         self._fields: dict[str, Any] = {}
         self._dirty = False
+        #: Wall-clock time of the agent's last event (formatted only when written).
+        self.last_event: float | None = None
+
+    def touch(self, now: float, wall: float) -> None:
+        """The agent produced an event: cheap, the file is rewritten at most once per interval."""
+        self.last_event = wall
+        self._dirty = True
+        if now - self._last >= self.interval:
+            self.write(now)
 
     def update(self, now: float, *, force: bool = False, **fields: Any) -> None:
         self._fields.update(fields)
@@ -167,6 +187,8 @@ class StatusWriter:
         self._last = now
         self._dirty = False
         self._fields["updatedAt"] = iso(time.time())
+        if self.last_event is not None:
+            self._fields["lastEventAt"] = iso(self.last_event)
         try:
             atomic_write(
                 self.path, orjson.dumps(self._fields, option=orjson.OPT_INDENT_2), durable=False

@@ -29,6 +29,7 @@ from wrapper.events import (
     SignalSent,
     Spawned,
     StderrLine,
+    TextDelta,
     ToolEnded,
     ToolStarted,
     WarningEvent,
@@ -228,16 +229,19 @@ class AttemptSupervisor:
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
                 self.stdout_log.write(data)
+                # One clock reading per chunk: its lines arrived together.
+                now, wall = trio.current_time(), time.time()
                 for frame in framer.feed(data):
-                    self._frame(frame)
+                    self._frame(frame, now, wall)
                 if self.output is not None:
                     await self.output.wait_for_room()
         finally:
+            now, wall = trio.current_time(), time.time()
             for frame in framer.close():
-                self._frame(frame)
+                self._frame(frame, now, wall)
             if isinstance(self.dialect, SniffingDialect):
                 for event in self.dialect.flush():
-                    self._event(event)
+                    self._event(event, now, wall)
             self.stdout_log.flush()
 
     async def _read_stderr(self, stream: trio.abc.ReceiveStream) -> None:
@@ -258,25 +262,31 @@ class AttemptSupervisor:
         else:
             text = frame.decode("utf-8", "replace").rstrip("\r")
         self.emit(StderrLine(text=text))
+        self.status.touch(trio.current_time(), time.time())
 
-    def _frame(self, frame: Frame) -> None:
+    def _frame(self, frame: Frame, now: float, wall: float) -> None:
         if isinstance(frame, Oversized):
-            self._event(OversizedLine(size=frame.size, event_type=_sniff_type(frame.head)))
+            oversized = OversizedLine(size=frame.size, event_type=_sniff_type(frame.head))
+            self._event(oversized, now, wall)
             return
         for event in self.dialect.parse(frame):
-            self._event(event)
+            self._event(event, now, wall)
 
-    def _event(self, event: Event) -> None:
+    def _event(self, event: Event, now: float, wall: float) -> None:
+        if type(event) is TextDelta:
+            # The bulk of a stream; a delta changes neither the summary nor completion.
+            self.stream.emit(event, wall)
+            self.status.touch(now, wall)
+            return
         self.summary.observe(event)
-        self.emit(event)
+        self.stream.emit(event, wall)
         assert self.tracker is not None
-        now = trio.current_time()
         effects = self.tracker.observe(event, now)
         if effects:
             self._apply(effects)
         if isinstance(event, ToolStarted | ToolEnded):
             self.status.update(now, currentTool=self.summary.current_tool)
-        self.status.update(now, lastEventAt=iso(time.time()))
+        self.status.touch(now, wall)
 
     # -- effects -------------------------------------------------------------------
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import orjson
+
 from wrapper.dialects.base import (
     MAX_ARG_BYTES,
     Dialect,
@@ -68,6 +70,10 @@ class PiDialect(Dialect):
     }
 
     def parse(self, line: bytes) -> list[Event]:
+        if line.startswith(_UPDATE_PREFIX):
+            events = _fast_update(line)
+            if events is not None:
+                return events
         obj = decode_object(line)
         if not isinstance(obj, dict):
             return [obj]
@@ -100,12 +106,7 @@ class PiDialect(Dialect):
         return [TurnStarted()]
 
     def _message_update(self, obj: dict[str, Any]) -> list[Event]:
-        update = obj.get("assistantMessageEvent")
-        if isinstance(update, dict) and update.get("type") == "text_delta":
-            delta = update.get("delta")
-            if isinstance(delta, str) and delta:
-                return [TextDelta(text=delta)]
-        return []
+        return _delta_events(obj.get("assistantMessageEvent"))
 
     def _message_end(self, obj: dict[str, Any]) -> list[Event]:
         message = obj.get("message")
@@ -197,6 +198,37 @@ class PiDialect(Dialect):
 
     def _agent_settled(self, obj: dict[str, Any]) -> list[Event]:
         return [AgentEnded(will_retry=False, settled=True)]
+
+
+# ``message_update`` lines are the bulk of a stream and carry the whole
+# partial message so far, which grows with every token; only the small
+# ``assistantMessageEvent`` at their end matters. pi writes it as the last key,
+# so it is decoded on its own when the line has that shape, and the whole line
+# is decoded otherwise.
+_UPDATE_PREFIX = b'{"type":"message_update"'
+_UPDATE_KEY = b'"assistantMessageEvent":'
+
+
+def _fast_update(line: bytes) -> list[Event] | None:
+    start = line.rfind(_UPDATE_KEY)
+    if start < 0:
+        return None
+    tail = line[start + len(_UPDATE_KEY) :].rstrip()
+    if not tail.endswith(b"}"):
+        return None
+    try:
+        update = orjson.loads(tail[:-1])
+    except orjson.JSONDecodeError:
+        return None
+    return _delta_events(update) if isinstance(update, dict) else None
+
+
+def _delta_events(update: Any) -> list[Event]:
+    if isinstance(update, dict) and update.get("type") == "text_delta":
+        delta = update.get("delta")
+        if isinstance(delta, str) and delta:
+            return [TextDelta(text=delta)]
+    return []
 
 
 def _usage(raw: Any) -> Usage | None:
