@@ -16,6 +16,7 @@ the wrapper received SIGTERM/SIGINT/SIGHUP/       ``aborted``     false    128+N
 SIGQUIT (N of the first)
 the command could not be started                  ``spawn_failed`` false   127
 refused before starting                           ``refused``     false    1
+the wrapper itself failed (a bug)                 ``error``       false    1
 usage error                                       no run          --       2
 result.json could not be written anywhere         any             any      3
 ================================================  ==============  =======  ======
@@ -117,6 +118,8 @@ class RunFacts:
     spawn_error: str | None = None
     refusal: RunError | None = None
     timeout: float | None = None
+    #: The wrapper itself failed (a bug); the child was still cleaned up.
+    internal_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,8 @@ class Verdict:
 def decide(facts: RunFacts) -> Verdict:
     if facts.refusal is not None:
         return Verdict(Outcome.REFUSED, False, EXIT_FAILED, facts.refusal)
+    if facts.internal_error is not None:
+        return _failed(ErrorKind.INTERNAL, facts.internal_error)
     if facts.spawn_error is not None:
         error = RunError(ErrorKind.SPAWN_FAILED, facts.spawn_error)
         return Verdict(Outcome.SPAWN_FAILED, False, EXIT_SPAWN_FAILED, error)
