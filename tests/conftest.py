@@ -81,14 +81,17 @@ def write_scenario(directory: Path, steps: Sequence[dict[str, Any]], **extra: An
 
 
 def wrapper_argv(
-    run_dir: Path,
+    run_dir: Path | None,
     scenario: Path,
     *,
     task: str | None = "Do the task",
     options: Sequence[str] = (),
     agent: Path = FAKE_PI,
 ) -> list[str]:
-    argv = [sys.executable, "-m", "wrapper", "run", "--output", "jsonl", "--run-dir", str(run_dir)]
+    """``agent-wrapper run`` on the fake agent; later ``options`` override earlier ones."""
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "jsonl"]
+    if run_dir is not None:
+        argv += ["--run-dir", str(run_dir)]
     argv += list(options)
     if task is not None:
         argv += ["--task", task]
@@ -101,6 +104,21 @@ def agent_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env["FAKE_AGENT_RECORD"] = str(tmp_path / "record.jsonl")
     env.update(extra)
     return env
+
+
+def invoke(
+    argv: Sequence[str], tmp_path: Path, *, cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run a command the way a runner would: no stdin, output captured, the test's env."""
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 def run_wrapper(

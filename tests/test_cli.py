@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 
 import wrapper
-from tests.conftest import FAKE_AGENT, HANG_LIMIT, agent_env, read_result, write_scenario
+from tests.conftest import (
+    FAKE_AGENT,
+    FAKE_PI,
+    HANG_LIMIT,
+    invoke,
+    read_result,
+    wrapper_argv,
+    write_scenario,
+)
 
 FINAL: list[dict[str, Any]] = [
     {"assistant": {"text": "All done.", "stopReason": "stop"}},
@@ -68,31 +76,10 @@ def test_usage_errors_exit_2_and_say_what_to_do(
 def test_unknown_executable_without_task_recognises_the_stream(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path, FINAL)
     run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wrapper",
-            "run",
-            "--output",
-            "quiet",
-            "--run-dir",
-            str(run_dir),
-            "--",
-            sys.executable,
-            str(FAKE_AGENT),
-            "--mode",
-            "json",
-            "-p",
-            "--scenario",
-            str(scenario),
-            "hi",
-        ],
-        capture_output=True,
-        timeout=HANG_LIMIT,
-        env=agent_env(tmp_path),
-        check=False,
-    )
+    # An executable name that says nothing: the stream must tell.
+    argv = wrapper_argv(run_dir, scenario, task=None, options=["--output", "quiet"])
+    argv[argv.index(str(FAKE_PI))] = str(FAKE_AGENT)
+    proc = invoke([*argv, "hi"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b""
     result = read_result(run_dir / "result.json")
@@ -103,28 +90,7 @@ def test_unknown_executable_without_task_recognises_the_stream(tmp_path: Path) -
 
 def test_default_run_dir_is_under_agent_wrapper_with_a_gitignore(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path, FINAL)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wrapper",
-            "run",
-            "--task",
-            "hi",
-            "--",
-            str(FAKE_AGENT.parent / "pi"),
-            "--mode",
-            "json",
-            "-p",
-            "--scenario",
-            str(scenario),
-        ],
-        capture_output=True,
-        timeout=HANG_LIMIT,
-        env=agent_env(tmp_path),
-        cwd=tmp_path,
-        check=False,
-    )
+    proc = invoke(wrapper_argv(None, scenario, task="hi"), tmp_path, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / ".agent-wrapper" / ".gitignore").read_text() == "*\n"
     [run_dir] = (tmp_path / ".agent-wrapper" / "runs").iterdir()
@@ -149,36 +115,10 @@ def test_pretty_output_is_for_people(tmp_path: Path) -> None:
     ]
     scenario = write_scenario(tmp_path, steps)
     run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wrapper",
-            "run",
-            "--output",
-            "pretty",
-            "--label",
-            "pretty-check",
-            "--run-dir",
-            str(run_dir),
-            "--task",
-            "hi",
-            "--",
-            str(FAKE_AGENT.parent / "pi"),
-            "--mode",
-            "json",
-            "-p",
-            "--scenario",
-            str(scenario),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=HANG_LIMIT,
-        env=agent_env(tmp_path),
-        check=False,
-    )
+    options = ["--output", "pretty", "--label", "pretty-check"]
+    proc = invoke(wrapper_argv(run_dir, scenario, task="hi", options=options), tmp_path)
     assert proc.returncode == 0
-    out = proc.stdout
+    out = proc.stdout.decode()
     assert "pretty-check" in out
     assert "Checking." in out
     assert "⚙ bash  ls -la" in out

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import (
     HANG_LIMIT,
     agent_env,
+    invoke,
     read_result,
     run_wrapper,
     wait_until,
@@ -241,7 +242,7 @@ def test_nonzero_exit_after_final_is_a_failure_that_keeps_the_final_text(tmp_pat
 
 def test_spawn_failure_writes_result(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    proc = subprocess.run(
+    proc = invoke(
         [
             sys.executable,
             "-m",
@@ -260,10 +261,7 @@ def test_spawn_failure_writes_result(tmp_path: Path) -> None:
             "--mode",
             "json",
         ],
-        capture_output=True,
-        timeout=HANG_LIMIT,
-        env=agent_env(tmp_path),
-        check=False,
+        tmp_path,
     )
     assert proc.returncode == 127
     result = read_result(run_dir / "result.json")
@@ -279,9 +277,7 @@ def test_unusable_run_dir_does_not_block_the_run_or_result(tmp_path: Path) -> No
     scenario = write_scenario(tmp_path, [final("Answer."), *END])
     result_path = tmp_path / "out" / "result.json"
     argv = wrapper_argv(blocker / "run", scenario, options=["--result", str(result_path)])
-    proc = subprocess.run(
-        argv, capture_output=True, timeout=HANG_LIMIT, env=agent_env(tmp_path), check=False
-    )
+    proc = invoke(argv, tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = read_result(result_path)
     assert result["outcome"] == "ok"
@@ -296,13 +292,7 @@ def test_log_write_failure_is_recorded_and_the_run_goes_on(tmp_path: Path) -> No
     # Every write to the events log fails as on a full disk.
     (run_dir / "events.jsonl").symlink_to("/dev/full")
     scenario = write_scenario(tmp_path, [*tool_turn(), final("Answer."), *END])
-    proc = subprocess.run(
-        wrapper_argv(run_dir, scenario),
-        capture_output=True,
-        timeout=HANG_LIMIT,
-        env=agent_env(tmp_path),
-        check=False,
-    )
+    proc = invoke(wrapper_argv(run_dir, scenario), tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = read_result(run_dir / "result.json")
     assert result["outcome"] == "ok"
@@ -316,9 +306,7 @@ def test_result_written_to_stderr_with_exit_3_when_nowhere_else_works(tmp_path: 
     blocker.write_text("x")
     scenario = write_scenario(tmp_path, [final("Answer."), *END])
     argv = wrapper_argv(blocker / "run", scenario, options=["--result", str(blocker / "r.json")])
-    proc = subprocess.run(
-        argv, capture_output=True, timeout=HANG_LIMIT, env=agent_env(tmp_path), check=False
-    )
+    proc = invoke(argv, tmp_path)
     assert proc.returncode == 3
     result = json.loads(proc.stderr.decode().strip().splitlines()[-1])
     assert result["outcome"] == "ok"
@@ -370,9 +358,7 @@ def test_task_file_too_long_for_argv_goes_through_a_file(tmp_path: Path) -> None
     argv = wrapper_argv(
         tmp_path / "run", scenario, task=None, options=["--task-file", str(task_file)]
     )
-    proc = subprocess.run(
-        argv, capture_output=True, timeout=HANG_LIMIT, env=agent_env(tmp_path), check=False
-    )
+    proc = invoke(argv, tmp_path)
     assert proc.returncode == 0, proc.stderr
     [record] = [json.loads(x) for x in (tmp_path / "record.jsonl").read_text().splitlines()]
     assert record["prompt"] == task
