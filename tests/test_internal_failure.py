@@ -43,7 +43,9 @@ async def test_a_crash_inside_the_wrapper_still_writes_result_and_reaps_the_chil
     )
     env = agent_env(tmp_path)
     env["PATH"] = os.environ["PATH"]
-    status = await execute(config, ExplodingDialect(), env)
+    dialect = ExplodingDialect()
+    launch = dialect.launch(config.command, config.task, config.run_dir)
+    status = await execute(config, dialect, launch, env)
     assert status == 1
     result = read_result(tmp_path / "run" / "result.json")
     assert result["outcome"] == "error"

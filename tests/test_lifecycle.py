@@ -19,6 +19,7 @@ from tests.conftest import (
     invoke,
     read_result,
     run_wrapper,
+    validate,
     wait_until,
     wrapper_argv,
     write_scenario,
@@ -309,6 +310,7 @@ def test_result_written_to_stderr_with_exit_3_when_nowhere_else_works(tmp_path: 
     proc = invoke(argv, tmp_path)
     assert proc.returncode == 3
     result = json.loads(proc.stderr.decode().strip().splitlines()[-1])
+    validate("result", result)
     assert result["outcome"] == "ok"
     assert result["finalText"] == "Answer."
 

@@ -239,11 +239,15 @@ def _run(
         max_depth=args.max_depth,
         max_line_bytes=args.max_line_bytes,
     )
+    try:
+        launch = dialect.launch(config.command, task, run_dir)
+    except UsageError as exc:
+        parser.error(f"run: {exc}")
     import trio
 
     from wrapper.run import execute
 
-    return trio.run(execute, config, dialect, dict(os.environ))
+    return trio.run(execute, config, dialect, launch, dict(os.environ))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,7 +26,7 @@ from wrapper.config import (
     OutputMode,
     RunConfig,
 )
-from wrapper.dialects import Dialect, SniffingDialect, UsageError
+from wrapper.dialects import Dialect, Launch, SniffingDialect
 from wrapper.events import Event, ResultWritten
 from wrapper.outcome import EXIT_NO_RESULT, ErrorKind, RunError, RunFacts, Verdict, decide
 from wrapper.pretty import PrettyView
@@ -46,10 +46,16 @@ def resolve_output(mode: OutputMode) -> OutputMode:
     return mode
 
 
-async def execute(config: RunConfig, dialect: Dialect, environ: Mapping[str, str]) -> int:
-    """Run the agent as configured and write result.json; return the exit status."""
+async def execute(
+    config: RunConfig, dialect: Dialect, launch: Launch, environ: Mapping[str, str]
+) -> int:
+    """Run the agent as configured and write result.json; return the exit status.
+
+    ``launch`` is the dialect's argv for the task (computed before the run, so
+    that a task the agent cannot take is a usage error, not a failed run).
+    """
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        run = Run(config, dialect, environ)
+        run = Run(config, dialect, launch, environ)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run.relay_signals, signals)
             if run.pump is not None:
@@ -60,9 +66,12 @@ async def execute(config: RunConfig, dialect: Dialect, environ: Mapping[str, str
 
 
 class Run:
-    def __init__(self, config: RunConfig, dialect: Dialect, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, config: RunConfig, dialect: Dialect, launch: Launch, environ: Mapping[str, str]
+    ) -> None:
         self.config = config
         self.dialect = dialect
+        self.launch = launch
         self.environ = environ
         self.started_at = time.time()
         self.clock_start = trio.current_time()
@@ -160,14 +169,15 @@ class Run:
             )
         if self.interrupts:
             return RunFacts(interrupted_by=self.interrupts[0])
+        launch = self.launch
         try:
-            launch = self.dialect.launch(config.command, config.task, config.run_dir)
             for path, text in launch.files.items():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, text.encode(), durable=False)
-        except (OSError, UsageError) as exc:
-            message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            return RunFacts(spawn_error=f"could not prepare the task for the agent: {message}")
+        except OSError as exc:
+            return RunFacts(
+                spawn_error=f"could not write the task file {exc.filename}: {exc.strerror or exc}"
+            )
         supervisor = self.supervisor = AttemptSupervisor(
             config=config,
             dialect=self.dialect,
