@@ -516,3 +516,42 @@ def test_reused_run_dir_is_cleared_of_a_previous_result(tmp_path: Path) -> None:
     proc.terminate()
     assert proc.wait(HANG_LIMIT) == 143
     assert "stale" not in read_result(run_dir / "result.json")
+
+
+def test_runner_that_stops_reading_cannot_stall_timers_or_the_result(tmp_path: Path) -> None:
+    stream = tmp_path / "big.jsonl"
+    delta = {
+        "type": "message_update",
+        "assistantMessageEvent": {"type": "text_delta", "delta": "x" * 200},
+    }
+    stream.write_text((json.dumps(delta) + "\n") * 100_000)
+    run_dir = tmp_path / "run"
+    argv = [
+        sys.executable,
+        "-m",
+        "wrapper",
+        "run",
+        "--output",
+        "jsonl",
+        "--dialect",
+        "pi",
+        "--run-dir",
+        str(run_dir),
+        "--timeout",
+        "2",
+        "--",
+        "cat",
+        str(stream),
+    ]
+    # The runner never reads: the wrapper's stdout pipe fills and stays full.
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=agent_env(tmp_path)
+    )
+    try:
+        assert proc.wait(HANG_LIMIT) == 124
+    finally:
+        assert proc.stdout is not None
+        proc.stdout.close()
+    result = read_result(run_dir / "result.json")
+    assert result["outcome"] == "timeout"
+    assert not any(w["code"] == "pipe_held_open" for w in result["warnings"])

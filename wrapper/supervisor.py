@@ -116,6 +116,7 @@ class AttemptSupervisor:
         self.record: AttemptRecord | None = None
         self._pid: int | None = None
         self._timer: trio.CancelScope | None = None
+        self._backpressure: trio.CancelScope | None = None
         self._pending_interrupts: list[signal.Signals] = []
 
     # -- entry points ----------------------------------------------------------
@@ -190,8 +191,9 @@ class AttemptSupervisor:
                 self.emit(
                     WarningEvent(
                         code="pipe_held_open",
-                        message="the agent exited but a process it started kept its output "
-                        f"open; stopped reading after {self.config.drain_timeout:g}s",
+                        message="the agent exited but its output stayed open (a process it "
+                        "started may hold it); stopped reading after "
+                        f"{self.config.drain_timeout:g}s",
                     )
                 )
             background.cancel_scope.cancel()
@@ -203,6 +205,8 @@ class AttemptSupervisor:
         self.record.exit = exit_
         tracker.process_exited()
         self._set_timer()
+        if self._backpressure is not None:
+            self._backpressure.cancel()
         self.emit(Exited(exit_code=exit_.code, exit_signal=exit_.signal_name))
 
     async def _run_timer(self, tracker: CompletionTracker) -> None:
@@ -233,8 +237,13 @@ class AttemptSupervisor:
                 now, wall = trio.current_time(), time.time()
                 for frame in framer.feed(data):
                     self._frame(frame, now, wall)
-                if self.output is not None:
-                    await self.output.wait_for_room()
+                # A slow reader of the wrapper's own output may hold the agent
+                # back, but once the agent has exited its remaining output is
+                # drained at once.
+                if self.output is not None and self.record and self.record.exit is None:
+                    with trio.CancelScope() as self._backpressure:
+                        await self.output.wait_for_room()
+                    self._backpressure = None
         finally:
             now, wall = trio.current_time(), time.time()
             for frame in framer.close():
