@@ -23,6 +23,9 @@ from wrapper.timefmt import iso
 
 #: How much unwritten output may pile up before the stream waits for the reader.
 OUTPUT_BACKLOG_BYTES = 8 * 1024 * 1024
+#: A run of deltas is written as one event once it holds this much text, so
+#: that memory stays flat however long the agent streams without a message end.
+COALESCE_MAX_CHARS = 64 * 1024
 
 
 class OutputPump:
@@ -105,6 +108,7 @@ class EventStream:
         # The first delta of the run being coalesced: (seq, time, attempt).
         self._pending: tuple[int, float, int] | None = None
         self._pending_parts: list[str] = []
+        self._pending_chars = 0
 
     def emit(self, event: Event, now: float | None = None) -> None:
         self.seq += 1
@@ -113,6 +117,9 @@ class EventStream:
             if self._pending is None:
                 self._pending = (self.seq, now, self.attempt)
             self._pending_parts.append(event.text)
+            self._pending_chars += len(event.text)
+            if self._pending_chars >= COALESCE_MAX_CHARS:
+                self._flush_pending()
             if self._live is not None:
                 self._live(event, self._encode(event, self.seq, now, self.attempt))
             return
@@ -149,6 +156,7 @@ class EventStream:
         count = len(self._pending_parts)
         self._pending = None
         self._pending_parts.clear()
+        self._pending_chars = 0
         self._log.write(self._encode(merged, seq, now, attempt, coalesced=count))
 
 

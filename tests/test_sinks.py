@@ -1,0 +1,61 @@
+"""The event stream: numbering, coalesced deltas in the log, every delta live."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import validate
+from wrapper.artifacts import ArtifactErrors, StreamFile
+from wrapper.events import Event, TextDelta, TurnStarted, WarningEvent
+from wrapper.sinks import COALESCE_MAX_CHARS, EventStream
+
+
+def open_stream(tmp_path: Path, live: list[bytes] | None = None) -> tuple[EventStream, Path]:
+    path = tmp_path / "events.jsonl"
+    log = StreamFile("events", path, ArtifactErrors(), enabled=True)
+
+    def watch(event: Event, line: bytes) -> None:
+        assert live is not None
+        live.append(line)
+
+    return EventStream(log, watch if live is not None else None), path
+
+
+def logged(path: Path) -> list[dict[str, object]]:
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    for event in events:
+        validate("event", event)
+    return events
+
+
+def test_deltas_are_coalesced_in_the_log_and_sent_one_by_one_live(tmp_path: Path) -> None:
+    live: list[bytes] = []
+    stream, path = open_stream(tmp_path, live)
+    stream.emit(TurnStarted(), 1.0)
+    for piece in ("Hel", "lo ", "world"):
+        stream.emit(TextDelta(text=piece), 2.0)
+    stream.emit(WarningEvent(code="w", message="careful"), 3.0)
+    stream.flush()
+    events = logged(path)
+    assert [e["type"] for e in events] == ["turn_start", "text_delta", "warning"]
+    assert events[1]["text"] == "Hello world"
+    assert events[1]["coalesced"] == 3
+    assert events[1]["seq"] == 2
+    assert events[2]["seq"] == 5
+    assert [json.loads(line)["seq"] for line in live] == [1, 2, 3, 4, 5]
+    assert stream.warnings == [{"code": "w", "message": "careful"}]
+
+
+def test_a_long_run_of_deltas_is_cut_so_memory_stays_flat(tmp_path: Path) -> None:
+    stream, path = open_stream(tmp_path)
+    piece = "x" * 1000
+    count = 3 * COALESCE_MAX_CHARS // len(piece)
+    for _ in range(count):
+        stream.emit(TextDelta(text=piece), 1.0)
+    stream.flush()
+    events = logged(path)
+    assert len(events) >= 3
+    assert all(len(str(e["text"])) <= COALESCE_MAX_CHARS + len(piece) for e in events)
+    assert "".join(str(e["text"]) for e in events) == piece * count
+    assert sum(int(str(e["coalesced"])) for e in events) == count
