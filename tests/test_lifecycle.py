@@ -78,6 +78,7 @@ def test_successful_run(tmp_path: Path) -> None:
         assert (run.run_dir / name).exists()
     types = [e["type"] for e in run.events]
     assert types[0] == "spawned"
+    assert types[-2:] == ["exited", "result_written"], "exited follows all the agent wrote"
     assert "tool_start" in types
     assert "assistant_message" in types
 

@@ -112,7 +112,7 @@ class StreamFile:
     def ok(self) -> bool:
         return self._file is not None
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         if self._file is None:
             return
         try:

@@ -19,6 +19,7 @@ from typing import Any
 import trio
 
 from wrapper import proctree
+from wrapper.artifacts import StreamFile
 from wrapper.completion import CompletionTracker, Effect, Limits, Phase, SendSignal
 from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig
 from wrapper.dialects import Dialect, SniffingDialect
@@ -100,8 +101,8 @@ class AttemptSupervisor:
         stream: EventStream,
         summary: RunSummary,
         status: StatusWriter,
-        stdout_log: Any,
-        stderr_log: Any,
+        stdout_log: StreamFile,
+        stderr_log: StreamFile,
         output: OutputPump | None,
     ) -> None:
         self.config = config
@@ -185,8 +186,10 @@ class AttemptSupervisor:
                 pipes.start_soon(self._read_stdout, proc.stdout)
                 pipes.start_soon(self._read_stderr, proc.stderr)
                 await proc.wait()
-                self._exited(proc, tracker)
+                exit_ = self._exited(proc, tracker)
                 pipes.cancel_scope.deadline = trio.current_time() + self.config.drain_timeout
+            # Reported after the drain, so that it follows everything the agent wrote.
+            self.emit(Exited(exit_code=exit_.code, exit_signal=exit_.signal_name))
             if pipes.cancel_scope.cancelled_caught:
                 self.emit(
                     WarningEvent(
@@ -198,7 +201,7 @@ class AttemptSupervisor:
                 )
             background.cancel_scope.cancel()
 
-    def _exited(self, proc: trio.Process, tracker: CompletionTracker) -> None:
+    def _exited(self, proc: trio.Process, tracker: CompletionTracker) -> ProcessExit:
         assert self.record is not None
         assert proc.returncode is not None
         exit_ = ProcessExit.from_returncode(proc.returncode)
@@ -207,7 +210,7 @@ class AttemptSupervisor:
         self._set_timer()
         if self._backpressure is not None:
             self._backpressure.cancel()
-        self.emit(Exited(exit_code=exit_.code, exit_signal=exit_.signal_name))
+        return exit_
 
     async def _run_timer(self, tracker: CompletionTracker) -> None:
         while True:
