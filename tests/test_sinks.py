@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import validate
+from tests.conftest import schema, validate
 from wrapper.artifacts import ArtifactErrors, StreamFile
 from wrapper.events import Event, TextDelta, TurnStarted, WarningEvent
 from wrapper.sinks import COALESCE_MAX_CHARS, EventStream
@@ -59,3 +59,21 @@ def test_a_long_run_of_deltas_is_cut_so_memory_stays_flat(tmp_path: Path) -> Non
     assert all(len(str(e["text"])) <= COALESCE_MAX_CHARS + len(piece) for e in events)
     assert "".join(str(e["text"]) for e in events) == piece * count
     assert sum(int(str(e["coalesced"])) for e in events) == count
+
+
+def _all_event_classes(cls: type[Event]) -> list[type[Event]]:
+    found = []
+    for sub in cls.__subclasses__():
+        if sub.TYPE:
+            found.append(sub)
+        found += _all_event_classes(sub)
+    return found
+
+
+def test_every_event_type_is_in_the_schema_with_its_source() -> None:
+    allowed = set(schema("event")["properties"]["type"]["enum"])
+    classes = _all_event_classes(Event)
+    assert len(classes) >= 19
+    for cls in classes:
+        assert cls.TYPE in allowed, cls
+        assert cls.SOURCE in ("agent", "wrapper")

@@ -303,34 +303,3 @@ class ResultWritten(WrapperEvent):
     path: str | None
     outcome: str
     exit_status: int
-
-
-AGENT_EVENT_TYPES: frozenset[str] = frozenset(
-    cls.TYPE
-    for cls in (
-        SessionStarted,
-        TurnStarted,
-        AssistantMessage,
-        TextDelta,
-        ToolStarted,
-        ToolEnded,
-        Retry,
-        Compaction,
-        AgentEnded,
-        UnparsedLine,
-        OversizedLine,
-        StderrLine,
-    )
-)
-WRAPPER_EVENT_TYPES: frozenset[str] = frozenset(
-    cls.TYPE
-    for cls in (
-        Spawned,
-        GraceStarted,
-        GraceCancelled,
-        SignalSent,
-        Exited,
-        WarningEvent,
-        ResultWritten,
-    )
-)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 # Events come in bursts that share a millisecond; formatting is the costly part.
@@ -17,7 +16,3 @@ def iso(epoch: float) -> str:
         stamp = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
         _last_ms, _last_text = ms, stamp.replace("+00:00", "Z")
     return _last_text
-
-
-def iso_now() -> str:
-    return iso(time.time())

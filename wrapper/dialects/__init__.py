@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wrapper.dialects.base import Dialect, Launch, UsageError, decode_object
+from wrapper.dialects.base import Dialect, Launch, UsageError, decode_object, unparsed
 from wrapper.dialects.pi import PiDialect
 from wrapper.events import Event, UnparsedLine, WarningEvent
 
@@ -125,6 +125,4 @@ def decode_or_unparsed(line: bytes) -> UnparsedLine:
     obj = decode_object(line)
     if isinstance(obj, UnparsedLine):
         return obj
-    return UnparsedLine(
-        text=line[:2000].decode("utf-8", "replace"), reason="not recognised as any agent's event"
-    )
+    return unparsed(line, "not recognised as any agent's event")
