@@ -7,14 +7,47 @@ whose value is unknown is ``null``, never missing. The JSON Schema is
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from wrapper.completion import CompletionTracker
 from wrapper.config import SCHEMA_VERSION, RunConfig
-from wrapper.outcome import Verdict
+from wrapper.outcome import ProcessExit, Verdict
 from wrapper.summary import RunSummary
-from wrapper.supervisor import AttemptRecord
 from wrapper.timefmt import iso
+
+
+@dataclass(slots=True, kw_only=True)
+class AttemptRecord:
+    """What happened in one attempt, for result.json."""
+
+    number: int
+    argv: list[str]
+    pid: int | None = None
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    exit: ProcessExit | None = None
+    spawn_error: str | None = None
+    signals_sent: list[dict[str, Any]] = field(default_factory=list)
+    tracker: CompletionTracker | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        tracker = self.tracker
+        final = tracker.final if tracker is not None else None
+        return {
+            "attempt": self.number,
+            "pid": self.pid,
+            "startedAt": iso(self.started_at),
+            "endedAt": iso(self.ended_at) if self.ended_at is not None else None,
+            "exitCode": self.exit.code if self.exit is not None else None,
+            "exitSignal": self.exit.signal_name if self.exit is not None else None,
+            "signalsSent": self.signals_sent,
+            "forcedCleanup": bool(tracker and tracker.forced_cleanup),
+            "stopReason": final.stop_reason if final is not None else None,
+            "rawStopReason": final.raw_stop_reason if final is not None else None,
+        }
 
 
 def build_result(

@@ -30,10 +30,10 @@ from wrapper.dialects import Dialect, Launch, SniffingDialect
 from wrapper.events import Event, ResultWritten
 from wrapper.outcome import EXIT_NO_RESULT, ErrorKind, RunError, RunFacts, Verdict, decide
 from wrapper.pretty import PrettyView
-from wrapper.result import build_result
+from wrapper.result import AttemptRecord, build_result
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
-from wrapper.supervisor import AttemptRecord, AttemptSupervisor, child_depth, child_env
+from wrapper.supervisor import AttemptSupervisor, child_depth, child_env
 from wrapper.timefmt import iso
 
 #: The wrapper's own signals that end a run (SIGHUP: tmux kill-pane, a closed terminal).

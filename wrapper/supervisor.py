@@ -13,8 +13,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 import trio
 
@@ -37,6 +35,7 @@ from wrapper.events import (
 )
 from wrapper.framing import Frame, LineFramer, Oversized
 from wrapper.outcome import ProcessExit
+from wrapper.result import AttemptRecord
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
 from wrapper.timefmt import iso
@@ -57,37 +56,6 @@ _STATUS_BY_PHASE = {
     Phase.KILLING: "terminating",
     Phase.EXITED: "terminating",
 }
-
-
-@dataclass(slots=True, kw_only=True)
-class AttemptRecord:
-    """What happened in one attempt, for result.json."""
-
-    number: int
-    argv: list[str]
-    pid: int | None = None
-    started_at: float = field(default_factory=time.time)
-    ended_at: float | None = None
-    exit: ProcessExit | None = None
-    spawn_error: str | None = None
-    signals_sent: list[dict[str, Any]] = field(default_factory=list)
-    tracker: CompletionTracker | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        tracker = self.tracker
-        final = tracker.final if tracker is not None else None
-        return {
-            "attempt": self.number,
-            "pid": self.pid,
-            "startedAt": iso(self.started_at),
-            "endedAt": iso(self.ended_at) if self.ended_at is not None else None,
-            "exitCode": self.exit.code if self.exit is not None else None,
-            "exitSignal": self.exit.signal_name if self.exit is not None else None,
-            "signalsSent": self.signals_sent,
-            "forcedCleanup": bool(tracker and tracker.forced_cleanup),
-            "stopReason": final.stop_reason if final is not None else None,
-            "rawStopReason": final.raw_stop_reason if final is not None else None,
-        }
 
 
 class AttemptSupervisor:
@@ -115,7 +83,6 @@ class AttemptSupervisor:
         self.output = output
         self.tracker: CompletionTracker | None = None
         self.record: AttemptRecord | None = None
-        self._pid: int | None = None
         self._timer: trio.CancelScope | None = None
         self._backpressure: trio.CancelScope | None = None
         self._pending_interrupts: list[signal.Signals] = []
@@ -150,7 +117,7 @@ class AttemptSupervisor:
             record.spawn_error = f"{argv[0]}: {exc.strerror or exc}"
             record.ended_at = time.time()
             return record
-        self._pid = record.pid = proc.pid
+        record.pid = proc.pid
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
         for signum in self._pending_interrupts:
@@ -169,7 +136,7 @@ class AttemptSupervisor:
 
     def interrupt(self, signum: signal.Signals) -> None:
         """The wrapper received ``signum``: end the attempt as the tracker says."""
-        if self.tracker is None or self._pid is None:
+        if self.tracker is None or self.record is None or self.record.pid is None:
             self._pending_interrupts.append(signum)
             return
         self._apply(self.tracker.interrupt(signum, trio.current_time()))
@@ -318,8 +285,8 @@ class AttemptSupervisor:
 
     def _send(self, effect: SendSignal) -> None:
         assert self.record is not None
-        assert self._pid is not None
-        pids = proctree.signal_tree(self._pid, effect.signal)
+        assert self.record.pid is not None
+        pids = proctree.signal_tree(self.record.pid, effect.signal)
         self.record.signals_sent.append(
             {"signal": effect.signal.name, "at": iso(time.time()), "reason": effect.reason}
         )
