@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from wrapper.events import (
     AssistantMessage,
     Event,
@@ -105,11 +103,10 @@ class PrettyView:
 
 
 def _describe(event: Event) -> str:
-    payload: dict[str, Any] = event.payload()
     if isinstance(event, GraceStarted):
         if event.settled:
             return f"the agent says it is done: waiting {event.seconds:g}s for it to exit"
-        return f"final message ({payload['stopReason']}): waiting {event.seconds:g}s for exit"
+        return f"final message ({event.stop_reason}): waiting {event.seconds:g}s for exit"
     if isinstance(event, GraceCancelled):
         return f"still working: {event.reason}"
     if isinstance(event, SignalSent):

@@ -12,7 +12,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import trio
 
@@ -287,10 +287,14 @@ class AttemptSupervisor:
         assert self.record is not None
         assert self.record.pid is not None
         pids = proctree.signal_tree(self.record.pid, effect.signal)
+        self._record_signal(effect.signal, effect.reason, pids)
+
+    def _record_signal(self, sig: signal.Signals, reason: str, pids: Sequence[int]) -> None:
+        assert self.record is not None
         self.record.signals_sent.append(
-            {"signal": effect.signal.name, "at": iso(time.time()), "reason": effect.reason}
+            {"signal": sig.name, "at": iso(time.time()), "reason": reason}
         )
-        self.emit(SignalSent(signal=effect.signal.name, reason=effect.reason, pids=tuple(pids)))
+        self.emit(SignalSent(signal=sig.name, reason=reason, pids=tuple(pids)))
 
     # -- cleanup -------------------------------------------------------------------
 
@@ -319,10 +323,7 @@ class AttemptSupervisor:
         for sig, wait in ((signal.SIGTERM, self.config.kill_after), (signal.SIGKILL, REAP_TIMEOUT)):
             if not proctree.signal_group(pgid, sig):
                 return
-            self.record.signals_sent.append(
-                {"signal": sig.name, "at": iso(time.time()), "reason": "leftover processes"}
-            )
-            self.emit(SignalSent(signal=sig.name, reason="leftover processes", pids=(pgid,)))
+            self._record_signal(sig, "leftover processes", (pgid,))
             deadline = trio.current_time() + wait
             while trio.current_time() < deadline:
                 await trio.sleep(LEFTOVER_POLL)
