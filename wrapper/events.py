@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 
@@ -120,7 +120,9 @@ _FIELD_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
 def _field_names(cls: type[Event]) -> tuple[tuple[str, str], ...]:
     names = _FIELD_NAMES.get(cls)
     if names is None:
-        names = _FIELD_NAMES[cls] = tuple((f.name, _camel(f.name)) for f in fields(cls))
+        names = _FIELD_NAMES[cls] = tuple(
+            (f.name, _camel(f.name)) for f in fields(cls) if f.metadata.get("payload", True)
+        )
     return names
 
 
@@ -134,6 +136,11 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, ToolCall):
         return {"name": value.name, "id": value.id, "summary": value.summary}
     return value
+
+
+#: Field metadata for data an event carries for hooks but not into the logs
+#: (raw tool arguments, tool output): the agent's own stream keeps it.
+NOT_LOGGED: Mapping[str, Any] = {"payload": False}
 
 
 # --- agent events -----------------------------------------------------------
@@ -179,6 +186,8 @@ class ToolStarted(Event):
     tool: str
     tool_call_id: str | None = None
     summary: str | None = None
+    #: The tool's arguments as the agent gave them (for hooks; not logged).
+    args: Any = field(default=None, metadata=NOT_LOGGED, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,6 +197,8 @@ class ToolEnded(Event):
     tool_call_id: str | None = None
     summary: str | None = None
     is_error: bool = False
+    #: The tool's output as text, cut and cleaned (for hooks; not logged).
+    result: str | None = field(default=None, metadata=NOT_LOGGED, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

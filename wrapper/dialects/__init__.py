@@ -7,7 +7,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wrapper.dialects.base import Dialect, Launch, UsageError, decode_object, unparsed
+from wrapper.dialects.base import (
+    CannotResume,
+    Dialect,
+    Launch,
+    UsageError,
+    decode_object,
+    unparsed,
+)
 from wrapper.dialects.pi import PiDialect
 from wrapper.events import Event, UnparsedLine, WarningEvent
 
@@ -18,6 +25,7 @@ SNIFF_LINES = 200
 
 __all__ = [
     "DIALECTS",
+    "CannotResume",
     "Dialect",
     "Launch",
     "SniffingDialect",
@@ -111,10 +119,15 @@ class SniffingDialect(Dialect):
         held, self._held = self._held, []
         return [decode_or_unparsed(h) for h in held]
 
-    def launch(self, command: Sequence[str], task: str | None, run_dir: Path) -> Launch:
+    def launch(
+        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
+    ) -> Launch:
         if task is not None:  # resolve_dialect never lets this happen
             raise UsageError("a task needs a known dialect: pass --dialect")
         return Launch(list(command))
+
+    def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
+        return self.chosen.on_exit(exit_code, exit_signal) if self.chosen is not None else []
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:

@@ -32,12 +32,22 @@ class UsageError(Exception):
     """The run cannot start as asked; the message says what to change."""
 
 
+#: A tool's result handed to hooks is cut to this many characters.
+TOOL_RESULT_CHARS = 4000
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
     """The argv to start, and files the wrapper must write before it."""
 
     argv: list[str]
     files: dict[Path, str] = field(default_factory=dict)
+    #: The agent's own session transcript, when the dialect knows where it is.
+    transcript: Path | None = None
+
+
+class CannotResume(Exception):
+    """The agent's session cannot be continued; the message says why."""
 
 
 def decode_object(line: bytes) -> dict[str, Any] | UnparsedLine:
@@ -89,6 +99,37 @@ def _clip(text: str) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
+def tool_result_text(value: Any) -> str | None:
+    """A tool's result as text for people and hooks: text parts joined, binary
+    content (images, base64 data) replaced by a note, cut to ``TOOL_RESULT_CHARS``."""
+    text = _result_text(value)
+    if text is None:
+        return None
+    if len(text) > TOOL_RESULT_CHARS:
+        text = text[:TOOL_RESULT_CHARS] + f"… [{len(text) - TOOL_RESULT_CHARS} more characters]"
+    return text
+
+
+def _result_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return "[binary content omitted]" if "\x00" in value else value
+    if isinstance(value, list):
+        parts = [part for part in map(_result_text, value) if part]
+        return "\n".join(parts) if parts else None
+    if isinstance(value, Mapping):
+        kind = value.get("type")
+        if kind in ("image", "image_url", "audio", "file", "blob") or "data" in value:
+            mime = value.get("mimeType") or value.get("mime_type") or kind or "binary"
+            return f"[{mime} content omitted]"
+        for key in ("text", "content", "output", "result"):
+            if key in value:
+                return _result_text(value[key])
+        return None
+    return str(value)
+
+
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -125,9 +166,30 @@ class Dialect:
         """Whether a decoded event plainly comes from this agent."""
         raise NotImplementedError
 
-    def launch(self, command: Sequence[str], task: str | None, run_dir: Path) -> Launch:
+    def launch(
+        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
+    ) -> Launch:
         """The argv that starts ``command`` with ``task``.
 
-        Raises ``UsageError`` when the task cannot be given to this agent.
+        With ``resumable`` the run may later be continued by ``resume``; a
+        dialect whose agent keeps its session only where asked (pi) arranges
+        one here. Raises ``UsageError`` when the task cannot be given to this
+        agent.
         """
         raise NotImplementedError
+
+    def resume(
+        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
+    ) -> Launch:
+        """The argv that continues the run's session with ``prompt`` as the next message.
+
+        ``session_id`` is the id the stream reported, if any. Raises
+        ``CannotResume`` when the session cannot be continued.
+        """
+        raise CannotResume(f"the {self.name or 'unknown'} dialect cannot resume a session")
+
+    def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
+        """Events implied by how the process ended, for agents whose exit status
+        carries meaning (an abort shown only as exit 130, say). Called once,
+        after the last line was parsed; most dialects add nothing."""
+        return []

@@ -22,6 +22,7 @@ import orjson
 
 from wrapper.dialects.base import (
     MAX_ARG_BYTES,
+    CannotResume,
     Dialect,
     Launch,
     as_float,
@@ -29,6 +30,7 @@ from wrapper.dialects.base import (
     as_str,
     decode_object,
     summarize_args,
+    tool_result_text,
 )
 from wrapper.events import (
     AgentEnded,
@@ -88,14 +90,31 @@ class PiDialect(Dialect):
             return "version" in obj and "id" in obj
         return isinstance(kind, str) and kind in _PI_TYPES
 
-    def launch(self, command: Sequence[str], task: str | None, run_dir: Path) -> Launch:
+    def launch(
+        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
+    ) -> Launch:
         if task is None:
             return Launch(list(command))
-        argument = " " + task if task.startswith(("-", "@")) else task
-        if len(argument.encode()) <= MAX_ARG_BYTES and "\x00" not in argument:
-            return Launch([*command, argument])
-        task_file = run_dir / "task.md"
-        return Launch([*command, f"@{task_file}"], {task_file: task})
+        argv = list(command)
+        transcript = _session_path(command)
+        if resumable and transcript is None and "--no-session" not in command:
+            transcript = run_dir / SESSION_FILE
+            argv += ["--session", str(transcript)]
+        return _with_prompt(argv, task, run_dir / "task.md", transcript)
+
+    def resume(
+        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
+    ) -> Launch:
+        if "--no-session" in command:
+            raise CannotResume("the command has --no-session, so pi keeps no session to resume")
+        argv = list(command)
+        transcript = _session_path(command)
+        if transcript is None:
+            transcript = run_dir / SESSION_FILE
+            argv += ["--session", str(transcript)]
+        if not transcript.is_file():
+            raise CannotResume(f"pi's session file {transcript} does not exist")
+        return _with_prompt(argv, prompt, run_dir / "prompt.md", transcript)
 
     # -- handlers ------------------------------------------------------------
 
@@ -152,6 +171,7 @@ class PiDialect(Dialect):
                 tool=as_str(obj.get("toolName")) or "?",
                 tool_call_id=as_str(obj.get("toolCallId")),
                 summary=summarize_args(obj.get("args")),
+                args=obj.get("args"),
             )
         ]
 
@@ -161,6 +181,7 @@ class PiDialect(Dialect):
                 tool=as_str(obj.get("toolName")) or "?",
                 tool_call_id=as_str(obj.get("toolCallId")),
                 is_error=obj.get("isError") is True,
+                result=tool_result_text(obj.get("result")),
             )
         ]
 
@@ -198,6 +219,32 @@ class PiDialect(Dialect):
 
     def _agent_settled(self, obj: dict[str, Any]) -> list[Event]:
         return [AgentEnded(will_retry=False, settled=True)]
+
+
+#: The session file the wrapper gives pi when a run may be resumed.
+SESSION_FILE = "session.jsonl"
+
+
+def _session_path(command: Sequence[str]) -> Path | None:
+    """The ``--session PATH`` the user's command already gives pi, if any."""
+    for index, arg in enumerate(command):
+        if arg == "--session" and index + 1 < len(command):
+            return Path(command[index + 1])
+        if arg.startswith("--session="):
+            return Path(arg.partition("=")[2])
+    return None
+
+
+def _with_prompt(argv: list[str], prompt: str, spill: Path, transcript: Path | None) -> Launch:
+    """``argv`` plus the prompt as its last argument, or as ``@spill`` when too long.
+
+    pi reads ``@path`` arguments as files and anything starting with ``-`` as
+    a flag and has no ``--``, so such a prompt gets a leading space.
+    """
+    argument = " " + prompt if prompt.startswith(("-", "@")) else prompt
+    if len(argument.encode()) <= MAX_ARG_BYTES and "\x00" not in argument:
+        return Launch([*argv, argument], transcript=transcript)
+    return Launch([*argv, f"@{spill}"], {spill: prompt}, transcript)
 
 
 # ``message_update`` lines are the bulk of a stream and carry the whole
