@@ -150,13 +150,30 @@ def test_deltas_and_tool_ends_do_not_change_anything() -> None:
 
 
 def test_whole_run_timeout_terminates_even_mid_tool() -> None:
-    tracker = CompletionTracker(Limits(grace=1, settle_grace=0.2, kill_after=3, timeout=60), 100.0)
+    limits = Limits(grace=1, settle_grace=0.2, kill_after=3, run_deadline=160.0)
+    tracker = CompletionTracker(limits, 100.0)
     tracker.observe(ToolStarted(tool="bash"), 101.0)
     assert tracker.next_deadline == 160.0
     assert signals(tracker.tick(160.0)) == [signal.SIGTERM]
     assert tracker.timed_out
     assert not tracker.forced_cleanup
     assert signals(tracker.tick(163.0)) == [signal.SIGKILL]
+
+
+def test_attempt_timeout_counts_from_the_attempt_and_yields_to_the_run_deadline() -> None:
+    limits = Limits(grace=1, settle_grace=0.2, kill_after=3, run_deadline=200.0, attempt_timeout=30)
+    tracker = CompletionTracker(limits, 100.0)
+    assert tracker.next_deadline == 130.0
+    assert signals(tracker.tick(130.0)) == [signal.SIGTERM]
+    assert tracker.attempt_timed_out
+    assert not tracker.timed_out
+    assert tracker.next_deadline == 133.0
+
+    late = CompletionTracker(limits, 190.0)
+    assert late.next_deadline == 200.0
+    late.tick(200.0)
+    assert late.timed_out
+    assert not late.attempt_timed_out
 
 
 def test_wrapper_signal_terminates_and_a_second_one_kills() -> None:

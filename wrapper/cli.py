@@ -17,12 +17,15 @@ from wrapper.config import (
     DEFAULT_GRACE,
     DEFAULT_KILL_AFTER,
     DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_STEERS,
     DEFAULT_RUNS_ROOT,
     DEFAULT_SETTLE_GRACE,
     OutputMode,
     RunConfig,
+    child_depth,
 )
 from wrapper.framing import DEFAULT_MAX_LINE_BYTES
+from wrapper.settings import Settings
 
 PROG = "agent-wrapper"
 
@@ -41,6 +44,16 @@ def _positive_seconds(text: str) -> float:
     value = _seconds(text)
     if value == 0:
         raise argparse.ArgumentTypeError("expected more than 0 seconds")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
     return value
 
 
@@ -129,6 +142,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="hard limit on the whole run (default: none)",
     )
     run.add_argument(
+        "--attempt-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        help="limit on each attempt; an expired attempt still goes through the Stop hooks "
+        "(default: none)",
+    )
+    run.add_argument(
+        "--settings",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="hooks and stop settings, in Claude Code's settings format (repeatable; "
+        "later files add hooks and replace other keys)",
+    )
+    run.add_argument(
+        "--max-steers",
+        metavar="N",
+        type=_count,
+        help="how many times a blocked stop may send the agent back to work "
+        f"(default: stop.maxSteers from the settings, else {DEFAULT_MAX_STEERS})",
+    )
+    run.add_argument(
+        "--subagent",
+        action="store_true",
+        help="run as a subagent: stops fire SubagentStop handlers instead of Stop "
+        "(implied when the wrapper runs inside another wrapped agent)",
+    )
+    run.add_argument(
         "--drain-timeout",
         metavar="SECONDS",
         type=_seconds,
@@ -183,6 +224,22 @@ def _read_task_file(parser: argparse.ArgumentParser, path: str) -> str:
         parser.error(f"--task-file {path}: cannot read it: {reason}")
 
 
+def _first(*values: int | None) -> int:
+    return next(value for value in values if value is not None)
+
+
+def _load_settings(parser: argparse.ArgumentParser, paths: list[str]) -> Settings:
+    from wrapper.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(paths)
+    except SettingsError as exc:
+        parser.error(f"--settings {exc}")
+    for note in settings.notes:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    return settings
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -211,6 +268,7 @@ def _run(
         dialect = resolve_dialect(args.dialect, command, task is not None)
     except UsageError as exc:
         parser.error(f"run: {exc}")
+    settings = _load_settings(parser, args.settings)
     cwd = Path.cwd()
     run_id = new_run_id()
     runs_root = None
@@ -238,9 +296,13 @@ def _run(
         output=OutputMode(args.output),
         max_depth=args.max_depth,
         max_line_bytes=args.max_line_bytes,
+        attempt_timeout=args.attempt_timeout,
+        settings=settings,
+        max_steers=_first(args.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
+        subagent=args.subagent or child_depth(os.environ) > 1,
     )
     try:
-        launch = dialect.launch(config.command, task, run_dir)
+        launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)
     except UsageError as exc:
         parser.error(f"run: {exc}")
     import trio

@@ -20,8 +20,8 @@ Rules:
   ``agent_settled``) after a final message shortens the grace to the settle
   grace.
 * When the grace expires the child is lingering: SIGTERM, then SIGKILL after
-  ``kill_after``. The whole-run timeout and the wrapper's own signals take the
-  same road; a second wrapper signal goes straight to SIGKILL.
+  ``kill_after``. The whole-run deadline, the attempt's own time limit and
+  the wrapper's own signals take the same road; a second wrapper signal goes straight to SIGKILL.
 """
 
 from __future__ import annotations
@@ -75,8 +75,10 @@ class Limits:
     grace: float
     settle_grace: float
     kill_after: float
-    #: Whole-run limit in seconds, from the tracker's start; None for none.
-    timeout: float | None = None
+    #: When the whole run must end (on the shell's clock; it spans every attempt).
+    run_deadline: float = math.inf
+    #: Limit on this attempt alone, in seconds from the tracker's start.
+    attempt_timeout: float | None = None
 
 
 class CompletionTracker:
@@ -85,7 +87,10 @@ class CompletionTracker:
         self.phase = Phase.WORKING
         #: The terminal assistant message the run ended on, if any.
         self.final: AssistantMessage | None = None
+        #: The whole run's deadline passed.
         self.timed_out = False
+        #: This attempt's own limit passed.
+        self.attempt_timed_out = False
         self.interrupted_by: signal.Signals | None = None
         #: True once the wrapper had to end a child that lingered after its final message.
         self.forced_cleanup = False
@@ -93,15 +98,19 @@ class CompletionTracker:
         self.signalled = False
         self._paused = False
         self._deadline = math.inf
-        self._run_deadline = started_at + limits.timeout if limits.timeout is not None else math.inf
+        self._run_deadline = limits.run_deadline
+        self._attempt_deadline = (
+            started_at + limits.attempt_timeout if limits.attempt_timeout is not None else math.inf
+        )
 
     @property
     def next_deadline(self) -> float:
         """When ``tick`` must next be called (``math.inf`` when nothing is pending)."""
         if self.phase is Phase.EXITED:
             return math.inf
-        run = math.inf if self.timed_out else self._run_deadline
-        return min(self._deadline, run)
+        if self.timed_out or self.attempt_timed_out:
+            return self._deadline
+        return min(self._deadline, self._run_deadline, self._attempt_deadline)
 
     def observe(self, event: Event, now: float) -> list[Effect]:
         if isinstance(event, AssistantMessage):
@@ -130,9 +139,13 @@ class CompletionTracker:
 
     def tick(self, now: float) -> list[Effect]:
         effects: list[Effect] = []
-        if not self.timed_out and now >= self._run_deadline and self.phase is not Phase.EXITED:
-            self.timed_out = True
-            effects += self._terminate(now, "the run's --timeout expired")
+        if self.phase is not Phase.EXITED and not (self.timed_out or self.attempt_timed_out):
+            if now >= self._run_deadline:
+                self.timed_out = True
+                effects += self._terminate(now, "the run's --timeout expired")
+            elif now >= self._attempt_deadline:
+                self.attempt_timed_out = True
+                effects += self._terminate(now, "the attempt's --attempt-timeout expired")
         if now < self._deadline:
             return effects
         if self.phase is Phase.GRACE:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from wrapper.framing import DEFAULT_MAX_LINE_BYTES
+from wrapper.settings import Settings
 
 #: After a terminal stop, how long the child may go on running before SIGTERM.
 DEFAULT_GRACE = 1.0
@@ -20,6 +22,8 @@ DEFAULT_MAX_DEPTH = 3
 #: After the child exits, how long to wait for its pipes to reach EOF; a
 #: descendant holding them open must not keep the run from finishing.
 DEFAULT_DRAIN_TIMEOUT = 2.0
+#: Steers (blocked stops sent back to the agent) a run may take.
+DEFAULT_MAX_STEERS = 3
 #: Minimum interval between two status.json writes (the last is never held back).
 STATUS_INTERVAL = 0.5
 #: How long the final flush of stdout output may wait for a slow reader.
@@ -61,6 +65,26 @@ class RunConfig:
     output: OutputMode = OutputMode.AUTO
     max_depth: int = DEFAULT_MAX_DEPTH
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    #: Limit on each attempt alone (an expired attempt still goes through the
+    #: Stop hooks); ``timeout`` bounds the whole run.
+    attempt_timeout: float | None = None
+    settings: Settings = field(default_factory=Settings)
+    max_steers: int = DEFAULT_MAX_STEERS
+    #: Run as a subagent: Stop handlers are looked up as ``SubagentStop``.
+    subagent: bool = False
+
+    @property
+    def stop_event(self) -> str:
+        """The hook event a stop fires: ``SubagentStop`` for a subagent."""
+        return "SubagentStop" if self.subagent else "Stop"
+
+    @property
+    def may_steer(self) -> bool:
+        """Whether a stop may be blocked and steered (the launch must then be resumable)."""
+        settings = self.settings
+        return self.task is not None and (
+            settings.retry_on_error or bool(settings.handlers(self.stop_event))
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,4 +105,17 @@ class RunConfig:
             "output": str(self.output),
             "maxDepth": self.max_depth,
             "maxLineBytes": self.max_line_bytes,
+            "attemptTimeout": self.attempt_timeout,
+            "maxSteers": self.max_steers,
+            "subagent": self.subagent,
+            "settings": self.settings.to_json(),
         }
+
+
+def child_depth(environ: Mapping[str, str]) -> int:
+    """1 for a top-level run, one more for each wrapper the run is nested in."""
+    try:
+        parent = int(environ.get("AGENT_WRAPPER_DEPTH", "0"))
+    except ValueError:
+        parent = 0
+    return max(parent, 0) + 1

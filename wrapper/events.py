@@ -302,6 +302,39 @@ class Exited(WrapperEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HookStarted(WrapperEvent):
+    TYPE: ClassVar[str] = "hook_started"
+    #: The hook event (``Stop``, ``PostToolUse``, ...).
+    event: str
+    handler: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookDecision(WrapperEvent):
+    TYPE: ClassVar[str] = "hook_decision"
+    event: str
+    handler: str
+    #: ``allow``, ``block`` or ``end``.
+    decision: str
+    reason: str | None = None
+    #: Set when the handler failed and the wrapper allowed the stop anyway.
+    warning: str | None = None
+    exit_code: int | None = None
+    duration_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Steer(WrapperEvent):
+    """A stop was blocked: the agent is resumed with ``reason`` as its next prompt."""
+
+    TYPE: ClassVar[str] = "steer"
+    #: The attempt that will carry the steer.
+    next_attempt: int
+    handler: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WarningEvent(WrapperEvent):
     TYPE: ClassVar[str] = "warning"
     code: str

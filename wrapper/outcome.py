@@ -11,11 +11,13 @@ agent's own terminal ``error`` or ``aborted``,    ``error``       false    1
 exit before a terminal stop, death by a signal
 the wrapper did not send, non-zero exit after a
 terminal stop
-``--timeout`` expired                             ``timeout``     false    124
+``--timeout`` or ``--attempt-timeout`` expired    ``timeout``     false    124
+a blocked stop could not be carried out            ``error``       false    1
+(``steer_failed``, ``prompt_blocked``)
 the wrapper received SIGTERM/SIGINT/SIGHUP/       ``aborted``     false    128+N
 SIGQUIT (N of the first)
 the command could not be started                  ``spawn_failed`` false   127
-refused before starting                           ``refused``     false    1
+refused before starting (nesting, prompt blocked) ``refused``     false    1
 the wrapper itself failed (a bug)                 ``error``       false    1
 usage error                                       no run          --       2
 result.json could not be written anywhere         any             any      3
@@ -59,6 +61,7 @@ class ErrorKind(enum.StrEnum):
     NONZERO_EXIT = "nonzero_exit"
     SPAWN_FAILED = "spawn_failed"
     TIMEOUT = "timeout"
+    ATTEMPT_TIMEOUT = "attempt_timeout"
     IDLE_TIMEOUT = "idle_timeout"
     INTERRUPTED = "interrupted"
     MAX_DEPTH = "max_depth"
@@ -118,6 +121,11 @@ class RunFacts:
     spawn_error: str | None = None
     refusal: RunError | None = None
     timeout: float | None = None
+    #: The attempt's own limit expired (and the Stop hooks allowed the stop).
+    attempt_timed_out: bool = False
+    attempt_timeout: float | None = None
+    #: A stop was blocked but could not be carried out.
+    steer_failure: RunError | None = None
     #: The wrapper itself failed (a bug); the child was still cleaned up.
     internal_error: str | None = None
 
@@ -147,6 +155,14 @@ def decide(facts: RunFacts) -> Verdict:
     if facts.timed_out:
         limit = f" ({facts.timeout:g}s)" if facts.timeout is not None else ""
         error = RunError(ErrorKind.TIMEOUT, f"the run's --timeout{limit} expired")
+        return Verdict(Outcome.TIMEOUT, False, EXIT_TIMEOUT, error)
+    if facts.steer_failure is not None:
+        return Verdict(Outcome.ERROR, False, EXIT_FAILED, facts.steer_failure)
+    if facts.attempt_timed_out:
+        limit = f" ({facts.attempt_timeout:g}s)" if facts.attempt_timeout is not None else ""
+        error = RunError(
+            ErrorKind.ATTEMPT_TIMEOUT, f"the attempt's --attempt-timeout{limit} expired"
+        )
         return Verdict(Outcome.TIMEOUT, False, EXIT_TIMEOUT, error)
     return _agent_verdict(facts)
 

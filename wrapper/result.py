@@ -14,6 +14,7 @@ from typing import Any
 
 from wrapper.completion import CompletionTracker
 from wrapper.config import SCHEMA_VERSION, RunConfig
+from wrapper.hooks.steering import Steering
 from wrapper.outcome import ProcessExit, Verdict
 from wrapper.summary import RunSummary
 from wrapper.timefmt import iso
@@ -62,8 +63,11 @@ def build_result(
     warnings: list[dict[str, Any]],
     artifacts: dict[str, str | None],
     artifact_errors: list[dict[str, Any]],
+    steering: Steering,
 ) -> dict[str, Any]:
-    last = attempts[-1] if attempts else None
+    # The last attempt that ran: a resume that could not even start has no answer.
+    ran = [attempt for attempt in attempts if attempt.pid is not None]
+    last = ran[-1] if ran else (attempts[-1] if attempts else None)
     final = last.tracker.final if last is not None and last.tracker is not None else None
     last_json = last.to_json() if last is not None else {}
     usage = summary.usage
@@ -95,6 +99,7 @@ def build_result(
         "cwd": str(config.cwd),
         "dialect": dialect,
         "attempts": [attempt.to_json() for attempt in attempts],
+        **steering.to_json(),
         "warnings": warnings,
         "artifacts": artifacts,
         "artifactErrors": artifact_errors,

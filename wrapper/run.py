@@ -7,12 +7,15 @@ never cost its result.json.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -25,15 +28,21 @@ from wrapper.config import (
     STATUS_INTERVAL,
     OutputMode,
     RunConfig,
+    child_depth,
 )
-from wrapper.dialects import Dialect, Launch, SniffingDialect
-from wrapper.events import Event, ResultWritten
+from wrapper.dialects import CannotResume, Dialect, Launch, SniffingDialect, UsageError
+from wrapper.events import Event, ResultWritten, Steer, WarningEvent
+from wrapper.hooks.observers import Observers
+from wrapper.hooks.protocol import Decision, HandlerResult
+from wrapper.hooks.runner import HookContext, run_chain
+from wrapper.hooks.steering import AllowedBy, Block, Steering
 from wrapper.outcome import EXIT_NO_RESULT, ErrorKind, RunError, RunFacts, Verdict, decide
 from wrapper.pretty import PrettyView
 from wrapper.result import AttemptRecord, build_result
+from wrapper.settings import Handler
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
-from wrapper.supervisor import AttemptSupervisor, child_depth, child_env
+from wrapper.supervisor import AttemptSupervisor, child_env
 from wrapper.timefmt import iso
 
 #: The wrapper's own signals that end a run (SIGHUP: tmux kill-pane, a closed terminal).
@@ -80,6 +89,15 @@ class Run:
         self.summary = RunSummary()
         self.interrupts: list[signal.Signals] = []
         self.supervisor: AttemptSupervisor | None = None
+        #: When the whole run must end, on trio's clock.
+        self.deadline = self.clock_start + config.timeout if config.timeout else math.inf
+        #: Set when the run's deadline passed while no attempt was running.
+        self.timed_out = False
+        #: Hooks running between attempts, cancelled by the wrapper's signals.
+        self.between_attempts: trio.CancelScope | None = None
+        self.steering = Steering(max_steers=config.max_steers)
+        #: The agent's own session transcript, once a launch names one.
+        self.transcript: Path | None = launch.transcript
 
         run_dir = config.run_dir
         self.dir_ok = prepare_run_dir(run_dir, config.runs_root, self.errors)
@@ -106,6 +124,20 @@ class Run:
             else None
         )
         self.stream = EventStream(self.events_log, self._live_output())
+        self.hook_ctx = HookContext(
+            cwd=config.cwd,
+            env={
+                **child_env(config, 1, environ),
+                "CLAUDE_PROJECT_DIR": str(config.cwd),
+            },
+            run_dir=config.run_dir,
+            agent_command=config.command,
+            evaluator=config.settings.evaluator,
+            emit=self.stream.emit,
+        )
+        self.observers = Observers(config.settings, self.hook_ctx, self._hook_input)
+        for note in config.settings.notes:
+            self.stream.emit(WarningEvent(code="settings_note", message=note))
         self.status = StatusWriter(
             run_dir / "status.json", self.errors, STATUS_INTERVAL, enabled=self.dir_ok
         )
@@ -141,10 +173,19 @@ class Run:
             self.interrupts.append(sig)
             if self.supervisor is not None:
                 self.supervisor.interrupt(sig)
+            if self.between_attempts is not None:
+                self.between_attempts.cancel()
 
     async def execute(self) -> int:
         try:
-            facts = await self._supervise()
+            async with trio.open_nursery() as background:
+                if self.observers.wanted:
+                    background.start_soon(self.observers.run)
+                try:
+                    facts = await self._supervise()
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await self.observers.close()
         except Exception as exc:  # a bug must still end in an honest result.json
             record = self.supervisor.record if self.supervisor is not None else None
             if record is not None and record not in self.attempts:
@@ -170,14 +211,20 @@ class Run:
         if self.interrupts:
             return RunFacts(interrupted_by=self.interrupts[0])
         launch = self.launch
-        try:
-            for path, text in launch.files.items():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(path, text.encode(), durable=False)
-        except OSError as exc:
-            return RunFacts(
-                spawn_error=f"could not write the task file {exc.filename}: {exc.strerror or exc}"
-            )
+        if config.task is not None:
+            with self._between_attempts():
+                task, blocked = await self._before_prompt(config.task, first=True)
+            if self.interrupts or self.timed_out:
+                return self._stopped_between_attempts()
+            if blocked is not None:
+                return RunFacts(refusal=RunError(ErrorKind.PROMPT_BLOCKED, blocked))
+            if task != config.task:
+                try:
+                    launch = self.dialect.launch(
+                        config.command, task, config.run_dir, resumable=self.config.may_steer
+                    )
+                except UsageError as exc:
+                    return RunFacts(spawn_error=str(exc))
         supervisor = self.supervisor = AttemptSupervisor(
             config=config,
             dialect=self.dialect,
@@ -187,27 +234,242 @@ class Run:
             stdout_log=self.stdout_log,
             stderr_log=self.stderr_log,
             output=self.pump,
+            on_event=self.observers.observe if self.observers.wanted else None,
         )
         for sig in self.interrupts:
             supervisor.interrupt(sig)
-        record = await supervisor.run(1, launch.argv, child_env(config, 1, self.environ))
+        number = 1
+        while True:
+            self.hook_ctx.env["AGENT_WRAPPER_ATTEMPT"] = str(number)
+            record = await self._attempt(supervisor, number, launch)
+            if record.spawn_error is not None:
+                if number == 1:
+                    return RunFacts(spawn_error=record.spawn_error)
+                self.steering.allow(
+                    AllowedBy.CANNOT_STEER,
+                    f"the agent could not be restarted to take the steer: {record.spawn_error}",
+                )
+                return RunFacts(**self._facts_so_far())
+            facts = RunFacts(**self._facts_so_far())
+            if facts.interrupted_by is not None or facts.timed_out:
+                return facts
+            with self._between_attempts():
+                resumed = await self._at_stop(facts, number)
+            if self.interrupts or self.timed_out:
+                return self._stopped_between_attempts()
+            if resumed is None:
+                return RunFacts(**self._facts_so_far())
+            launch = resumed
+            number += 1
+
+    async def _attempt(
+        self, supervisor: AttemptSupervisor, number: int, launch: Launch
+    ) -> AttemptRecord:
+        try:
+            for path, text in launch.files.items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(path, text.encode(), durable=False)
+        except OSError as exc:
+            record = AttemptRecord(number=number, argv=launch.argv)
+            record.spawn_error = f"could not write the prompt file {exc.filename}: " + (
+                exc.strerror or str(exc)
+            )
+        else:
+            env = child_env(self.config, number, self.environ)
+            record = await supervisor.run(number, launch.argv, env, self.deadline)
         self.attempts.append(record)
-        if record.spawn_error is not None:
-            return RunFacts(spawn_error=record.spawn_error)
-        return RunFacts(**self._facts_so_far())
+        if launch.transcript is not None:
+            self.transcript = launch.transcript
+        return record
+
+    # -- stops, hooks and steering ---------------------------------------------------
+
+    @contextlib.contextmanager
+    def _between_attempts(self) -> Iterator[None]:
+        """Hooks between attempts end at the run's deadline or the wrapper's signal."""
+        with trio.CancelScope(deadline=self.deadline) as scope:
+            self.between_attempts = scope
+            if self.interrupts:
+                scope.cancel()
+            try:
+                yield
+            finally:
+                self.between_attempts = None
+        if scope.cancelled_caught and not self.interrupts:
+            self.timed_out = True
+
+    def _stopped_between_attempts(self) -> RunFacts:
+        facts = self._facts_so_far()
+        if self.interrupts:
+            facts["interrupted_by"] = self.interrupts[0]
+        else:
+            facts["timed_out"] = True
+        return RunFacts(**facts)
+
+    async def _at_stop(self, facts: RunFacts, number: int) -> Launch | None:
+        """The agent stopped: allow it, or return the launch that steers it back."""
+        settings, steering = self.config.settings, self.steering
+        event = self.config.stop_event
+        handlers = settings.handlers(event)
+        if not handlers and not settings.retry_on_error:
+            steering.allow(AllowedBy.NO_HANDLERS)
+            return None
+        if steering.at_limit:
+            steering.allow(AllowedBy.MAX_STEERS)
+            self.stream.emit(
+                WarningEvent(
+                    code="max_steers_reached",
+                    message=f"the steer limit ({steering.max_steers}) is reached; "
+                    f"{event} handlers were not run and the stop was allowed",
+                )
+            )
+            return None
+        last = self.summary.last_assistant
+        block = None
+        if settings.retry_on_error and last is not None:
+            block = steering.retry_on_error(
+                f"{last.text}\n{last.error_message or ''}", settings.max_retries
+            )
+        if block is None:
+            if not handlers:
+                steering.allow(AllowedBy.NO_HANDLERS)
+                return None
+            self.status.update(trio.current_time(), force=True, state="stopping")
+            self.stream.flush()
+            verdict = decide(facts)
+            payload = self._hook_input(
+                event,
+                stop_hook_active=steering.steer_count > 0,
+                last_assistant_message=last.text if last is not None else None,
+                outcome=str(verdict.outcome),
+                stop_reason=facts.final.stop_reason if facts.final else None,
+                raw_stop_reason=facts.final.raw_stop_reason if facts.final else None,
+                error=verdict.error.to_json() if verdict.error is not None else None,
+                usage=self.summary.usage.to_json() if self.summary.usage else None,
+                duration_ms=round((time.time() - self.started_at) * 1000),
+                tools_used=self.summary.tools_used,
+                steer_count=steering.steer_count,
+                max_steers=steering.max_steers,
+            )
+            results = await run_chain(handlers, event, payload, self.hook_ctx, blocking=True)
+            self._warn_failed(event, handlers, results, "the stop was allowed")
+            block = steering.decide(results, [h.name for h in handlers])
+            if block is None:
+                return None
+        return await self._steer(block, number + 1)
+
+    async def _steer(self, block: Block, number: int) -> Launch | None:
+        config, steering = self.config, self.steering
+        blocked_by = f"the stop was blocked by {block.handler} ({_quote(block.reason)})"
+        if config.task is None:
+            steering.allow(
+                AllowedBy.CANNOT_STEER,
+                f"{blocked_by}, but the run has no --task: the wrapper does not own "
+                "the prompt, so it cannot steer the agent",
+            )
+            return None
+        try:
+            launch = self.dialect.resume(
+                config.command, block.reason, config.run_dir, self.summary.session_id
+            )
+        except CannotResume as exc:
+            steering.allow(AllowedBy.CANNOT_STEER, f"{blocked_by}, but it cannot steer: {exc}")
+            return None
+        prompt, refused = await self._before_prompt(block.reason, first=False)
+        if refused is not None:
+            steering.allow(AllowedBy.PROMPT_BLOCKED, f"{blocked_by}; the steer prompt {refused}")
+            return None
+        if prompt != block.reason:
+            launch = self.dialect.resume(
+                config.command, prompt, config.run_dir, self.summary.session_id
+            )
+        steering.record(block, number)
+        self.stream.emit(Steer(next_attempt=number, handler=block.handler, reason=block.reason))
+        return launch
+
+    async def _before_prompt(self, prompt: str, *, first: bool) -> tuple[str, str | None]:
+        """``SubagentStart`` (first prompt of a subagent) and ``UserPromptSubmit``
+        handlers: context they add is appended; a block refuses the prompt."""
+        settings, contexts = self.config.settings, []
+        if first and self.config.subagent:
+            handlers = settings.handlers("SubagentStart")
+            payload = self._hook_input("SubagentStart")
+            results = await run_chain(
+                handlers, "SubagentStart", payload, self.hook_ctx, blocking=False
+            )
+            self._warn_failed("SubagentStart", handlers, results, "it was skipped")
+            contexts += [r.context for r in results if r.context]
+        handlers = settings.handlers("UserPromptSubmit")
+        if handlers:
+            payload = self._hook_input("UserPromptSubmit", prompt=prompt)
+            results = await run_chain(
+                handlers, "UserPromptSubmit", payload, self.hook_ctx, blocking=True
+            )
+            self._warn_failed("UserPromptSubmit", handlers, results, "the prompt was sent")
+            for handler, result in zip(handlers, results, strict=False):
+                if result.decision is not Decision.ALLOW:
+                    why = f": {_quote(result.reason)}" if result.reason else ""
+                    return prompt, f"was blocked by UserPromptSubmit handler {handler.name}{why}"
+                if result.context:
+                    contexts.append(result.context)
+        return "\n\n".join([prompt, *contexts]), None
+
+    def _hook_input(self, event: str, **extra: Any) -> dict[str, Any]:
+        config = self.config
+        transcript = self.transcript
+        if transcript is None or not transcript.is_file():
+            transcript = self.events_log.path
+        return {
+            "session_id": self.summary.session_id,
+            "transcript_path": str(transcript),
+            "cwd": str(config.cwd),
+            "hook_event_name": event,
+            "run_id": config.run_id,
+            "agent_id": config.run_id,
+            "agent_type": config.label,
+            "task": config.task,
+            **extra,
+        }
+
+    def _warn_failed(
+        self, event: str, handlers: list[Handler], results: list[HandlerResult], then: str
+    ) -> None:
+        for handler, result in zip(handlers, results, strict=False):
+            if result.warning is not None:
+                self.stream.emit(
+                    WarningEvent(
+                        code="hook_failed",
+                        message=f"{event} handler {handler.name} {result.warning}; {then}",
+                    )
+                )
 
     def _facts_so_far(self) -> dict[str, Any]:
-        if not self.attempts:
-            return {"interrupted_by": self.interrupts[0] if self.interrupts else None}
-        record = self.attempts[-1]
+        ran = [record for record in self.attempts if record.pid is not None]
+        failure = None
+        if self.steering.failure is not None:
+            kind = (
+                ErrorKind.PROMPT_BLOCKED
+                if self.steering.allowed_by is AllowedBy.PROMPT_BLOCKED
+                else ErrorKind.STEER_FAILED
+            )
+            failure = RunError(kind, self.steering.failure)
+        if not ran:
+            return {
+                "interrupted_by": self.interrupts[0] if self.interrupts else None,
+                "steer_failure": failure,
+            }
+        record = ran[-1]
         tracker = record.tracker
         return {
             "final": tracker.final if tracker else None,
             "exit": record.exit,
             "signalled": bool(tracker and tracker.signalled),
             "timed_out": bool(tracker and tracker.timed_out),
+            "attempt_timed_out": bool(tracker and tracker.attempt_timed_out),
             "interrupted_by": tracker.interrupted_by if tracker else None,
             "timeout": self.config.timeout,
+            "attempt_timeout": self.config.attempt_timeout,
+            "steer_failure": failure,
         }
 
     async def _finish(self, verdict: Verdict) -> int:
@@ -244,6 +506,7 @@ class Run:
                 warnings=self.stream.warnings,
                 artifacts=artifacts,
                 artifact_errors=self.errors.entries,
+                steering=self.steering,
             )
 
         written = write_result(self.config, render, self.errors, artifacts)
@@ -258,6 +521,15 @@ class Run:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):
                 await pump.drain()
         return exit_status
+
+
+#: A blocked stop's reason, quoted in messages, is cut to this length.
+QUOTE_CHARS = 200
+
+
+def _quote(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    return repr(text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…")
 
 
 def _innermost(exc: BaseException) -> str:

@@ -8,18 +8,19 @@ shielded scope with a deadline on every wait.
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
 from wrapper import proctree
 from wrapper.artifacts import StreamFile
 from wrapper.completion import CompletionTracker, Effect, Limits, Phase, SendSignal
-from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig
+from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig, child_depth
 from wrapper.dialects import Dialect, SniffingDialect
 from wrapper.events import (
     Event,
@@ -72,6 +73,7 @@ class AttemptSupervisor:
         stdout_log: StreamFile,
         stderr_log: StreamFile,
         output: OutputPump | None,
+        on_event: Callable[[Event], None] | None = None,
     ) -> None:
         self.config = config
         self.dialect = dialect
@@ -81,6 +83,8 @@ class AttemptSupervisor:
         self.stdout_log = stdout_log
         self.stderr_log = stderr_log
         self.output = output
+        #: Told of every event but text deltas (hooks that observe the stream).
+        self.on_event = on_event
         self.tracker: CompletionTracker | None = None
         self.record: AttemptRecord | None = None
         self._timer: trio.CancelScope | None = None
@@ -89,7 +93,10 @@ class AttemptSupervisor:
 
     # -- entry points ----------------------------------------------------------
 
-    async def run(self, number: int, argv: list[str], env: Mapping[str, str]) -> AttemptRecord:
+    async def run(
+        self, number: int, argv: list[str], env: Mapping[str, str], deadline: float = math.inf
+    ) -> AttemptRecord:
+        """Run attempt ``number``; ``deadline`` is when the whole run must end."""
         record = self.record = AttemptRecord(number=number, argv=argv)
         self.stream.attempt = number
         now = trio.current_time()
@@ -98,7 +105,8 @@ class AttemptSupervisor:
                 grace=self.config.grace,
                 settle_grace=self.config.settle_grace,
                 kill_after=self.config.kill_after,
-                timeout=self.config.timeout,
+                run_deadline=deadline,
+                attempt_timeout=self.config.attempt_timeout,
             ),
             now,
         )
@@ -155,6 +163,11 @@ class AttemptSupervisor:
                 await proc.wait()
                 exit_ = self._exited(proc, tracker)
                 pipes.cancel_scope.deadline = trio.current_time() + self.config.drain_timeout
+            # What the exit itself means to this agent, after its last line.
+            now, wall = trio.current_time(), time.time()
+            signum = int(exit_.signal) if exit_.signal is not None else None
+            for event in self.dialect.on_exit(exit_.code, signum):
+                self._event(event, now, wall)
             # Reported after the drain, so that it follows everything the agent wrote.
             self.emit(Exited(exit_code=exit_.code, exit_signal=exit_.signal_name))
             if pipes.cancel_scope.cancelled_caught:
@@ -259,6 +272,8 @@ class AttemptSupervisor:
             return
         self.summary.observe(event)
         self.stream.emit(event, wall)
+        if self.on_event is not None:
+            self.on_event(event)
         assert self.tracker is not None
         effects = self.tracker.observe(event, now)
         if effects:
@@ -355,12 +370,3 @@ def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[
     env["AGENT_WRAPPER_ATTEMPT"] = str(attempt)
     env["AGENT_WRAPPER_DEPTH"] = str(child_depth(base))
     return env
-
-
-def child_depth(base: Mapping[str, str]) -> int:
-    """1 for a top-level run, one more for each wrapper the run is nested in."""
-    try:
-        parent = int(base.get("AGENT_WRAPPER_DEPTH", "0"))
-    except ValueError:
-        parent = 0
-    return max(parent, 0) + 1

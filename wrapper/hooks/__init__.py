@@ -1,0 +1,1 @@
+"""Claude-Code-compatible hooks: the protocol, the handler runners, steering."""

@@ -1,0 +1,113 @@
+"""Hooks fired from what the stream shows (``PostToolUse``,
+``PostToolUseFailure``, ``PreCompact``): they observe and never hold the
+stream back. Jobs queue without blocking the reader, run in the background
+with bounded concurrency and their own time limits, and what is still
+running when the run ends gets a short while to finish before it is killed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from wrapper.events import Compaction, Event, ToolEnded, ToolStarted, WarningEvent
+from wrapper.hooks.runner import HookContext, run_chain
+from wrapper.settings import OBSERVED_EVENTS, Handler, Settings
+
+#: Observer handlers running at once.
+OBSERVER_CONCURRENCY = 4
+#: Observer jobs waiting to run; beyond this new ones are dropped (and counted).
+OBSERVER_QUEUE = 256
+#: When the run ends, how long running observers may take to finish.
+OBSERVER_DRAIN_TIMEOUT = 5.0
+
+_Job = tuple[str, list[Handler], dict[str, Any]]
+
+
+class Observers:
+    def __init__(
+        self,
+        settings: Settings,
+        ctx: HookContext,
+        common: Callable[[str], dict[str, Any]],
+    ) -> None:
+        self.settings = settings
+        self.ctx = ctx
+        self.common = common
+        #: Whether any observer is configured at all (the run skips them otherwise).
+        self.wanted = any(settings.hooks.get(event) for event in OBSERVED_EVENTS)
+        self.dropped = 0
+        self._send, self._receive = trio.open_memory_channel[_Job](OBSERVER_QUEUE)
+        self._tool_args: dict[str, Any] = {}
+        self._scope = trio.CancelScope()
+        self._done = trio.Event()
+
+    def observe(self, event: Event) -> None:
+        """Called for every event of the stream (only when ``wanted``)."""
+        if type(event) is ToolStarted:
+            if event.tool_call_id is not None:
+                self._tool_args[event.tool_call_id] = event.args
+        elif type(event) is ToolEnded:
+            args = self._tool_args.pop(event.tool_call_id, None) if event.tool_call_id else None
+            name = "PostToolUseFailure" if event.is_error else "PostToolUse"
+            extra: dict[str, Any] = {
+                "tool_name": event.tool,
+                "tool_input": args,
+                "tool_use_id": event.tool_call_id,
+            }
+            extra["error" if event.is_error else "tool_response"] = event.result
+            self._queue(name, self.settings.handlers(name, event.tool), extra)
+        elif type(event) is Compaction and event.phase == "start":
+            extra = {"trigger": "auto", "custom_instructions": None, "reason": event.reason}
+            self._queue("PreCompact", self.settings.handlers("PreCompact"), extra)
+
+    def _queue(self, name: str, handlers: list[Handler], extra: dict[str, Any]) -> None:
+        if not handlers:
+            return
+        try:
+            self._send.send_nowait((name, handlers, {**self.common(name), **extra}))
+        except (trio.WouldBlock, trio.ClosedResourceError):
+            self.dropped += 1
+
+    async def run(self) -> None:
+        limiter = trio.CapacityLimiter(OBSERVER_CONCURRENCY)
+        with self._scope:
+            async with trio.open_nursery() as jobs:
+                async for job in self._receive:
+                    await limiter.acquire()
+                    jobs.start_soon(self._job, job, limiter)
+        self._done.set()
+
+    async def _job(self, job: _Job, limiter: trio.CapacityLimiter) -> None:
+        try:
+            name, handlers, payload = job
+            await run_chain(handlers, name, payload, self.ctx, blocking=False)
+        finally:
+            limiter.release()
+
+    async def close(self) -> None:
+        """No more jobs; let the running ones finish for a short while, then kill them."""
+        self._send.close()
+        if not self.wanted:
+            return
+        with trio.move_on_after(OBSERVER_DRAIN_TIMEOUT):
+            await self._done.wait()
+        if not self._done.is_set():
+            self._scope.cancel()
+            self.ctx.emit(
+                WarningEvent(
+                    code="hook_observers_cut",
+                    message="observer hooks were still running when the run ended; "
+                    f"stopped them after {OBSERVER_DRAIN_TIMEOUT:g}s",
+                )
+            )
+        if self.dropped:
+            self.ctx.emit(
+                WarningEvent(
+                    code="hook_observers_dropped",
+                    message=f"{self.dropped} observer hook runs were dropped: more than "
+                    f"{OBSERVER_QUEUE} were waiting",
+                )
+            )

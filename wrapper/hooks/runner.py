@@ -1,0 +1,269 @@
+"""Running hook handlers: command, prompt (an evaluator judges) and agent (a
+verifier agent run through the wrapper itself).
+
+Each handler is a subprocess in its own process group, given its JSON input
+on stdin, bounded in time (killed with its group when the time is up or the
+run is cancelled) and in the output kept from it. Nothing here decides what
+an answer means beyond the protocol; the caller decides what to do with it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+
+from wrapper import proctree
+from wrapper.events import Event, HookDecision, HookStarted
+from wrapper.hooks.command import ShellSyntax, split_command
+from wrapper.hooks.protocol import (
+    Decision,
+    HandlerResult,
+    interpret_command,
+    interpret_verdict,
+)
+from wrapper.settings import Handler
+
+#: Output kept from a handler, per stream; the rest is read and dropped.
+HANDLER_OUTPUT_BYTES = 1024 * 1024
+#: After a handler exits, how long a process it left behind may hold its pipes.
+HANDLER_DRAIN_TIMEOUT = 1.0
+#: The judge's prompt carries the hook input; beyond this it is cut.
+PROMPT_INPUT_CHARS = 100_000
+#: A verifier agent gets this long beyond its own limit to write its result.
+VERIFIER_MARGIN = 10.0
+
+
+@dataclass(slots=True)
+class ProcessResult:
+    exit_code: int | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+    #: Why it could not be started.
+    error: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class HookContext:
+    """What handlers need from the run."""
+
+    cwd: Path
+    #: The handlers' environment: the wrapper's own plus the run's identity
+    #: and ``CLAUDE_PROJECT_DIR``.
+    env: dict[str, str]
+    #: Where verifier agents keep their run directories.
+    run_dir: Path
+    #: The agent a verifier runs when its handler names none: the run's own.
+    agent_command: tuple[str, ...]
+    evaluator: tuple[str, ...] | None
+    emit: Callable[[Event], None]
+    _verifiers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+
+async def run_chain(
+    handlers: Sequence[Handler],
+    event: str,
+    payload: dict[str, Any],
+    ctx: HookContext,
+    *,
+    blocking: bool,
+) -> list[HandlerResult]:
+    """Run ``handlers`` in order. With ``blocking`` the first block or end wins
+    and the rest are skipped, so the outcome does not depend on timing."""
+    results = []
+    for handler in handlers:
+        ctx.emit(HookStarted(event=event, handler=handler.name))
+        started = time.monotonic()
+        result = await run_handler(handler, payload, ctx, plain_text_is_context=not blocking)
+        ctx.emit(
+            HookDecision(
+                event=event,
+                handler=handler.name,
+                decision=str(result.decision),
+                reason=result.reason,
+                warning=result.warning,
+                exit_code=result.exit_code,
+                duration_ms=round((time.monotonic() - started) * 1000),
+            )
+        )
+        results.append(result)
+        if blocking and result.decision is not Decision.ALLOW:
+            break
+    return results
+
+
+async def run_handler(
+    handler: Handler, payload: dict[str, Any], ctx: HookContext, *, plain_text_is_context: bool
+) -> HandlerResult:
+    if handler.type == "command":
+        return await _command(handler, payload, ctx, plain_text_is_context)
+    if handler.type == "prompt":
+        return await _prompt(handler, payload, ctx)
+    return await _agent(handler, payload, ctx)
+
+
+async def _command(
+    handler: Handler, payload: dict[str, Any], ctx: HookContext, plain_text_is_context: bool
+) -> HandlerResult:
+    if handler.args is not None:
+        argv = list(handler.args)
+    elif handler.shell:
+        argv = ["/bin/sh", "-c", handler.command or ""]
+    else:
+        try:
+            argv = split_command(handler.command or "", ctx.env)
+        except ShellSyntax as exc:  # settings validation makes this unreachable
+            return _failed(f"cannot run it: {exc}")
+    done = await run_process(argv, orjson.dumps(payload), ctx.env, ctx.cwd, handler.timeout)
+    if done.error is not None:
+        return _failed(f"could not be started: {done.error}")
+    if done.timed_out:
+        return _failed(f"timed out after {handler.timeout:g}s and was killed")
+    return interpret_command(
+        exit_code=done.exit_code,
+        stdout=done.stdout,
+        stderr=done.stderr,
+        plain_text_is_context=plain_text_is_context,
+    )
+
+
+async def _prompt(handler: Handler, payload: dict[str, Any], ctx: HookContext) -> HandlerResult:
+    if ctx.evaluator is None:  # settings validation makes this unreachable
+        return _failed('no "evaluator" command is configured')
+    argv = [*ctx.evaluator, judge_prompt(handler.prompt or "", payload)]
+    done = await run_process(argv, orjson.dumps(payload), ctx.env, ctx.cwd, handler.timeout)
+    if done.error is not None:
+        return _failed(f"the evaluator could not be started: {done.error}")
+    if done.timed_out:
+        return _failed(f"the evaluator timed out after {handler.timeout:g}s and was killed")
+    if done.exit_code != 0:
+        return _failed(f"the evaluator exited with status {done.exit_code}")
+    return _judged(interpret_verdict(done.stdout.decode("utf-8", "replace")), "the evaluator")
+
+
+async def _agent(handler: Handler, payload: dict[str, Any], ctx: HookContext) -> HandlerResult:
+    run_dir = ctx.run_dir / "hooks" / f"verifier-{next(ctx._verifiers)}"
+    command = handler.agent_command or ctx.agent_command
+    argv = [
+        sys.executable,
+        "-m",
+        "wrapper",
+        "run",
+        "--output",
+        "quiet",
+        "--label",
+        "verifier",
+        "--run-dir",
+        str(run_dir),
+        "--timeout",
+        f"{handler.timeout:g}",
+        "--task-file",
+        "-",
+        "--",
+        *command,
+    ]
+    prompt = judge_prompt(handler.prompt or "", payload).encode()
+    limit = handler.timeout + VERIFIER_MARGIN
+    done = await run_process(argv, prompt, ctx.env, ctx.cwd, limit)
+    if done.error is not None or done.timed_out:
+        return _failed(f"the verifier agent could not be run: {done.error or 'timed out'}")
+    try:
+        result = orjson.loads((run_dir / "result.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        return _failed(f"the verifier agent left no readable result.json ({exc})")
+    text = result.get("finalText") if isinstance(result, dict) else None
+    if not isinstance(text, str):
+        return _failed("the verifier agent gave no final answer")
+    return _judged(interpret_verdict(text), "the verifier agent")
+
+
+def _judged(result: HandlerResult, who: str) -> HandlerResult:
+    if result.warning is None:
+        return result
+    return _failed(f"{who} {result.warning}")
+
+
+def judge_prompt(prompt: str, payload: dict[str, Any]) -> str:
+    """The prompt with the hook input in place of ``$ARGUMENTS``, or after it."""
+    data = orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()
+    if len(data) > PROMPT_INPUT_CHARS:
+        data = data[:PROMPT_INPUT_CHARS] + "\n… [cut]"
+    if "$ARGUMENTS" in prompt:
+        return prompt.replace("$ARGUMENTS", data)
+    return f"{prompt}\n\nHook input (JSON):\n{data}"
+
+
+def _failed(why: str) -> HandlerResult:
+    return HandlerResult(decision=Decision.ALLOW, warning=why)
+
+
+async def run_process(
+    argv: Sequence[str], stdin: bytes, env: Mapping[str, str], cwd: Path, timeout: float
+) -> ProcessResult:
+    """Run ``argv`` with ``stdin`` as its input, keeping a bounded part of its
+    output; on timeout or cancellation its whole process group is killed."""
+    result = ProcessResult()
+    try:
+        proc = await trio.lowlevel.open_process(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=dict(env),
+            cwd=cwd,
+        )
+    except OSError as exc:
+        result.error = f"{argv[0]}: {exc.strerror or exc}"
+        return result
+    out, err = bytearray(), bytearray()
+    try:
+        with trio.move_on_after(timeout) as limit:
+            async with trio.open_nursery() as pipes:
+                pipes.start_soon(_feed, proc.stdin, stdin)
+                pipes.start_soon(_collect, proc.stdout, out)
+                pipes.start_soon(_collect, proc.stderr, err)
+                await proc.wait()
+                pipes.cancel_scope.deadline = trio.current_time() + HANDLER_DRAIN_TIMEOUT
+        result.timed_out = limit.cancelled_caught
+    finally:
+        with trio.CancelScope(shield=True):
+            # Whatever it left in its group goes with it.
+            proctree.signal_group(proc.pid, signal.SIGKILL)
+            with trio.move_on_after(HANDLER_DRAIN_TIMEOUT):
+                await proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    await stream.aclose()
+    result.exit_code = proc.returncode if not result.timed_out else None
+    result.stdout, result.stderr = bytes(out), bytes(err)
+    return result
+
+
+async def _feed(stream: trio.abc.SendStream | None, data: bytes) -> None:
+    if stream is None:
+        return
+    try:
+        await stream.send_all(data)
+        await stream.aclose()
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # the handler does not read its input; that is its right
+
+
+async def _collect(stream: trio.abc.ReceiveStream | None, into: bytearray) -> None:
+    if stream is None:
+        return
+    while data := await stream.receive_some(65536):
+        room = HANDLER_OUTPUT_BYTES - len(into)
+        if room > 0:
+            into += data[:room]

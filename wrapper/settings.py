@@ -1,0 +1,311 @@
+"""Settings files: Claude Code's settings format plus the wrapper's own keys.
+
+Loading is strict about what the wrapper uses and loud about what it does
+not: a malformed value is a ``SettingsError`` naming the file, the key and
+the problem; a key the wrapper has no use for is skipped with a note; a hook
+event it cannot enforce on a streaming agent is reported, never dropped
+silently. Several files merge in order: hook lists concatenate, any other
+key from a later file replaces the earlier value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wrapper.hooks.command import ShellSyntax, split_command
+
+#: Stop handlers: may block a stop and steer the agent.
+STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
+#: Handlers that run before a prompt is sent and may add to it (or refuse it).
+PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
+#: Handlers fired from what the stream shows; they observe and never block.
+OBSERVED_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "PreCompact"})
+#: Claude Code events that need the agent's cooperation; the wrapper only
+#: sees the stream, so it cannot enforce them.
+UNENFORCEABLE_EVENTS = frozenset(
+    {"PreToolUse", "PermissionRequest", "Notification", "SessionStart", "SessionEnd"}
+)
+HOOK_EVENTS = STOP_EVENTS | PROMPT_EVENTS | OBSERVED_EVENTS
+#: Events whose matcher selects tools by name.
+TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
+
+#: Per-handler time limits, by handler type, in seconds.
+DEFAULT_HANDLER_TIMEOUTS = {"command": 60.0, "prompt": 30.0, "agent": 60.0}
+#: Built-in error retry: how many steers it may use unless the settings say.
+DEFAULT_MAX_RETRIES = 2
+
+_WRAPPER_KEYS = frozenset({"hooks", "stop", "evaluator", "disableAllHooks"})
+_MATCHER_LIST = re.compile(r"[A-Za-z0-9_.-]+(?:\|[A-Za-z0-9_.-]+)*")
+
+
+class SettingsError(Exception):
+    """A settings file cannot be used; the message names file, key and problem."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Handler:
+    """One hook handler as configured."""
+
+    type: str
+    #: Where it was configured, for messages: ``FILE: hooks.Stop[0].hooks[1]``.
+    origin: str
+    timeout: float
+    #: ``command``: the command string (split at run time), or ``args``.
+    command: str | None = None
+    args: tuple[str, ...] | None = None
+    shell: bool = False
+    #: ``prompt`` and ``agent``: the instructions for the judge.
+    prompt: str | None = None
+    #: ``agent``: the verifier agent's command (default: the run's own).
+    agent_command: tuple[str, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        """A short description for events and result.json."""
+        if self.type == "command":
+            text = self.command if self.command is not None else " ".join(self.args or ())
+            return text if len(text) <= 80 else text[:79] + "…"
+        return f"{self.type} ({self.origin})"
+
+
+@dataclass(frozen=True, slots=True)
+class MatcherGroup:
+    matcher: str | None
+    handlers: tuple[Handler, ...]
+
+    def matches(self, tool: str | None) -> bool:
+        """Claude's matcher rules: empty or ``*`` match everything, ``A|B`` is a
+        list of exact names, anything else is a regular expression on the
+        whole tool name."""
+        pattern = self.matcher
+        if not pattern or pattern == "*" or tool is None:
+            return True
+        if _MATCHER_LIST.fullmatch(pattern):
+            return tool in pattern.split("|")
+        return re.fullmatch(pattern, tool) is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    hooks: Mapping[str, tuple[MatcherGroup, ...]] = field(default_factory=dict)
+    retry_on_error: bool = False
+    max_retries: int = DEFAULT_MAX_RETRIES
+    max_steers: int | None = None
+    evaluator: tuple[str, ...] | None = None
+    #: Things skipped or not enforced, to tell the user (stderr and result.json).
+    notes: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+
+    def handlers(self, event: str, tool: str | None = None) -> list[Handler]:
+        """The handlers for ``event`` in configuration order (for tools, those
+        whose matcher takes ``tool``)."""
+        groups = self.hooks.get(event, ())
+        if event not in TOOL_EVENTS:
+            tool = None
+        return [h for group in groups if group.matches(tool) for h in group.handlers]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files": list(self.files),
+            "hooks": {event: len(self.handlers(event)) for event in self.hooks},
+            "stop": {
+                "retryOnError": self.retry_on_error,
+                "maxRetries": self.max_retries,
+                "maxSteers": self.max_steers,
+            },
+            "evaluator": list(self.evaluator) if self.evaluator is not None else None,
+        }
+
+
+def load_settings(paths: Sequence[Path | str]) -> Settings:
+    """Read and merge settings files in order; raise ``SettingsError`` on any problem."""
+    merged: dict[str, Any] = {}
+    hooks: dict[str, list[MatcherGroup]] = {}
+    notes: list[str] = []
+    for path in paths:
+        where = str(path)
+        data = _read(where)
+        for key in data:
+            if key not in _WRAPPER_KEYS:
+                notes.append(f"{where}: key {key!r} is not used by agent-wrapper; skipped")
+        if data.get("disableAllHooks") is True:
+            merged["disableAllHooks"] = True
+        elif "disableAllHooks" in data and not isinstance(data["disableAllHooks"], bool):
+            raise SettingsError(f"{where}: disableAllHooks: expected true or false")
+        for event, groups in _hooks(where, data.get("hooks", {}), notes).items():
+            hooks.setdefault(event, []).extend(groups)
+        for key in ("stop", "evaluator"):
+            if key in data:
+                merged[key] = (where, data[key])
+    if merged.get("disableAllHooks"):
+        notes.append("disableAllHooks is true: no hook handler will run")
+        hooks = {}
+    stop = _stop(*merged["stop"]) if "stop" in merged else {}
+    evaluator = _evaluator(*merged["evaluator"]) if "evaluator" in merged else None
+    if evaluator is None:
+        for groups in hooks.values():
+            for handler in (h for group in groups for h in group.handlers):
+                if handler.type == "prompt":
+                    raise SettingsError(
+                        f"{handler.origin}: a prompt handler needs an evaluator: add "
+                        '"evaluator": {"command": [...]} to the settings'
+                    )
+    return Settings(
+        hooks={event: tuple(groups) for event, groups in hooks.items()},
+        evaluator=evaluator,
+        notes=tuple(notes),
+        files=tuple(str(p) for p in paths),
+        **stop,
+    )
+
+
+def _read(where: str) -> dict[str, Any]:
+    try:
+        raw = Path(where).read_bytes()
+    except OSError as exc:
+        raise SettingsError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SettingsError(f"{where}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{where}: expected a JSON object at the top level")
+    return data
+
+
+def _hooks(where: str, value: Any, notes: list[str]) -> dict[str, list[MatcherGroup]]:
+    if not isinstance(value, dict):
+        raise SettingsError(f"{where}: hooks: expected an object of event names")
+    found: dict[str, list[MatcherGroup]] = {}
+    for event, groups in value.items():
+        key = f"hooks.{event}"
+        if not isinstance(groups, list):
+            raise SettingsError(f"{where}: {key}: expected a list of matcher groups")
+        parsed = [_group(where, f"{key}[{i}]", event, g) for i, g in enumerate(groups)]
+        if event in UNENFORCEABLE_EVENTS:
+            notes.append(
+                f"{where}: {key}: NOT ENFORCED: the wrapper only sees the agent's output "
+                f"stream and cannot run {event} handlers; they are ignored"
+            )
+        elif event not in HOOK_EVENTS:
+            notes.append(f"{where}: {key}: unknown hook event; its handlers are ignored")
+        else:
+            found[event] = parsed
+    return found
+
+
+def _group(where: str, key: str, event: str, value: Any) -> MatcherGroup:
+    if not isinstance(value, dict):
+        raise SettingsError(f"{where}: {key}: expected an object with a hooks list")
+    matcher = value.get("matcher")
+    if matcher is not None and not isinstance(matcher, str):
+        raise SettingsError(f"{where}: {key}.matcher: expected a string")
+    if matcher and event in TOOL_EVENTS and not _MATCHER_LIST.fullmatch(matcher):
+        try:
+            re.compile(matcher)
+        except re.error as exc:
+            raise SettingsError(f"{where}: {key}.matcher: not a valid pattern: {exc}") from None
+    handlers = value.get("hooks")
+    if not isinstance(handlers, list) or not handlers:
+        raise SettingsError(f"{where}: {key}.hooks: expected a non-empty list of handlers")
+    return MatcherGroup(
+        matcher,
+        tuple(_handler(where, f"{key}.hooks[{i}]", h) for i, h in enumerate(handlers)),
+    )
+
+
+def _handler(where: str, key: str, value: Any) -> Handler:
+    if not isinstance(value, dict):
+        raise SettingsError(f"{where}: {key}: expected an object")
+    kind = value.get("type", "command")
+    if kind not in DEFAULT_HANDLER_TIMEOUTS:
+        raise SettingsError(
+            f"{where}: {key}.type: {kind!r} is not a handler type (command, prompt, agent)"
+        )
+    timeout = value.get("timeout", DEFAULT_HANDLER_TIMEOUTS[kind])
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise SettingsError(f"{where}: {key}.timeout: expected a positive number of seconds")
+    origin = f"{where}: {key}"
+    if kind == "command":
+        return _command_handler(where, key, value, origin, float(timeout))
+    prompt = value.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise SettingsError(f"{where}: {key}.prompt: a {kind} handler needs a prompt")
+    agent = None
+    if kind == "agent" and "command" in value:
+        agent = _argv(where, f"{key}.command", value["command"])
+    return Handler(
+        type=kind, origin=origin, timeout=float(timeout), prompt=prompt, agent_command=agent
+    )
+
+
+def _command_handler(
+    where: str, key: str, value: dict[str, Any], origin: str, timeout: float
+) -> Handler:
+    shell = value.get("shell", False)
+    if not isinstance(shell, bool):
+        raise SettingsError(f"{where}: {key}.shell: expected true or false")
+    if "args" in value:
+        if "command" in value:
+            raise SettingsError(f"{where}: {key}: give either command or args, not both")
+        args = _argv(where, f"{key}.args", value["args"])
+        return Handler(type="command", origin=origin, timeout=timeout, args=args)
+    command = value.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise SettingsError(f"{where}: {key}.command: expected a command string (or args)")
+    if not shell:
+        try:
+            split_command(command, {})
+        except ShellSyntax as exc:
+            raise SettingsError(
+                f"{where}: {key}.command: {exc}; commands run without a shell: add "
+                '"shell": true to run it with /bin/sh -c, or give "args" as a list'
+            ) from None
+    return Handler(type="command", origin=origin, timeout=timeout, command=command, shell=shell)
+
+
+def _argv(where: str, key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        try:
+            words = split_command(value, {})
+        except ShellSyntax as exc:
+            raise SettingsError(f"{where}: {key}: {exc}; give a list of arguments") from None
+        return tuple(words)
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise SettingsError(f"{where}: {key}: expected a non-empty list of strings")
+    return tuple(value)
+
+
+def _stop(where: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SettingsError(f"{where}: stop: expected an object")
+    known = {"retryOnError", "maxRetries", "maxSteers"}
+    for key in value:
+        if key not in known:
+            raise SettingsError(
+                f"{where}: stop.{key}: unknown key (known: {', '.join(sorted(known))})"
+            )
+    out: dict[str, Any] = {}
+    if "retryOnError" in value:
+        if not isinstance(value["retryOnError"], bool):
+            raise SettingsError(f"{where}: stop.retryOnError: expected true or false")
+        out["retry_on_error"] = value["retryOnError"]
+    for key, name in (("maxRetries", "max_retries"), ("maxSteers", "max_steers")):
+        if key in value:
+            number = value[key]
+            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+                raise SettingsError(f"{where}: stop.{key}: expected a whole number >= 0")
+            out[name] = number
+    return out
+
+
+def _evaluator(where: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, dict) or "command" not in value:
+        raise SettingsError(f'{where}: evaluator: expected {{"command": [...]}}')
+    return _argv(where, "evaluator.command", value["command"])
