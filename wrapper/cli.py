@@ -199,6 +199,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_LINE_BYTES,
         help=f"skip output lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
     )
+    hook_test = sub.add_parser(
+        "hook-test",
+        help="run hook handlers on a given event and print their decision",
+        description="Run the handlers the settings configure for EVENT.json's "
+        "hook_event_name (default Stop) on that event, as a run would, and print the "
+        "decision as JSON. For people writing hooks.",
+    )
+    hook_test.add_argument(
+        "--settings", metavar="FILE", action="append", required=True, help="settings file"
+    )
+    hook_test.add_argument(
+        "--event", metavar="EVENT.json", required=True, help="the hook input (- for stdin)"
+    )
     return parser
 
 
@@ -249,6 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_in)
     if args.subcommand == "run":
         return _run(parser, args, command)
+    if args.subcommand == "hook-test":
+        from wrapper.hooks.test import hook_test
+
+        settings = _load_settings(parser, args.settings)
+        return hook_test(settings, args.event)
     parser.error(f"unknown subcommand {args.subcommand!r}")
     return None
 

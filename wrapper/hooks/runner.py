@@ -154,6 +154,8 @@ async def _prompt(handler: Handler, payload: dict[str, Any], ctx: HookContext) -
 async def _agent(handler: Handler, payload: dict[str, Any], ctx: HookContext) -> HandlerResult:
     run_dir = ctx.run_dir / "hooks" / f"verifier-{next(ctx._verifiers)}"
     command = handler.agent_command or ctx.agent_command
+    if not command:
+        return _failed('has no agent to run: give the handler a "command"')
     argv = [
         sys.executable,
         "-m",
