@@ -40,6 +40,10 @@ DEFAULT_HANDLER_TIMEOUTS = {"command": 60.0, "prompt": 30.0, "agent": 60.0}
 #: Built-in error retry: how many steers it may use unless the settings say.
 DEFAULT_MAX_RETRIES = 2
 
+#: A handler's command is shown in events and result.json at most this long
+#: (its middle is cut: the start and the script name at the end matter most).
+NAME_CHARS = 160
+
 _WRAPPER_KEYS = frozenset({"hooks", "stop", "evaluator", "disableAllHooks"})
 _MATCHER_LIST = re.compile(r"[A-Za-z0-9_.-]+(?:\|[A-Za-z0-9_.-]+)*")
 
@@ -70,7 +74,10 @@ class Handler:
         """A short description for events and result.json."""
         if self.type == "command":
             text = self.command if self.command is not None else " ".join(self.args or ())
-            return text if len(text) <= 80 else text[:79] + "…"
+            if len(text) <= NAME_CHARS:
+                return text
+            half = NAME_CHARS // 2
+            return text[:half] + "…" + text[-half:]
         return f"{self.type} ({self.origin})"
 
 
@@ -206,7 +213,7 @@ def _group(where: str, key: str, event: str, value: Any) -> MatcherGroup:
     matcher = value.get("matcher")
     if matcher is not None and not isinstance(matcher, str):
         raise SettingsError(f"{where}: {key}.matcher: expected a string")
-    if matcher and event in TOOL_EVENTS and not _MATCHER_LIST.fullmatch(matcher):
+    if matcher and matcher != "*" and event in TOOL_EVENTS and not _MATCHER_LIST.fullmatch(matcher):
         try:
             re.compile(matcher)
         except re.error as exc:

@@ -72,7 +72,7 @@ class Observers:
             self.dropped += 1
 
     async def run(self) -> None:
-        limiter = trio.CapacityLimiter(OBSERVER_CONCURRENCY)
+        limiter = trio.Semaphore(OBSERVER_CONCURRENCY)
         with self._scope:
             async with trio.open_nursery() as jobs:
                 async for job in self._receive:
@@ -80,7 +80,7 @@ class Observers:
                     jobs.start_soon(self._job, job, limiter)
         self._done.set()
 
-    async def _job(self, job: _Job, limiter: trio.CapacityLimiter) -> None:
+    async def _job(self, job: _Job, limiter: trio.Semaphore) -> None:
         try:
             name, handlers, payload = job
             await run_chain(handlers, name, payload, self.ctx, blocking=False)

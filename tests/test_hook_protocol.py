@@ -1,0 +1,292 @@
+"""The hook protocol, settings and steering rules, without processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wrapper.hooks.command import ShellSyntax, split_command
+from wrapper.hooks.protocol import (
+    Decision,
+    HandlerResult,
+    find_verdict,
+    interpret_command,
+    interpret_verdict,
+    looks_like_failure,
+)
+from wrapper.hooks.steering import AllowedBy, Steering
+from wrapper.settings import MatcherGroup, SettingsError, load_settings
+from wrapper.transcript import TAIL_BLOCK_BYTES, last_assistant_message
+
+# -- the answer of a command handler -------------------------------------------------
+
+
+def answer(stdout: str = "", exit_code: int = 0, stderr: str = "") -> HandlerResult:
+    return interpret_command(exit_code=exit_code, stdout=stdout.encode(), stderr=stderr.encode())
+
+
+def test_exit_0_without_output_or_with_plain_text_allows() -> None:
+    assert answer().decision is Decision.ALLOW
+    plain = answer("checked 3 files")
+    assert (plain.decision, plain.warning, plain.context) == (Decision.ALLOW, None, None)
+
+
+def test_plain_text_is_context_only_for_prompt_events() -> None:
+    result = interpret_command(
+        exit_code=0, stdout=b"Use tabs.\n", stderr=b"", plain_text_is_context=True
+    )
+    assert result.context == "Use tabs."
+
+
+def test_block_forms() -> None:
+    assert answer(json.dumps({"decision": "block", "reason": "Run tests"})).reason == "Run tests"
+    assert answer(json.dumps({"allow": False, "prompt": "Lint"})).reason == "Lint"
+    by_exit = answer(exit_code=2, stderr="  Fix the build \n")
+    assert (by_exit.decision, by_exit.reason) == (Decision.BLOCK, "Fix the build")
+
+
+def test_continue_false_wins_over_block() -> None:
+    result = answer(
+        json.dumps({"decision": "block", "reason": "x", "continue": False, "stopReason": "Out"})
+    )
+    assert (result.decision, result.reason) == (Decision.END, "Out")
+
+
+@pytest.mark.parametrize(
+    ("stdout", "exit_code", "stderr", "warning"),
+    [
+        ('{"decision": "block"}', 0, "", "without a reason"),
+        ('{"allow": false}', 0, "", "without a prompt"),
+        ('{"decision": "block", "reason": "  "}', 0, "", "without a reason"),
+        ("{oops", 0, "", "malformed JSON"),
+        ("[1, 2]", 0, "", None),
+        ("", 2, "", "gave no reason"),
+        ("", 1, "Traceback: boom", "exited with status 1: Traceback: boom"),
+        ("", -9, "", "killed by signal 9"),
+    ],
+)
+def test_failures_allow_with_a_warning(
+    stdout: str, exit_code: int, stderr: str, warning: str | None
+) -> None:
+    result = answer(stdout, exit_code, stderr)
+    assert result.decision is Decision.ALLOW
+    if warning is None:
+        assert result.warning is None
+    else:
+        assert result.warning is not None
+        assert warning in result.warning
+
+
+def test_extend_max_steers_and_context_are_read() -> None:
+    result = answer(
+        json.dumps({"extendMaxSteers": 5, "hookSpecificOutput": {"additionalContext": "Be brief."}})
+    )
+    assert (result.extend_max_steers, result.context) == (5, "Be brief.")
+    assert answer(json.dumps({"extendMaxSteers": -1})).extend_max_steers is None
+    assert answer(json.dumps({"extendMaxSteers": True})).extend_max_steers is None
+
+
+def test_verdicts_are_found_in_prose_and_fences() -> None:
+    assert find_verdict('Looks fine.\n```json\n{"ok": true}\n```') == {"ok": True}
+    nested = 'x {"ok": false, "reason": "r", "detail": {"a": {"b": 1}}} y'
+    assert find_verdict(nested) == {"ok": False, "reason": "r", "detail": {"a": {"b": 1}}}
+    assert find_verdict('{"ok": "yes"}') is None
+    assert find_verdict("{" * 20000 + "}" * 20000) is None
+    assert interpret_verdict('{"ok": false, "reason": "No tests."}').reason == "No tests."
+    assert interpret_verdict('{"ok": false}').warning is not None
+
+
+def test_error_retry_words() -> None:
+    assert looks_like_failure("I was unable to compile: TypeError")
+    assert not looks_like_failure("Fixed the error; tests pass.")
+    assert not looks_like_failure("All done.")
+
+
+# -- steering decisions ----------------------------------------------------------------
+
+
+def test_steering_takes_the_first_block_and_extends_the_limit() -> None:
+    steering = Steering(max_steers=1)
+    results = [
+        HandlerResult(decision=Decision.ALLOW, extend_max_steers=4),
+        HandlerResult(decision=Decision.BLOCK, reason="again"),
+    ]
+    block = steering.decide(results, ["a", "b"])
+    assert block is not None
+    assert (block.handler, block.reason) == ("b", "again")
+    assert steering.max_steers == 4
+    steering.decide([HandlerResult(decision=Decision.ALLOW, extend_max_steers=2)], ["a"])
+    assert steering.max_steers == 4, "extendMaxSteers never lowers the limit"
+    steering.decide([HandlerResult(decision=Decision.ALLOW, extend_max_steers=10**6)], ["a"])
+    assert steering.max_steers == 100
+
+
+def test_steering_records_end_and_allow() -> None:
+    steering = Steering(max_steers=3)
+    assert steering.decide([HandlerResult(decision=Decision.END, reason="bye")], ["a"]) is None
+    assert (steering.allowed_by, steering.stop_message) == (AllowedBy.HOOK_CONTINUE_FALSE, "bye")
+    steering.decide([HandlerResult(decision=Decision.ALLOW)], ["a"])
+    assert steering.allowed_by is AllowedBy.HANDLERS
+
+
+def test_error_retry_is_bounded_by_max_retries() -> None:
+    steering = Steering(max_steers=5)
+    block = steering.retry_on_error("Traceback: failed", max_retries=1)
+    assert block is not None
+    steering.record(block, 2)
+    assert steering.retry_on_error("Traceback: failed", max_retries=1) is None
+    assert steering.to_json()["steers"][0]["handler"] == "retryOnError"
+
+
+# -- settings ---------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, name: str, data: object) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_settings_merge_and_notes(tmp_path: Path) -> None:
+    first = write(
+        tmp_path,
+        "a.json",
+        {
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "one"}]}]},
+            "stop": {"retryOnError": True},
+            "permissions": {"allow": ["Bash"]},
+        },
+    )
+    second = write(
+        tmp_path,
+        "b.json",
+        {
+            "hooks": {
+                "Stop": [{"hooks": [{"type": "command", "args": ["two", "x y"]}]}],
+                "PreToolUse": [{"hooks": [{"type": "command", "command": "three"}]}],
+            },
+            "stop": {"maxSteers": 4},
+        },
+    )
+    settings = load_settings([first, second])
+    assert [h.name for h in settings.handlers("Stop")] == ["one", "two x y"]
+    assert settings.handlers("PreToolUse") == []
+    assert settings.max_steers == 4
+    assert settings.retry_on_error is False, "a later stop object replaces the earlier one"
+    assert any("permissions" in note and "skipped" in note for note in settings.notes)
+    assert any("PreToolUse" in note and "NOT ENFORCED" in note for note in settings.notes)
+
+
+def test_disable_all_hooks_is_honoured(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "s.json",
+        {"disableAllHooks": True, "hooks": {"Stop": [{"hooks": [{"command": "x"}]}]}},
+    )
+    settings = load_settings([path])
+    assert settings.handlers("Stop") == []
+    assert any("disableAllHooks" in note for note in settings.notes)
+
+
+def test_settings_errors_name_file_and_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.json", {"hooks": {"Stop": [{"hooks": [{"command": "a && b"}]}]}})
+    with pytest.raises(SettingsError) as caught:
+        load_settings([path])
+    message = str(caught.value)
+    assert str(path) in message
+    assert "hooks.Stop[0].hooks[0].command" in message
+    assert '"shell": true' in message
+    with pytest.raises(SettingsError, match="cannot read it"):
+        load_settings([tmp_path / "missing.json"])
+
+
+@pytest.mark.parametrize(
+    ("matcher", "tool", "expected"),
+    [
+        (None, "bash", True),
+        ("", "bash", True),
+        ("*", "Edit", True),
+        ("Edit|Write", "Write", True),
+        ("Edit|Write", "WriteFile", False),
+        ("Edit", "edit", False),
+        ("Notebook.*", "NotebookEdit", True),
+        ("mcp__.*__read", "mcp__fs__read", True),
+        ("mcp__.*__read", "mcp__fs__write", False),
+    ],
+)
+def test_matchers(matcher: str | None, tool: str, expected: bool) -> None:
+    assert MatcherGroup(matcher, ()).matches(tool) is expected
+
+
+# -- command splitting --------------------------------------------------------------------
+
+
+def test_split_like_a_shell() -> None:
+    env = {"HOME": "/home/u", "DIR": "/a b"}
+    assert split_command("""python3 "$DIR/x.py" 'it''s' a\\ b ${DIR} ~/y $""", env) == [
+        "python3",
+        "/a b/x.py",
+        "its",
+        "a b",
+        "/a b",
+        "/home/u/y",
+        "$",
+    ]
+    assert split_command('echo "a\\"b" $MISSING', env) == ["echo", 'a"b', ""]
+
+
+@pytest.mark.parametrize(
+    "text", ["a | b", "a && b", "a; b", "a > f", "X=1 a", "a $(b)", "a `b`", "a 'open", "# c", ""]
+)
+def test_shell_syntax_is_refused(text: str) -> None:
+    with pytest.raises(ShellSyntax):
+        split_command(text, {})
+
+
+@given(st.text())
+def test_splitting_never_fails_otherwise(text: str) -> None:
+    with contextlib.suppress(ShellSyntax):
+        split_command(text, {"HOME": "/h"})
+
+
+# -- transcripts ------------------------------------------------------------------------------
+
+
+def test_last_assistant_message_from_the_tail(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    lines = [
+        {"type": "session", "id": "s"},
+        {
+            "type": "message",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "old"}]},
+        },
+        {"type": "message", "message": {"role": "user", "content": "x" * (3 * TAIL_BLOCK_BYTES)}},
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "new"}]},
+        },
+        {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "tool_use"}]}},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n{torn line")
+    assert last_assistant_message(path) == "new"
+    path.write_text("\n".join(json.dumps(line) for line in lines[:3]))
+    assert last_assistant_message(path) == "old", "a line longer than a block is read whole"
+    assert last_assistant_message(path, limit=100) is None
+    assert last_assistant_message(tmp_path / "missing") is None
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps({"type": "assistant_message", "text": "from events"}) + "\n")
+    assert last_assistant_message(events) == "from events"
+
+
+@given(st.lists(st.binary(max_size=50), max_size=30))
+def test_transcript_reader_survives_any_bytes(
+    tmp_path_factory: pytest.TempPathFactory, chunks: list[bytes]
+) -> None:
+    path = tmp_path_factory.mktemp("t") / "junk.jsonl"
+    path.write_bytes(b"\n".join(chunks))
+    last_assistant_message(path)
