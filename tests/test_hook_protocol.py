@@ -99,6 +99,8 @@ def test_verdicts_are_found_in_prose_and_fences() -> None:
     assert find_verdict("{" * 20000 + "}" * 20000) is None
     assert interpret_verdict('{"ok": false, "reason": "No tests."}').reason == "No tests."
     assert interpret_verdict('{"ok": false}').warning is not None
+    impossible = interpret_verdict('{"ok": false, "reason": "r", "impossible": true}')
+    assert impossible.decision is Decision.ALLOW
 
 
 def test_error_retry_words() -> None:

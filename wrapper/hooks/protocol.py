@@ -131,11 +131,13 @@ def interpret_answer(answer: dict[str, Any], *, exit_code: int | None = None) ->
 
 def interpret_verdict(text: str) -> HandlerResult:
     """A judge's answer (prompt and agent handlers): ``{"ok": bool, "reason": str}``
-    somewhere in its output, the last such object winning."""
+    (optionally ``"impossible": true``, which allows the stop) somewhere in its
+    output, the last such object winning."""
     verdict = find_verdict(text)
     if verdict is None:
         return _failed_open('gave no {"ok": true|false, "reason": ...} answer', None)
-    if verdict["ok"] is True:
+    if verdict["ok"] is True or verdict.get("impossible") is True:
+        # Claude's judges may also say the condition cannot be met: let it stop.
         return ALLOW
     reason = verdict.get("reason")
     if not isinstance(reason, str) or not reason.strip():
