@@ -556,6 +556,7 @@ def test_post_tool_use_observers_follow_the_matcher(tmp_path: Path) -> None:
                 {"matcher": "Edit", "hooks": [command(observer)]},
             ],
             "PostToolUseFailure": [{"matcher": "*", "hooks": [command(observer)]}],
+            "PreCompact": [{"hooks": [command(observer)]}],
         }
     }
     steps: list[dict[str, Any]] = [
@@ -570,13 +571,15 @@ def test_post_tool_use_observers_follow_the_matcher(tmp_path: Path) -> None:
         },
         {"tool": {"name": "bash", "result": "built"}},
         {"tool": {"name": "write", "result": "disk full", "isError": True}},
+        {"compaction": {"reason": "threshold"}},
         *answer("Done."),
     ]
     run = run_with(tmp_path, settings, steps)
     assert run.result["success"] is True
     seen = [json.loads(line) for line in log.read_text().splitlines()]
     by_event = {d["hook_event_name"]: d for d in seen}
-    assert len(seen) == 2, "one PostToolUse (bash) and one PostToolUseFailure (write)"
+    assert len(seen) == 3, "PostToolUse (bash), PostToolUseFailure (write), PreCompact"
+    assert by_event["PreCompact"]["trigger"] == "auto"
     bash = by_event["PostToolUse"]
     assert (bash["tool_name"], bash["tool_input"], bash["tool_response"]) == (
         "bash",
@@ -770,6 +773,8 @@ def test_hooks_see_the_run_identity_in_their_environment(tmp_path: Path) -> None
         "env.py",
         f"""
         env = {{k: v for k, v in os.environ.items() if k.startswith(("AGENT_WRAPPER", "CLAUDE"))}}
+        status = os.path.join(env["AGENT_WRAPPER_RUN_DIR"], "status.json")
+        env["state"] = json.load(open(status))["state"]
         open({str(dump)!r}, "w").write(json.dumps(env))
         """,
     )
@@ -778,4 +783,5 @@ def test_hooks_see_the_run_identity_in_their_environment(tmp_path: Path) -> None
     assert env["AGENT_WRAPPER_RUN_ID"] == run.result["runId"]
     assert env["AGENT_WRAPPER_ATTEMPT"] == "1"
     assert env["CLAUDE_PROJECT_DIR"] == str(tmp_path)
+    assert env["state"] == "stopping", "status.json says the Stop handlers are running"
     assert os.environ.get("AGENT_WRAPPER_RUN_ID") is None
