@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wrapper.framing import OVERSIZED_HEAD_BYTES, Frame, LineFramer, Oversized
+from wrapper.framing import (
+    OVERSIZED_HEAD_BYTES,
+    OVERSIZED_TAIL_BYTES,
+    Frame,
+    LineFramer,
+    Oversized,
+)
 
 
 def frame_all(chunks: list[bytes], max_line: int = 1 << 20) -> list[Frame]:
@@ -46,6 +52,7 @@ def test_oversized_line_is_skipped_with_its_size_and_head() -> None:
     assert isinstance(frames[1], Oversized)
     assert frames[1].size == len(big)
     assert frames[1].head == big[:OVERSIZED_HEAD_BYTES]
+    assert frames[1].tail == big[-OVERSIZED_TAIL_BYTES:]
     assert frames[2] == b"after"
 
 
@@ -55,11 +62,17 @@ def test_oversized_line_costs_no_memory_while_read() -> None:
         framer.feed(b"y" * 10_000)
         assert framer.buffered <= 1000
     frames = framer.feed(b"\n")
-    assert frames == [Oversized(b"y" * OVERSIZED_HEAD_BYTES, 1_000_000)]
+    assert frames == [
+        Oversized(b"y" * OVERSIZED_HEAD_BYTES, 1_000_000, b"y" * OVERSIZED_TAIL_BYTES)
+    ]
 
 
 def test_oversized_tail_at_end_of_stream() -> None:
-    assert frame_all([b"z" * 50], max_line=10) == [Oversized(b"z" * 50, 50)]
+    assert frame_all([b"z" * 50], max_line=10) == [Oversized(b"z" * 50, 50, b"z" * 50)]
+    line = bytes(b for b in range(256) if b != 10)[:200] * 5
+    assert frame_all([line[:7], line[7:900], line[900:]], max_line=10) == [
+        Oversized(line[:OVERSIZED_HEAD_BYTES], 1000, line[-OVERSIZED_TAIL_BYTES:])
+    ]
 
 
 def test_line_exactly_at_the_cap_is_kept() -> None:

@@ -16,6 +16,7 @@ from wrapper.dialects.pi import PiDialect
 from wrapper.events import (
     AgentEnded,
     AssistantMessage,
+    OversizedLine,
     Retry,
     SessionStarted,
     StopReason,
@@ -25,6 +26,7 @@ from wrapper.events import (
     UnparsedLine,
     is_terminal,
 )
+from wrapper.framing import LineFramer, Oversized
 
 
 def line(obj: dict[str, Any]) -> bytes:
@@ -331,3 +333,19 @@ def test_sniffing_gives_up_with_a_warning_and_keeps_every_line() -> None:
         events += dialect.parse(f'{{"kind": {i}}}'.encode())
     assert events[0].TYPE == "warning"
     assert sum(1 for e in events if isinstance(e, UnparsedLine)) == 300
+
+
+def test_an_oversized_agent_end_still_ends_the_run() -> None:
+    line = b'{"type":"agent_end","messages":[' + b"x" * 5000 + b'],"willRetry":false}'
+    (frame,) = LineFramer(1000).feed(line + b"\n")
+    assert isinstance(frame, Oversized)
+    events = PiDialect().oversized(frame)
+    assert events == [
+        OversizedLine(size=len(line), event_type="agent_end"),
+        AgentEnded(will_retry=False),
+    ]
+    retrying = frame.tail.replace(b"false", b"true")
+    (_, ended) = PiDialect().oversized(Oversized(frame.head, frame.size, retrying))
+    assert ended == AgentEnded(will_retry=True)
+    (other,) = PiDialect().oversized(Oversized(b'{"type":"turn_end","message":{', 9999, b"}}"))
+    assert other == OversizedLine(size=9999, event_type="turn_end")

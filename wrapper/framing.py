@@ -16,16 +16,20 @@ from dataclasses import dataclass
 #: take the supervisor's memory with it.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 
-#: How much of an oversized line is kept to read its event type from.
+#: How much of an oversized line is kept from its start (to read its event
+#: type from) and from its end (where fields written last, such as pi's
+#: ``willRetry``, sit).
 OVERSIZED_HEAD_BYTES = 512
+OVERSIZED_TAIL_BYTES = 512
 
 
 @dataclass(frozen=True, slots=True)
 class Oversized:
-    """A line that exceeded the cap: its first bytes and its full size."""
+    """A line that exceeded the cap: its first and last bytes and its full size."""
 
     head: bytes
     size: int
+    tail: bytes = b""
 
 
 Frame = bytes | Oversized
@@ -38,7 +42,7 @@ class LineFramer:
     ``close`` returns the unterminated tail at end of stream, if any.
     """
 
-    __slots__ = ("_head", "_max", "_partial", "_skipped")
+    __slots__ = ("_head", "_max", "_partial", "_skipped", "_tail")
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         if max_line_bytes < 1:
@@ -49,6 +53,7 @@ class LineFramer:
         # far, with ``_head`` holding its first bytes.
         self._skipped: int | None = None
         self._head = b""
+        self._tail = b""
 
     @property
     def buffered(self) -> int:
@@ -62,9 +67,7 @@ class LineFramer:
         if pieces:
             first = pieces[0]
             if self._skipped is not None:
-                frames.append(Oversized(self._head, self._skipped + len(first)))
-                self._skipped = None
-                self._head = b""
+                frames.append(self._skipped_line(first))
             elif self._partial:
                 self._partial += first
                 frames.append(self._finish(bytes(self._partial)))
@@ -80,10 +83,7 @@ class LineFramer:
     def close(self) -> list[Frame]:
         """End of stream: return the final line if it had no newline."""
         if self._skipped is not None:
-            frame: Frame = Oversized(self._head, self._skipped)
-            self._skipped = None
-            self._head = b""
-            return [frame]
+            return [self._skipped_line(b"")]
         if self._partial:
             line = bytes(self._partial)
             self._partial.clear()
@@ -95,15 +95,29 @@ class LineFramer:
 
     @staticmethod
     def _oversized(line: bytes) -> Oversized:
-        return Oversized(line[:OVERSIZED_HEAD_BYTES], len(line))
+        return Oversized(line[:OVERSIZED_HEAD_BYTES], len(line), line[-OVERSIZED_TAIL_BYTES:])
+
+    def _skipped_line(self, end: bytes) -> Oversized:
+        assert self._skipped is not None
+        frame = Oversized(
+            self._head, self._skipped + len(end), (self._tail + end)[-OVERSIZED_TAIL_BYTES:]
+        )
+        self._skipped = None
+        self._head = self._tail = b""
+        return frame
 
     def _hold(self, tail: bytes) -> None:
         if not tail:
             return
         if self._skipped is not None:
             self._skipped += len(tail)
+            self._tail = (self._tail + tail[-OVERSIZED_TAIL_BYTES:])[-OVERSIZED_TAIL_BYTES:]
         elif len(self._partial) + len(tail) > self._max:
-            self._head = (bytes(self._partial) + tail[:OVERSIZED_HEAD_BYTES])[:OVERSIZED_HEAD_BYTES]
+            head = bytes(self._partial[:OVERSIZED_HEAD_BYTES]) + tail[:OVERSIZED_HEAD_BYTES]
+            self._head = head[:OVERSIZED_HEAD_BYTES]
+            self._tail = (bytes(self._partial[-OVERSIZED_TAIL_BYTES:]) + tail)[
+                -OVERSIZED_TAIL_BYTES:
+            ]
             self._skipped = len(self._partial) + len(tail)
             self._partial.clear()
         else:

@@ -9,7 +9,6 @@ shielded scope with a deadline on every wait.
 from __future__ import annotations
 
 import math
-import re
 import signal
 import subprocess
 import time
@@ -25,7 +24,6 @@ from wrapper.dialects import Dialect, SniffingDialect
 from wrapper.events import (
     Event,
     Exited,
-    OversizedLine,
     SignalSent,
     Spawned,
     StderrLine,
@@ -47,8 +45,6 @@ REAP_TIMEOUT = 5.0
 #: How often leftovers in the agent's process group are checked while they
 #: are being terminated after the agent itself exited.
 LEFTOVER_POLL = 0.05
-
-_TYPE_FIELD = re.compile(rb'"type"\s*:\s*"([A-Za-z0-9_.:/-]{1,64})"')
 
 _STATUS_BY_PHASE = {
     Phase.WORKING: "running",
@@ -258,8 +254,8 @@ class AttemptSupervisor:
 
     def _frame(self, frame: Frame, now: float, wall: float) -> None:
         if isinstance(frame, Oversized):
-            oversized = OversizedLine(size=frame.size, event_type=_sniff_type(frame.head))
-            self._event(oversized, now, wall)
+            for event in self.dialect.oversized(frame):
+                self._event(event, now, wall)
             return
         for event in self.dialect.parse(frame):
             self._event(event, now, wall)
@@ -350,12 +346,6 @@ class AttemptSupervisor:
             chosen = self.dialect.chosen
             return chosen.name if chosen is not None else None
         return self.dialect.name
-
-
-def _sniff_type(head: bytes) -> str | None:
-    """The ``type`` of a JSON event, read from the first bytes of its line."""
-    match = _TYPE_FIELD.search(head)
-    return match.group(1).decode() if match else None
 
 
 def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[str, str]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wrapper.dialects.amp import AmpDialect
 from wrapper.dialects.base import (
     CannotResume,
     Dialect,
@@ -15,10 +16,27 @@ from wrapper.dialects.base import (
     decode_object,
     unparsed,
 )
+from wrapper.dialects.claude import ClaudeDialect
+from wrapper.dialects.codex import CodexDialect
+from wrapper.dialects.cursor import CursorDialect
+from wrapper.dialects.gemini import GeminiDialect
+from wrapper.dialects.opencode import OpencodeDialect
 from wrapper.dialects.pi import PiDialect
 from wrapper.events import Event, UnparsedLine, WarningEvent
+from wrapper.framing import Oversized
 
-DIALECTS: dict[str, type[Dialect]] = {cls.name: cls for cls in (PiDialect,)}
+DIALECTS: dict[str, type[Dialect]] = {
+    cls.name: cls
+    for cls in (
+        PiDialect,
+        ClaudeDialect,
+        CodexDialect,
+        GeminiDialect,
+        OpencodeDialect,
+        AmpDialect,
+        CursorDialect,
+    )
+}
 
 #: Lines a stream may open with before its dialect must be recognised.
 SNIFF_LINES = 200
@@ -125,6 +143,9 @@ class SniffingDialect(Dialect):
         if task is not None:  # resolve_dialect never lets this happen
             raise UsageError("a task needs a known dialect: pass --dialect")
         return Launch(list(command))
+
+    def oversized(self, frame: Oversized) -> list[Event]:
+        return self.chosen.oversized(frame) if self.chosen is not None else super().oversized(frame)
 
     def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
         return self.chosen.on_exit(exit_code, exit_signal) if self.chosen is not None else []

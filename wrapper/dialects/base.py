@@ -11,7 +11,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from wrapper.events import Event, StopReason, UnparsedLine
+from wrapper.events import Event, OversizedLine, StopReason, UnparsedLine
+from wrapper.framing import Oversized
 
 #: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
 #: pages including the terminating NUL).
@@ -22,6 +23,8 @@ UNPARSED_TEXT_CHARS = 2000
 
 #: Tool argument summaries are for people skimming a log, not for replay.
 SUMMARY_CHARS = 120
+
+_TYPE_FIELD = re.compile(rb'"type"\s*:\s*"([A-Za-z0-9_.:/-]{1,64})"')
 
 # CSI and OSC escape sequences (colours, titles, hyperlinks) that terminals
 # and loggers sometimes glue in front of a JSON line.
@@ -66,6 +69,12 @@ def decode_object(line: bytes) -> dict[str, Any] | UnparsedLine:
     if not isinstance(value, dict):
         return unparsed(line, f"JSON {type(value).__name__}, not an object")
     return value
+
+
+def sniff_type(head: bytes) -> str | None:
+    """The ``type`` of a JSON event, read from the first bytes of its line."""
+    match = _TYPE_FIELD.search(head)
+    return match.group(1).decode() if match else None
 
 
 def unparsed(line: bytes, reason: str) -> UnparsedLine:
@@ -187,6 +196,12 @@ class Dialect:
         ``CannotResume`` when the session cannot be continued.
         """
         raise CannotResume(f"the {self.name or 'unknown'} dialect cannot resume a session")
+
+    def oversized(self, frame: Oversized) -> list[Event]:
+        """A line too long to parse: reported with its event type, plus what a
+        dialect can still tell from its first and last bytes (an end-of-run
+        event carrying a whole conversation still ends the run)."""
+        return [OversizedLine(size=frame.size, event_type=sniff_type(frame.head))]
 
     def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
         """Events implied by how the process ended, for agents whose exit status

@@ -14,6 +14,7 @@ to ``<run-dir>/task.md`` and passed as ``@<path>``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,6 +30,7 @@ from wrapper.dialects.base import (
     as_int,
     as_str,
     decode_object,
+    sniff_type,
     summarize_args,
     tool_result_text,
 )
@@ -48,6 +50,7 @@ from wrapper.events import (
     Usage,
     canonical_stop_reason,
 )
+from wrapper.framing import Oversized
 
 _Handler = Callable[["PiDialect", dict[str, Any]], list[Event]]
 
@@ -89,6 +92,15 @@ class PiDialect(Dialect):
         if kind == "session":
             return "version" in obj and "id" in obj
         return isinstance(kind, str) and kind in _PI_TYPES
+
+    def oversized(self, frame: Oversized) -> list[Event]:
+        events = super().oversized(frame)
+        if sniff_type(frame.head) == "agent_end":
+            # pi writes willRetry after the message list that made the line huge.
+            match = _WILL_RETRY.search(frame.tail)
+            will_retry = match.group(1) == b"true" if match else None
+            events.append(AgentEnded(will_retry=will_retry))
+        return events
 
     def launch(
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
@@ -220,6 +232,8 @@ class PiDialect(Dialect):
     def _agent_settled(self, obj: dict[str, Any]) -> list[Event]:
         return [AgentEnded(will_retry=False, settled=True)]
 
+
+_WILL_RETRY = re.compile(rb'"willRetry"\s*:\s*(true|false)')
 
 #: The session file the wrapper gives pi when a run may be resumed.
 SESSION_FILE = "session.jsonl"
