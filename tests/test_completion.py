@@ -197,3 +197,30 @@ def test_terminal_message_during_termination_does_not_rearm() -> None:
     tracker.interrupt(signal.SIGTERM, 1.0)
     assert tracker.observe(message("stop"), 1.5) == []
     assert tracker.phase is Phase.TERMINATING
+
+
+def test_idle_timeout_counts_silence_outside_tools() -> None:
+    limits = Limits(grace=1, settle_grace=0.2, kill_after=3, idle_timeout=10)
+    tracker = CompletionTracker(limits, 0.0)
+    assert tracker.next_deadline == 10.0
+    tracker.output_seen(4.0)
+    assert tracker.tick(10.0) == [], "output moved the deadline"
+    assert tracker.next_deadline == 14.0
+    tracker.observe(ToolStarted(tool="bash"), 5.0)
+    assert tracker.next_deadline == math.inf, "a running tool may be silent"
+    tracker.observe(ToolEnded(tool="bash"), 30.0)
+    tracker.output_seen(30.0)
+    assert tracker.next_deadline == 40.0
+    assert signals(tracker.tick(40.0)) == [signal.SIGTERM]
+    assert tracker.idle_timed_out
+    assert not tracker.timed_out
+
+
+def test_idle_timeout_does_not_cut_the_grace() -> None:
+    limits = Limits(grace=5, settle_grace=0.2, kill_after=3, idle_timeout=1)
+    tracker = CompletionTracker(limits, 0.0)
+    tracker.observe(message("stop"), 0.5)
+    assert tracker.next_deadline == 5.5
+    tracker.tick(5.5)
+    assert not tracker.idle_timed_out
+    assert tracker.forced_cleanup

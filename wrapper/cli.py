@@ -149,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: none)",
     )
     run.add_argument(
+        "--idle-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        help="end the run when the agent writes nothing for this long while no tool is "
+        "running (default: off)",
+    )
+    run.add_argument(
         "--settings",
         metavar="FILE",
         action="append",
@@ -315,6 +322,7 @@ def _run(
         max_depth=args.max_depth,
         max_line_bytes=args.max_line_bytes,
         attempt_timeout=args.attempt_timeout,
+        idle_timeout=args.idle_timeout,
         settings=settings,
         max_steers=_first(args.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
         subagent=args.subagent or child_depth(os.environ) > 1,
@@ -325,7 +333,11 @@ def _run(
         parser.error(f"run: {exc}")
     import trio
 
+    from wrapper.proctree import become_subreaper
     from wrapper.run import execute
+
+    # Orphans of the agent's tree come back to the wrapper and stay findable.
+    become_subreaper()
 
     return trio.run(execute, config, dialect, launch, dict(os.environ))
 

@@ -19,6 +19,8 @@ Rules:
 * The agent saying it is completely done (``agent_end`` without a retry,
   ``agent_settled``) after a final message shortens the grace to the settle
   grace.
+* Silence (no output on stdout or stderr) longer than the idle limit while
+  no tool is running means the agent hangs: it is terminated like a timeout.
 * When the grace expires the child is lingering: SIGTERM, then SIGKILL after
   ``kill_after``. The whole-run deadline, the attempt's own time limit and
   the wrapper's own signals take the same road; a second wrapper signal goes straight to SIGKILL.
@@ -39,6 +41,7 @@ from wrapper.events import (
     GraceCancelled,
     GraceStarted,
     Retry,
+    ToolEnded,
     ToolStarted,
     TurnStarted,
     WrapperEvent,
@@ -79,6 +82,8 @@ class Limits:
     run_deadline: float = math.inf
     #: Limit on this attempt alone, in seconds from the tracker's start.
     attempt_timeout: float | None = None
+    #: Longest silence (no output at all) allowed while no tool is running.
+    idle_timeout: float | None = None
 
 
 class CompletionTracker:
@@ -91,6 +96,8 @@ class CompletionTracker:
         self.timed_out = False
         #: This attempt's own limit passed.
         self.attempt_timed_out = False
+        #: The agent was silent for longer than the idle limit.
+        self.idle_timed_out = False
         self.interrupted_by: signal.Signals | None = None
         #: True once the wrapper had to end a child that lingered after its final message.
         self.forced_cleanup = False
@@ -102,15 +109,32 @@ class CompletionTracker:
         self._attempt_deadline = (
             started_at + limits.attempt_timeout if limits.attempt_timeout is not None else math.inf
         )
+        self._idle = limits.idle_timeout if limits.idle_timeout is not None else math.inf
+        self._last_output = started_at
+        self._tools_running = 0
 
     @property
     def next_deadline(self) -> float:
         """When ``tick`` must next be called (``math.inf`` when nothing is pending)."""
         if self.phase is Phase.EXITED:
             return math.inf
-        if self.timed_out or self.attempt_timed_out:
+        if self._limit_hit:
             return self._deadline
-        return min(self._deadline, self._run_deadline, self._attempt_deadline)
+        return min(self._deadline, self._run_deadline, self._attempt_deadline, self._idle_deadline)
+
+    @property
+    def _limit_hit(self) -> bool:
+        return self.timed_out or self.attempt_timed_out or self.idle_timed_out
+
+    @property
+    def _idle_deadline(self) -> float:
+        if self._tools_running or self.phase is not Phase.WORKING:
+            return math.inf
+        return self._last_output + self._idle
+
+    def output_seen(self, now: float) -> None:
+        """The agent wrote something (stdout or stderr): it is not idle."""
+        self._last_output = now
 
     def observe(self, event: Event, now: float) -> list[Effect]:
         if isinstance(event, AssistantMessage):
@@ -122,7 +146,11 @@ class CompletionTracker:
         if isinstance(event, TurnStarted):
             return self._work("a new turn started", forget=True)
         if isinstance(event, ToolStarted):
+            self._tools_running += 1
             return self._work(f"tool {event.tool!r} started", forget=True)
+        if isinstance(event, ToolEnded):
+            self._tools_running = max(0, self._tools_running - 1)
+            return []
         if isinstance(event, Retry):
             if event.phase == "start":
                 return self._pause("the agent is retrying")
@@ -139,13 +167,18 @@ class CompletionTracker:
 
     def tick(self, now: float) -> list[Effect]:
         effects: list[Effect] = []
-        if self.phase is not Phase.EXITED and not (self.timed_out or self.attempt_timed_out):
+        if self.phase is not Phase.EXITED and not self._limit_hit:
             if now >= self._run_deadline:
                 self.timed_out = True
                 effects += self._terminate(now, "the run's --timeout expired")
             elif now >= self._attempt_deadline:
                 self.attempt_timed_out = True
                 effects += self._terminate(now, "the attempt's --attempt-timeout expired")
+            elif now >= self._idle_deadline:
+                self.idle_timed_out = True
+                effects += self._terminate(
+                    now, f"no output for {self._idle:g}s while no tool was running (--idle-timeout)"
+                )
         if now < self._deadline:
             return effects
         if self.phase is Phase.GRACE:

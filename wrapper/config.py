@@ -68,6 +68,8 @@ class RunConfig:
     #: Limit on each attempt alone (an expired attempt still goes through the
     #: Stop hooks); ``timeout`` bounds the whole run.
     attempt_timeout: float | None = None
+    #: Longest silence from the agent, while no tool runs, before it counts as hung.
+    idle_timeout: float | None = None
     settings: Settings = field(default_factory=Settings)
     max_steers: int = DEFAULT_MAX_STEERS
     #: Run as a subagent: Stop handlers are looked up as ``SubagentStop``.
@@ -106,6 +108,7 @@ class RunConfig:
             "maxDepth": self.max_depth,
             "maxLineBytes": self.max_line_bytes,
             "attemptTimeout": self.attempt_timeout,
+            "idleTimeout": self.idle_timeout,
             "maxSteers": self.max_steers,
             "subagent": self.subagent,
             "settings": self.settings.to_json(),

@@ -11,7 +11,8 @@ agent's own terminal ``error`` or ``aborted``,    ``error``       false    1
 exit before a terminal stop, death by a signal
 the wrapper did not send, non-zero exit after a
 terminal stop
-``--timeout`` or ``--attempt-timeout`` expired    ``timeout``     false    124
+``--timeout``, ``--attempt-timeout`` or           ``timeout``     false    124
+``--idle-timeout`` expired
 a blocked stop could not be carried out            ``error``       false    1
 (``steer_failed``, ``prompt_blocked``)
 the wrapper received SIGTERM/SIGINT/SIGHUP/       ``aborted``     false    128+N
@@ -124,6 +125,9 @@ class RunFacts:
     #: The attempt's own limit expired (and the Stop hooks allowed the stop).
     attempt_timed_out: bool = False
     attempt_timeout: float | None = None
+    #: The agent was silent for longer than --idle-timeout.
+    idle_timed_out: bool = False
+    idle_timeout: float | None = None
     #: A stop was blocked but could not be carried out.
     steer_failure: RunError | None = None
     #: The wrapper itself failed (a bug); the child was still cleaned up.
@@ -155,6 +159,13 @@ def decide(facts: RunFacts) -> Verdict:
     if facts.timed_out:
         limit = f" ({facts.timeout:g}s)" if facts.timeout is not None else ""
         error = RunError(ErrorKind.TIMEOUT, f"the run's --timeout{limit} expired")
+        return Verdict(Outcome.TIMEOUT, False, EXIT_TIMEOUT, error)
+    if facts.idle_timed_out:
+        limit = f"{facts.idle_timeout:g}s" if facts.idle_timeout is not None else "too long"
+        error = RunError(
+            ErrorKind.IDLE_TIMEOUT,
+            f"the agent wrote nothing for {limit} while no tool was running (--idle-timeout)",
+        )
         return Verdict(Outcome.TIMEOUT, False, EXIT_TIMEOUT, error)
     if facts.steer_failure is not None:
         return Verdict(Outcome.ERROR, False, EXIT_FAILED, facts.steer_failure)

@@ -251,7 +251,7 @@ class Run:
                 )
                 return RunFacts(**self._facts_so_far())
             facts = RunFacts(**self._facts_so_far())
-            if facts.interrupted_by is not None or facts.timed_out:
+            if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
                 return facts
             with self._between_attempts():
                 resumed = await self._at_stop(facts, number)
@@ -466,6 +466,8 @@ class Run:
             "signalled": bool(tracker and tracker.signalled),
             "timed_out": bool(tracker and tracker.timed_out),
             "attempt_timed_out": bool(tracker and tracker.attempt_timed_out),
+            "idle_timed_out": bool(tracker and tracker.idle_timed_out),
+            "idle_timeout": self.config.idle_timeout,
             "interrupted_by": tracker.interrupted_by if tracker else None,
             "timeout": self.config.timeout,
             "attempt_timeout": self.config.attempt_timeout,

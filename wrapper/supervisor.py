@@ -42,9 +42,12 @@ from wrapper.timefmt import iso
 #: How long a child that was sent SIGKILL may take to be reaped before the
 #: wrapper gives up waiting (it is then reported, never waited on forever).
 REAP_TIMEOUT = 5.0
-#: How often leftovers in the agent's process group are checked while they
-#: are being terminated after the agent itself exited.
+#: How often leftovers are checked while they are being terminated after the
+#: agent itself exited.
 LEFTOVER_POLL = 0.05
+#: Rounds of leftover cleanup (SIGTERM, then SIGKILL) before giving up on
+#: processes that keep appearing.
+CLEANUP_ROUNDS = 4
 
 _STATUS_BY_PHASE = {
     Phase.WORKING: "running",
@@ -103,6 +106,7 @@ class AttemptSupervisor:
                 kill_after=self.config.kill_after,
                 run_deadline=deadline,
                 attempt_timeout=self.config.attempt_timeout,
+                idle_timeout=self.config.idle_timeout,
             ),
             now,
         )
@@ -214,6 +218,8 @@ class AttemptSupervisor:
                 self.stdout_log.write(data)
                 # One clock reading per chunk: its lines arrived together.
                 now, wall = trio.current_time(), time.time()
+                if self.tracker is not None:
+                    self.tracker.output_seen(now)
                 for frame in framer.feed(data):
                     self._frame(frame, now, wall)
                 # A slow reader of the wrapper's own output may hold the agent
@@ -237,6 +243,8 @@ class AttemptSupervisor:
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
                 self.stderr_log.write(data)
+                if self.tracker is not None:
+                    self.tracker.output_seen(trio.current_time())
                 for frame in framer.feed(data):
                     self._stderr_frame(frame)
         finally:
@@ -320,26 +328,38 @@ class AttemptSupervisor:
             self.record.exit = ProcessExit.from_returncode(proc.returncode)
 
     async def _end_leftovers(self, pgid: int) -> None:
-        """End processes the agent left behind in its group (MCP servers and the like)."""
-        if not proctree.group_alive(pgid):
-            return
-        assert self.record is not None
-        self.emit(
-            WarningEvent(
-                code="leftover_processes",
-                message="the agent exited but left processes running in its group; "
-                "terminating them",
-            )
-        )
-        for sig, wait in ((signal.SIGTERM, self.config.kill_after), (signal.SIGKILL, REAP_TIMEOUT)):
-            if not proctree.signal_group(pgid, sig):
+        """End what the agent left behind, also after a clean exit (MCP servers
+        and the like): its process group and, the wrapper being a subreaper,
+        every process below the wrapper that is not one of its own helpers.
+        SIGTERM, then rounds of SIGKILL until nothing is left."""
+        warned = False
+        for round_ in range(CLEANUP_ROUNDS):
+            procs = proctree.leftovers()
+            if not procs and not proctree.group_alive(pgid):
                 return
-            self._record_signal(sig, "leftover processes", (pgid,))
+            if not warned:
+                warned = True
+                what = proctree.describe(procs) if procs else "processes in its group"
+                self.emit(
+                    WarningEvent(
+                        code="leftover_processes",
+                        message=f"the agent exited but left {what} running; terminating them",
+                    )
+                )
+            sig, wait = (
+                (signal.SIGTERM, self.config.kill_after)
+                if round_ == 0
+                else (signal.SIGKILL, REAP_TIMEOUT)
+            )
+            pids = [pgid] if proctree.signal_group(pgid, sig) else []
+            pids += proctree.signal_each(procs, sig)
+            self._record_signal(sig, "leftover processes", pids)
             deadline = trio.current_time() + wait
             while trio.current_time() < deadline:
                 await trio.sleep(LEFTOVER_POLL)
-                if not proctree.group_alive(pgid):
-                    return
+                procs = proctree.still_alive(procs)
+                if not procs and not proctree.group_alive(pgid):
+                    break
 
     def _dialect_name(self) -> str | None:
         if isinstance(self.dialect, SniffingDialect):

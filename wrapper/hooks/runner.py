@@ -228,6 +228,7 @@ async def run_process(
     except OSError as exc:
         result.error = f"{argv[0]}: {exc.strerror or exc}"
         return result
+    proctree.OWN_HELPERS.add(proc.pid)
     out, err = bytearray(), bytearray()
     try:
         with trio.move_on_after(timeout) as limit:
@@ -247,6 +248,7 @@ async def run_process(
             for stream in (proc.stdin, proc.stdout, proc.stderr):
                 if stream is not None:
                     await stream.aclose()
+            proctree.OWN_HELPERS.discard(proc.pid)
     result.exit_code = proc.returncode if not result.timed_out else None
     result.stdout, result.stderr = bytes(out), bytes(err)
     return result
