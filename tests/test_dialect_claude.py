@@ -1,0 +1,448 @@
+"""Claude Code's stream-json -> normalized events: the result line decides, exits imply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.dialect_support import (
+    capture,
+    final,
+    first_object,
+    line,
+    messages,
+    objects,
+    recognisers,
+    replay,
+    session_id,
+)
+from wrapper.dialects import CannotResume, UsageError, dialect_for_command
+from wrapper.dialects.base import MAX_ARG_BYTES
+from wrapper.dialects.claude import ClaudeDialect
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Compaction,
+    Retry,
+    SessionStarted,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolEnded,
+    ToolStarted,
+    UnparsedLine,
+    Usage,
+    is_terminal,
+)
+
+SESSION = "40e7b02d-c0f9-4876-9010-f514d4eb0603"
+
+
+def init(**extra: Any) -> bytes:
+    return line(
+        {
+            "type": "system",
+            "subtype": "init",
+            "session_id": SESSION,
+            "cwd": "/w",
+            "model": "claude-x",
+            "tools": ["Bash"],
+            "apiKeySource": "none",
+            "claude_code_version": "2.1.3",
+            **extra,
+        }
+    )
+
+
+def result(**fields: Any) -> bytes:
+    return line(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "result": "Done.",
+            "session_id": SESSION,
+            "total_cost_usd": 0.5,
+            "usage": {
+                "input_tokens": 10,
+                "output_tokens": 20,
+                "cache_read_input_tokens": 30,
+                "cache_creation_input_tokens": 40,
+            },
+            **fields,
+        }
+    )
+
+
+def assistant(*content: dict[str, Any], msg_id: str = "m1", **message: Any) -> bytes:
+    body = {
+        "id": msg_id,
+        "model": "claude-x",
+        "role": "assistant",
+        "content": list(content),
+        "stop_reason": None,
+        "usage": {"input_tokens": 1, "output_tokens": 2},
+        **message,
+    }
+    return line({"type": "assistant", "message": body, "session_id": SESSION})
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def tool_use(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": args}
+
+
+def last_message(*lines: bytes) -> AssistantMessage:
+    dialect = ClaudeDialect()
+    events = [event for raw in lines for event in dialect.parse(raw)]
+    return messages(events)[-1]
+
+
+# -- the result line -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "canonical", "raw"),
+    [
+        # terminal_reason aborted_* wins over everything
+        ({"terminal_reason": "aborted_streaming"}, "aborted", "aborted_streaming"),
+        (
+            {
+                "terminal_reason": "aborted_tools",
+                "is_error": True,
+                "subtype": "error_during_execution",
+            },
+            "aborted",
+            "aborted_tools",
+        ),
+        # is_error comes next, whatever the subtype or stop_reason says
+        ({"is_error": True}, "error", "is_error"),
+        ({"is_error": True, "stop_reason": "end_turn"}, "error", "is_error"),
+        ({"is_error": True, "terminal_reason": "api_error"}, "error", "api_error"),
+        ({"is_error": True, "subtype": "error_max_turns"}, "error", "error_max_turns"),
+        (
+            {"is_error": True, "subtype": "error_max_turns", "terminal_reason": "max_turns"},
+            "error",
+            "max_turns",
+        ),
+        ({"subtype": "error_during_execution"}, "error", "error_during_execution"),
+        # then the API's stop reason
+        ({"stop_reason": "end_turn", "terminal_reason": "completed"}, "stop", "end_turn"),
+        ({"stop_reason": "stop_sequence"}, "stop", "stop_sequence"),
+        ({"stop_reason": "max_tokens"}, "length", "max_tokens"),
+        (
+            {"stop_reason": "model_context_window_exceeded"},
+            "length",
+            "model_context_window_exceeded",
+        ),
+        ({"stop_reason": "tool_use"}, "toolUse", "tool_use"),
+        ({"stop_reason": "tool_deferred"}, "toolUse", "tool_deferred"),
+        # before 2.1.2xx there is no stop_reason: the subtype says it
+        ({}, "stop", "success"),
+        # an unknown value is kept as it is, and is not terminal
+        ({"stop_reason": "brand_new"}, "brand_new", "brand_new"),
+    ],
+)
+def test_result_stop_reason(fields: dict[str, Any], canonical: str, raw: str) -> None:
+    message = last_message(result(**fields))
+    assert (message.stop_reason, message.raw_stop_reason) == (canonical, raw)
+    assert is_terminal(message.stop_reason) == (canonical in ("stop", "length", "aborted", "error"))
+
+
+def test_missing_model_reported_as_success_with_is_error_is_an_error() -> None:
+    text_404 = 'API Error: 404 {"type":"not_found_error","message":"model: claude-nope"}'
+    message = last_message(result(subtype="success", is_error=True, result=text_404))
+    assert message.stop_reason == StopReason.ERROR
+    assert message.error_message == text_404
+
+
+def test_result_is_the_final_message_and_says_the_run_is_settled() -> None:
+    dialect = ClaudeDialect()
+    dialect.parse(init())
+    events = dialect.parse(result(stop_reason="end_turn"))
+    assert events == [
+        AssistantMessage(
+            stop_reason="stop",
+            raw_stop_reason="end_turn",
+            text="Done.",
+            usage=Usage(
+                input=10, output=20, cache_read=30, cache_write=40, total_tokens=100, cost_usd=0.5
+            ),
+            model="claude-x",
+        ),
+        AgentEnded(will_retry=False, settled=True),
+    ]
+
+
+def test_error_result_keeps_the_errors_list_as_the_message() -> None:
+    message = last_message(
+        result(subtype="error_max_budget_usd", is_error=True, errors=["over budget", "0.5 USD"])
+    )
+    assert message.stop_reason == StopReason.ERROR
+    assert message.error_message == "over budget; 0.5 USD"
+
+
+# -- progress before the result ----------------------------------------------------
+
+
+def test_assistant_lines_are_progress_never_terminal() -> None:
+    dialect = ClaudeDialect()
+    tool_line = assistant(text("Listing."), tool_use("t1", "Bash", command="ls  -la"))
+    events = dialect.parse(tool_line)
+    assert events == [
+        AssistantMessage(
+            stop_reason="toolUse",
+            text="Listing.",
+            model="claude-x",
+            tool_calls=(ToolCall(name="Bash", id="t1", summary="ls -la"),),
+        ),
+        ToolStarted(tool="Bash", tool_call_id="t1", summary="ls -la"),
+    ]
+    assert isinstance(events[1], ToolStarted)
+    assert events[1].args == {"command": "ls  -la"}
+    [plain] = dialect.parse(assistant(text("All done."), stop_reason="end_turn"))
+    assert isinstance(plain, AssistantMessage)
+    assert plain.stop_reason is None
+    assert plain.raw_stop_reason == "end_turn"
+    assert plain.usage is None, "the result line carries the total; nothing is counted twice"
+
+
+def test_thinking_only_lines_are_not_messages() -> None:
+    thinking = {"type": "thinking", "thinking": "hmm", "signature": "s"}
+    assert ClaudeDialect().parse(assistant(thinking)) == []
+
+
+def test_tool_results_end_the_tool_they_answer() -> None:
+    dialect = ClaudeDialect()
+    dialect.parse(assistant(tool_use("t1", "Read", file_path="a.py")))
+    block = {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "is_error": True,
+        "content": "no such file",
+    }
+    [ended] = dialect.parse(line({"type": "user", "message": {"content": [block]}}))
+    assert ended == ToolEnded(tool="Read", tool_call_id="t1", is_error=True)
+    assert isinstance(ended, ToolEnded)
+    assert ended.result == "no such file"
+
+
+def test_partial_message_text_deltas_of_the_main_agent_only() -> None:
+    delta = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "text_delta", "text": "hi"},
+    }
+    dialect = ClaudeDialect()
+    assert dialect.parse(line({"type": "stream_event", "event": delta})) == [TextDelta(text="hi")]
+    sub = {"type": "stream_event", "event": delta, "parent_tool_use_id": "t9"}
+    assert dialect.parse(line(sub)) == []
+    stop = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
+    assert dialect.parse(line({"type": "stream_event", "event": stop})) == []
+
+
+def test_system_lines() -> None:
+    dialect = ClaudeDialect()
+    assert dialect.parse(init()) == [SessionStarted(session_id=SESSION, cwd="/w")]
+    retry = {
+        "type": "system",
+        "subtype": "api_retry",
+        "attempt": 2,
+        "max_retries": 10,
+        "retry_delay_ms": 1500,
+        "error_status": 529,
+        "error": "overloaded",
+    }
+    assert dialect.parse(line(retry)) == [
+        Retry(phase="start", attempt=2, max_attempts=10, delay_ms=1500, message="529 overloaded")
+    ]
+    compact = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "compact_metadata": {"trigger": "auto"},
+    }
+    assert dialect.parse(line(compact)) == [Compaction(phase="end", reason="auto")]
+    assert (
+        dialect.parse(line({"type": "system", "subtype": "status", "status": "requesting"})) == []
+    )
+    assert dialect.parse(line({"type": "rate_limit_event"})) == []
+
+
+# -- the process's exit ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "canonical"), [(143, "aborted"), (130, "aborted"), (1, "error"), (2, "error")]
+)
+def test_exit_without_result_line(exit_code: int, canonical: str) -> None:
+    dialect = ClaudeDialect()
+    events = replay(
+        dialect,
+        [init(), assistant(text("Working on it."), msg_id="m1"), assistant(msg_id="m1")],
+        exit_code,
+    )
+    message = events[-1]
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.raw_stop_reason) == (canonical, f"exit {exit_code}")
+    assert message.text == "Working on it."
+    # the usage seen so far, each message counted once
+    assert message.usage == Usage(input=1, output=2, total_tokens=3)
+    assert message.model == "claude-x"
+
+
+@pytest.mark.parametrize(("exit_code", "signal"), [(0, None), (None, 9)])
+def test_clean_exit_or_death_by_signal_without_result_implies_nothing(
+    exit_code: int | None, signal: int | None
+) -> None:
+    dialect = ClaudeDialect()
+    dialect.parse(init())
+    assert dialect.on_exit(exit_code, signal) == []
+
+
+def test_exit_after_the_result_line_implies_nothing_and_the_next_attempt_starts_afresh() -> None:
+    dialect = ClaudeDialect()
+    assert replay(dialect, [init(), result()], 143)[-1] == AgentEnded(
+        will_retry=False, settled=True
+    )
+    [message] = replay(dialect, [], 143)
+    assert isinstance(message, AssistantMessage)
+    assert message.stop_reason == StopReason.ABORTED
+
+
+# -- real captures -------------------------------------------------------------------
+
+
+def test_replay_tool_use_capture_v2_1_3() -> None:
+    lines = capture("claude_tooluse_v2.1.3.jsonl")
+    events = replay(ClaudeDialect(), lines)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "success")
+    assert message.text == "Here are the files in the current directory."
+    assert session_id(events) == SESSION
+    assert message.usage == Usage(
+        input=18,
+        output=424,
+        cache_read=17254,
+        cache_write=25067,
+        total_tokens=42763,
+        cost_usd=0.24722425,
+    )
+    assert message.model == "claude-opus-4-5-20251101"
+    assert [type(e).__name__ for e in events if isinstance(e, ToolStarted | ToolEnded)] == [
+        "ToolStarted",
+        "ToolEnded",
+    ]
+    assert [m for m in messages(events) if is_terminal(m.stop_reason)] == [message]
+    assert events[-1] == AgentEnded(will_retry=False, settled=True)
+    assert recognisers(first_object(lines)) == ["claude"]
+
+
+def test_replay_partial_messages_capture() -> None:
+    lines = capture("claude_partial_hi.jsonl")
+    events = replay(ClaudeDialect(), lines)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "end_turn")
+    assert message.text == "hi"
+    assert session_id(events) == "b2251092-456c-4056-82be-64e609ec4e11"
+    assert message.usage == Usage(
+        input=2, output=4, cache_read=0, cache_write=31984, total_tokens=31990, cost_usd=0.31995
+    )
+    assert TextDelta(text="hi") in events
+    assert [m for m in messages(events) if is_terminal(m.stop_reason)] == [message]
+    assert recognisers(first_object(lines)) == ["claude"]
+
+
+# -- bad input --------------------------------------------------------------------------
+
+
+def test_non_objects_become_unparsed_lines() -> None:
+    [event] = ClaudeDialect().parse(b"Warning: no stdin data received")
+    assert isinstance(event, UnparsedLine)
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    ClaudeDialect().parse(data)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        objects(
+            ["system", "assistant", "user", "stream_event", "result"],
+            [
+                "subtype",
+                "message",
+                "event",
+                "content",
+                "usage",
+                "is_error",
+                "terminal_reason",
+                "stop_reason",
+                "result",
+                "errors",
+                "session_id",
+                "parent_tool_use_id",
+                "total_cost_usd",
+            ],
+        ),
+        max_size=4,
+    ),
+    st.one_of(st.none(), st.integers(-1, 255)),
+)
+def test_arbitrary_json_objects_never_raise(
+    objs: list[dict[str, Any]], exit_code: int | None
+) -> None:
+    replay(ClaudeDialect(), [line(obj) for obj in objs], exit_code)
+
+
+# -- recognising and launching ---------------------------------------------------
+
+
+def test_recognises_its_init_only() -> None:
+    assert ClaudeDialect.recognises({"type": "system", "subtype": "init", "session_id": "u-1"})
+    assert ClaudeDialect.recognises({"type": "stream_event", "event": {}})
+    amp = {"type": "system", "subtype": "init", "session_id": "T-1", "tools": []}
+    cursor = {"type": "system", "subtype": "init", "session_id": "u", "apiKeySource": "login"}
+    for other in (amp, cursor, {"type": "session", "version": 3, "id": "s"}, {"type": "result"}):
+        assert not ClaudeDialect.recognises(other)
+
+
+def test_executable_names_the_dialect() -> None:
+    assert dialect_for_command(["/opt/bin/claude", "-p"]) is ClaudeDialect
+
+
+def test_task_is_the_last_argument_after_double_dash(tmp_path: Path) -> None:
+    command = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+    assert ClaudeDialect().launch(command, "Fix it", tmp_path).argv == [*command, "--", "Fix it"]
+    assert ClaudeDialect().launch(command, "-v is broken", tmp_path).argv[-2:] == [
+        "--",
+        "-v is broken",
+    ]
+    assert ClaudeDialect().launch(command, None, tmp_path).argv == command
+
+
+def test_resume_inserts_the_session_before_the_prompt(tmp_path: Path) -> None:
+    command = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+    launch = ClaudeDialect().resume(command, "Keep going", tmp_path, SESSION)
+    assert launch.argv == [*command, "--resume", SESSION, "--", "Keep going"]
+
+
+def test_resume_needs_a_session(tmp_path: Path) -> None:
+    with pytest.raises(CannotResume, match="no session id"):
+        ClaudeDialect().resume(["claude", "-p"], "Go on", tmp_path, None)
+    with pytest.raises(CannotResume, match="--no-session-persistence"):
+        ClaudeDialect().resume(["claude", "-p", "--no-session-persistence"], "x", tmp_path, "s")
+
+
+@pytest.mark.parametrize("task", ["x" * (MAX_ARG_BYTES + 1), "a\x00b"])
+def test_task_that_cannot_be_one_argument_is_a_usage_error(task: str, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="Claude Code"):
+        ClaudeDialect().launch(["claude", "-p"], task, tmp_path)

@@ -1,0 +1,377 @@
+"""Codex's ``exec --json`` stream -> normalized events: turn end, errors, exits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.dialect_support import (
+    capture,
+    final,
+    first_object,
+    line,
+    messages,
+    objects,
+    recognisers,
+    replay,
+    session_id,
+)
+from wrapper.dialects import CannotResume, UsageError, dialect_for_command
+from wrapper.dialects.base import MAX_ARG_BYTES
+from wrapper.dialects.codex import CodexDialect
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Event,
+    Retry,
+    SessionStarted,
+    StopReason,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    TurnStarted,
+    UnparsedLine,
+    Usage,
+    WarningEvent,
+    is_terminal,
+)
+
+THREAD = "019a2d7a-6455-7170-a661-c6d8b94c630a"
+START = [
+    line({"type": "thread.started", "thread_id": THREAD}),
+    line({"type": "turn.started"}),
+]
+
+
+def item(event: str, **fields: Any) -> bytes:
+    return line({"type": event, "item": {"id": "item_0", **fields}})
+
+
+def agent_message(value: str, **fields: Any) -> bytes:
+    return item("item.completed", type="agent_message", text=value, **fields)
+
+
+def completed(**usage: int) -> bytes:
+    return line({"type": "turn.completed", "usage": usage})
+
+
+def parse_all(*lines: bytes) -> list[Event]:
+    dialect = CodexDialect()
+    return [event for raw in lines for event in dialect.parse(raw)]
+
+
+# -- end of the turn ------------------------------------------------------------------
+
+
+def test_turn_completed_is_stop_with_the_last_agent_message_and_usage() -> None:
+    events = parse_all(
+        *START,
+        agent_message("Looking."),
+        agent_message("Done: 3 files."),
+        completed(input_tokens=100, cached_input_tokens=60, output_tokens=7),
+    )
+    assert events[:2] == [SessionStarted(session_id=THREAD), TurnStarted()]
+    assert events[2:4] == [TextDelta(text="Looking."), TextDelta(text="Done: 3 files.")]
+    assert events[4:] == [
+        AssistantMessage(
+            stop_reason="stop",
+            raw_stop_reason="turn.completed",
+            text="Done: 3 files.",
+            usage=Usage(input=40, output=7, cache_read=60, total_tokens=107),
+        ),
+        AgentEnded(will_retry=False, settled=True),
+    ]
+
+
+def test_reported_total_and_reasoning_tokens_are_kept() -> None:
+    [message, _] = parse_all(
+        completed(
+            input_tokens=12,
+            cached_input_tokens=2,
+            output_tokens=3,
+            reasoning_output_tokens=1,
+            total_tokens=15,
+        )
+    )
+    assert isinstance(message, AssistantMessage)
+    assert message.usage == Usage(input=10, output=3, cache_read=2, total_tokens=15)
+
+
+def test_turn_failed_is_error_with_its_message() -> None:
+    failed = {"type": "turn.failed", "error": {"message": "unexpected status 401 Unauthorized"}}
+    [message, ended] = parse_all(line(failed))
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.raw_stop_reason) == ("error", "turn.failed")
+    assert message.error_message == "unexpected status 401 Unauthorized"
+    assert ended == AgentEnded(will_retry=False, settled=True)
+
+
+# -- errors that end nothing ---------------------------------------------------------
+
+
+def test_reconnecting_error_is_a_retry() -> None:
+    notice = "Reconnecting... 2/5 (stream disconnected before completion)"
+    assert parse_all(line({"type": "error", "message": notice})) == [
+        Retry(phase="start", attempt=2, max_attempts=5, message=notice)
+    ]
+    [plain] = parse_all(line({"type": "error", "message": "Reconnecting... (401 Unauthorized)"}))
+    assert plain == Retry(phase="start", message="Reconnecting... (401 Unauthorized)")
+
+
+def test_other_errors_are_warnings_never_terminal() -> None:
+    events = parse_all(
+        line({"type": "error", "message": "unexpected status 401"}),
+        item("item.completed", type="error", message="Falling back to HTTPS transport."),
+    )
+    assert events == [
+        WarningEvent(code="agent_error", message="Codex reported an error: unexpected status 401"),
+        WarningEvent(
+            code="agent_error", message="Codex reported an error: Falling back to HTTPS transport."
+        ),
+    ]
+    assert not any(isinstance(event, AssistantMessage) for event in events)
+
+
+def test_a_failed_run_ends_on_turn_failed_despite_earlier_errors() -> None:
+    events = replay(
+        CodexDialect(),
+        [
+            *START,
+            line({"type": "error", "message": "Reconnecting... 1/5 (unexpected status 401)"}),
+            line({"type": "error", "message": "unexpected status 401: Missing bearer"}),
+            line({"type": "turn.failed", "error": {"message": "unexpected status 401"}}),
+        ],
+        exit_code=1,
+    )
+    assert [m.stop_reason for m in messages(events)] == ["error"]
+
+
+# -- the process's exit ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "canonical"), [(130, "aborted"), (143, "aborted"), (1, "error")]
+)
+def test_exit_without_a_final_event(exit_code: int, canonical: str) -> None:
+    events = replay(
+        CodexDialect(),
+        [*START, agent_message("Half way."), line({"type": "error", "message": "stream closed"})],
+        exit_code,
+    )
+    message = events[-1]
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.raw_stop_reason) == (canonical, f"exit {exit_code}")
+    assert message.text == "Half way."
+    assert message.error_message == "stream closed"
+
+
+def test_exit_after_the_turn_ended_implies_nothing() -> None:
+    events = replay(CodexDialect(), [*START, completed(input_tokens=1, output_tokens=1)], 130)
+    assert events[-1] == AgentEnded(will_retry=False, settled=True)
+    assert replay(CodexDialect(), START, 0)[-1] == TurnStarted()
+
+
+# -- items ----------------------------------------------------------------------------
+
+
+def test_command_execution_started_then_completed() -> None:
+    command = {"type": "command_execution", "command": "bash -lc 'npm test'"}
+    events = parse_all(
+        item("item.started", **command, aggregated_output="", status="in_progress"),
+        item("item.updated", **command, aggregated_output="1 failing", status="in_progress"),
+        item(
+            "item.completed", **command, aggregated_output="1 failing", exit_code=1, status="failed"
+        ),
+    )
+    assert events == [
+        ToolStarted(tool="command_execution", tool_call_id="item_0", summary="bash -lc 'npm test'"),
+        ToolEnded(tool="command_execution", tool_call_id="item_0", is_error=True),
+    ]
+    assert isinstance(events[1], ToolEnded)
+    assert events[1].result == "1 failing"
+
+
+def test_items_seen_only_completed_start_and_end_at_once() -> None:
+    changes = [{"path": "src/a.py", "kind": "update"}, {"path": "src/b.py", "kind": "add"}]
+    events = parse_all(
+        item("item.completed", type="file_change", changes=changes, status="completed")
+    )
+    assert events == [
+        ToolStarted(tool="file_change", tool_call_id="item_0", summary="src/a.py src/b.py"),
+        ToolEnded(tool="file_change", tool_call_id="item_0"),
+    ]
+    [started, _] = parse_all(item("item.completed", type="web_search", query="trio nursery"))
+    assert started == ToolStarted(tool="web_search", tool_call_id="item_0", summary="trio nursery")
+
+
+def test_mcp_tool_call_is_named_by_server_and_tool() -> None:
+    call = {"type": "mcp_tool_call", "server": "fs", "tool": "read_file"}
+    events = parse_all(
+        item("item.started", **call, arguments={"path": "/x"}, status="in_progress"),
+        item(
+            "item.completed",
+            **call,
+            arguments={"path": "/x"},
+            result=None,
+            error={"message": "File not found"},
+            status="failed",
+        ),
+    )
+    assert events == [
+        ToolStarted(tool="fs.read_file", tool_call_id="item_0", summary="/x"),
+        ToolEnded(tool="fs.read_file", tool_call_id="item_0", is_error=True),
+    ]
+    assert isinstance(events[1], ToolEnded)
+    assert events[1].result == "File not found"
+
+
+def test_reasoning_and_todo_items_are_not_events() -> None:
+    assert parse_all(item("item.completed", type="reasoning", text="**Thinking**")) == []
+    todo = {"type": "todo_list", "items": [{"text": "a", "completed": False}]}
+    assert parse_all(item("item.started", **todo), item("item.completed", **todo)) == []
+
+
+def test_older_item_type_and_assistant_message_spelling() -> None:
+    events = parse_all(
+        line({"type": "session.created", "session_id": "s-0.42"}),
+        line(
+            {
+                "type": "item.completed",
+                "item": {"id": "i", "item_type": "assistant_message", "text": "Hi."},
+            }
+        ),
+        line({"type": "turn.completed", "usage": {"input_tokens": 2, "output_tokens": 5}}),
+    )
+    assert events[0] == SessionStarted(session_id="s-0.42")
+    message = final(events)
+    assert message.text == "Hi."
+    assert message.stop_reason == StopReason.STOP
+
+
+# -- real captures ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "thread", "text", "usage"),
+    [
+        (
+            "codex_tooluse_v0.46.jsonl",
+            THREAD,
+            "Files here: `stream-output-1.jsonl`, `stream-output-2.jsonl`, `test.js`.",
+            Usage(input=1048, output=129, cache_read=4992, total_tokens=6169),
+        ),
+        (
+            "codex_docs_sample.jsonl",
+            "0199a213-81c0-7800-8aa1-bbab2a035a53",
+            "Yep — there’s a `README.md` in the repository root.",
+            Usage(input=315, output=122, cache_read=24448, total_tokens=24885),
+        ),
+    ],
+)
+def test_replay_capture(name: str, thread: str, text: str, usage: Usage) -> None:
+    lines = capture(name)
+    events = replay(CodexDialect(), lines)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "turn.completed")
+    assert message.text == text
+    assert message.usage == usage
+    assert session_id(events) == thread
+    tools = [e for e in events if isinstance(e, ToolStarted)]
+    assert [(t.tool, t.summary) for t in tools] == [("command_execution", "bash -lc ls")]
+    assert [m for m in messages(events) if is_terminal(m.stop_reason)] == [message]
+    assert recognisers(first_object(lines)) == ["codex"]
+
+
+# -- bad input --------------------------------------------------------------------------
+
+
+def test_non_objects_become_unparsed_lines() -> None:
+    [event] = CodexDialect().parse(b"2025-10-28 WARN codex_core: something")
+    assert isinstance(event, UnparsedLine)
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    CodexDialect().parse(data)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        objects(
+            [
+                "thread.started",
+                "turn.started",
+                "turn.completed",
+                "turn.failed",
+                "item.started",
+                "item.completed",
+                "error",
+            ],
+            ["thread_id", "item", "usage", "error", "message"],
+        ),
+        max_size=4,
+    ),
+    st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "id": st.sampled_from(["a", "b"]),
+                "type": st.sampled_from(["agent_message", "command_execution", "mcp_tool_call"]),
+                "text": st.text(max_size=5),
+                "exit_code": st.integers(-2, 2),
+                "error": st.none() | st.fixed_dictionaries({"message": st.integers()}),
+                "changes": st.lists(st.integers() | st.text(max_size=3), max_size=2),
+            },
+        ),
+        max_size=3,
+    ),
+)
+def test_arbitrary_json_objects_never_raise(
+    objs: list[dict[str, Any]], items: list[dict[str, Any]]
+) -> None:
+    lines = [line(obj) for obj in objs]
+    lines += [line({"type": "item.completed", "item": body}) for body in items]
+    replay(CodexDialect(), lines, 1)
+
+
+# -- recognising and launching ---------------------------------------------------------
+
+
+def test_recognises_codex_events_only() -> None:
+    assert CodexDialect.recognises({"type": "thread.started", "thread_id": "t"})
+    assert CodexDialect.recognises({"type": "session.created", "session_id": "s"})
+    for other in ({"type": "turn_start"}, {"type": "error", "message": "x"}, {"type": "init"}):
+        assert not CodexDialect.recognises(other)
+
+
+def test_executable_names_the_dialect() -> None:
+    assert dialect_for_command(["codex", "exec", "--json"]) is CodexDialect
+
+
+def test_task_is_the_last_argument_after_double_dash(tmp_path: Path) -> None:
+    command = ["codex", "exec", "--json"]
+    assert CodexDialect().launch(command, "Fix it", tmp_path).argv == [*command, "--", "Fix it"]
+    assert CodexDialect().launch(command, "--help me", tmp_path).argv[-2:] == ["--", "--help me"]
+
+
+def test_resume_goes_after_the_flags_before_the_prompt(tmp_path: Path) -> None:
+    command = ["codex", "exec", "--json", "--sandbox", "read-only"]
+    launch = CodexDialect().resume(command, "Now the tests", tmp_path, THREAD)
+    assert launch.argv == [*command, "resume", THREAD, "--", "Now the tests"]
+
+
+def test_resume_needs_a_kept_session(tmp_path: Path) -> None:
+    with pytest.raises(CannotResume, match="no thread id"):
+        CodexDialect().resume(["codex", "exec", "--json"], "x", tmp_path, None)
+    with pytest.raises(CannotResume, match="--ephemeral"):
+        CodexDialect().resume(["codex", "exec", "--json", "--ephemeral"], "x", tmp_path, THREAD)
+
+
+def test_task_too_long_for_one_argument_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="Codex"):
+        CodexDialect().launch(["codex", "exec", "--json"], "x" * (MAX_ARG_BYTES + 1), tmp_path)

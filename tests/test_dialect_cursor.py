@@ -1,0 +1,238 @@
+"""Cursor Agent's stream-json -> normalized events: text, tool calls, the result line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.dialect_support import (
+    final,
+    first_object,
+    line,
+    messages,
+    objects,
+    recognisers,
+    replay,
+    session_id,
+)
+from wrapper.dialects import CannotResume, UsageError, dialect_for_command
+from wrapper.dialects.base import MAX_ARG_BYTES
+from wrapper.dialects.cursor import CursorDialect
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Event,
+    SessionStarted,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    Usage,
+    is_terminal,
+)
+
+SESSION = "c6b62c6f-7ead-4fd6-9922-e952131177ff"
+
+
+def event(kind: str, **fields: Any) -> bytes:
+    return line({"type": kind, "session_id": SESSION, **fields})
+
+
+def say(text: str) -> bytes:
+    return event(
+        "assistant", message={"role": "assistant", "content": [{"type": "text", "text": text}]}
+    )
+
+
+def tool_call(subtype: str, call_id: str, name: str, **payload: Any) -> bytes:
+    return event(
+        "tool_call", subtype=subtype, call_id=call_id, tool_call={f"{name}ToolCall": payload}
+    )
+
+
+#: A run as Cursor's CLI reference and public captures show it (no shared capture exists).
+DOCUMENTED_RUN = [
+    event(
+        "system",
+        subtype="init",
+        apiKeySource="login",
+        cwd="/repo",
+        model="Claude 4 Sonnet",
+        permissionMode="default",
+    ),
+    event("user", message={"role": "user", "content": [{"type": "text", "text": "Summarize"}]}),
+    event("thinking", subtype="delta", text="Let me"),
+    event("thinking", subtype="completed"),
+    say("I'll read the README."),
+    tool_call("started", "toolu_1", "read", args={"path": "README.md"}),
+    tool_call(
+        "completed",
+        "toolu_1",
+        "read",
+        args={"path": "README.md"},
+        result={"success": {"content": "# Project", "totalLines": 54}},
+    ),
+    say("It is a sample project."),
+    event(
+        "result",
+        subtype="success",
+        is_error=False,
+        duration_ms=1234,
+        duration_api_ms=1234,
+        result="I'll read the README.It is a sample project.",
+        request_id="r1",
+    ),
+]
+
+
+def parse_all(*lines: bytes) -> list[Event]:
+    dialect = CursorDialect()
+    return [item for raw in lines for item in dialect.parse(raw)]
+
+
+def test_replay_documented_run() -> None:
+    events = replay(CursorDialect(), DOCUMENTED_RUN)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "success")
+    assert message.text == "I'll read the README.It is a sample project."
+    assert message.model == "Claude 4 Sonnet"
+    assert message.usage is None
+    assert session_id(events) == SESSION
+    assert events[0] == SessionStarted(session_id=SESSION, cwd="/repo")
+    assert TextDelta(text="I'll read the README.") in events
+    assert [m for m in messages(events) if is_terminal(m.stop_reason)] == [message]
+    assert messages(events) == [message], "assistant lines are text, not messages"
+    assert events[-1] == AgentEnded(will_retry=False, settled=True)
+    assert recognisers(first_object(DOCUMENTED_RUN)) == ["cursor"]
+
+
+def test_tool_calls_start_and_end() -> None:
+    events = parse_all(*DOCUMENTED_RUN[5:7])
+    assert events == [
+        ToolStarted(tool="read", tool_call_id="toolu_1", summary="README.md"),
+        ToolEnded(tool="read", tool_call_id="toolu_1"),
+    ]
+    assert isinstance(events[1], ToolEnded)
+    assert events[1].result == "# Project"
+
+
+@pytest.mark.parametrize(
+    ("result", "is_error", "text"),
+    [
+        ({"success": {"exitCode": 0, "stdout": "ok\n", "stderr": ""}}, False, "ok\n"),
+        ({"success": {"exitCode": 2, "stdout": "", "stderr": "bad"}}, True, None),
+        ({"error": {"message": "sandbox denied"}}, True, None),
+        ({"rejected": {"reason": "not allowed"}}, True, None),
+    ],
+)
+def test_shell_results(result: dict[str, Any], is_error: bool, text: str | None) -> None:
+    [ended] = parse_all(tool_call("completed", "c1", "shell", args={"command": "x"}, result=result))
+    assert isinstance(ended, ToolEnded)
+    assert (ended.tool, ended.is_error) == ("shell", is_error)
+    if text is not None:
+        assert ended.result == text
+
+
+def test_mcp_tool_is_named_by_its_tool() -> None:
+    [started] = parse_all(
+        tool_call("started", "c1", "mcp", args={"toolName": "search", "args": {"query": "q"}})
+    )
+    assert isinstance(started, ToolStarted)
+    assert started.tool == "mcp:search"
+
+
+def test_error_result_is_an_error_and_usage_is_read_in_camel_case() -> None:
+    usage = {"inputTokens": 10, "outputTokens": 2, "cacheReadTokens": 3, "cacheWriteTokens": 4}
+    [message, _] = parse_all(
+        event("result", subtype="error", is_error=True, result="Rate limited", usage=usage)
+    )
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.raw_stop_reason) == ("error", "error")
+    assert message.error_message == "Rate limited"
+    assert message.usage == Usage(input=10, output=2, cache_read=3, cache_write=4, total_tokens=19)
+
+
+@pytest.mark.parametrize(("exit_code", "canonical"), [(1, "error"), (130, "aborted")])
+def test_failure_without_a_result_line(exit_code: int, canonical: str) -> None:
+    events = replay(CursorDialect(), DOCUMENTED_RUN[:5], exit_code)
+    message = events[-1]
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.raw_stop_reason) == (canonical, f"exit {exit_code}")
+    assert message.text == "I'll read the README."
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    CursorDialect().parse(data)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        objects(
+            ["system", "assistant", "tool_call", "thinking", "result"],
+            ["subtype", "message", "call_id", "tool_call", "is_error", "result", "usage"],
+        ),
+        max_size=4,
+    ),
+    st.dictionaries(
+        st.sampled_from(["shellToolCall", "ToolCall", "mcpToolCall", "x"]),
+        st.fixed_dictionaries(
+            {}, optional={"args": st.none() | st.dictionaries(st.text(max_size=3), st.integers())}
+        ),
+        max_size=2,
+    ),
+)
+def test_arbitrary_json_objects_never_raise(
+    objs: list[dict[str, Any]], call: dict[str, Any]
+) -> None:
+    lines = [line(obj) for obj in objs]
+    lines.append(line({"type": "tool_call", "subtype": "completed", "tool_call": call}))
+    replay(CursorDialect(), lines, 1)
+
+
+# -- recognising and launching -----------------------------------------------------------
+
+
+def test_recognises_cursor_events_only() -> None:
+    assert CursorDialect.recognises(first_object(DOCUMENTED_RUN))
+    assert CursorDialect.recognises({"type": "tool_call", "subtype": "started"})
+    claude = {
+        "type": "system",
+        "subtype": "init",
+        "session_id": "u",
+        "apiKeySource": "none",
+        "tools": ["Bash"],
+        "claude_code_version": "2.1.3",
+    }
+    assert not CursorDialect.recognises(claude)
+    assert recognisers(claude) == ["claude"]
+
+
+@pytest.mark.parametrize(
+    "executable", ["cursor-agent", "/home/me/.local/bin/cursor-agent", "cursor"]
+)
+def test_executable_names_the_dialect(executable: str) -> None:
+    assert dialect_for_command([executable, "-p"]) is CursorDialect
+
+
+def test_task_is_the_last_argument(tmp_path: Path) -> None:
+    command = ["cursor-agent", "-p", "--output-format", "stream-json"]
+    assert CursorDialect().launch(command, "Fix it", tmp_path).argv == [*command, "Fix it"]
+    assert CursorDialect().launch(command, "-v broke", tmp_path).argv[-1] == " -v broke"
+
+
+def test_resume_inserts_the_session_before_the_prompt(tmp_path: Path) -> None:
+    command = ["cursor-agent", "-p", "--output-format", "stream-json"]
+    launch = CursorDialect().resume(command, "Go on", tmp_path, SESSION)
+    assert launch.argv == [*command, "--resume", SESSION, "Go on"]
+    with pytest.raises(CannotResume, match="Cursor Agent"):
+        CursorDialect().resume(command, "Go on", tmp_path, None)
+
+
+def test_task_too_long_for_one_argument_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="Cursor Agent"):
+        CursorDialect().launch(["cursor-agent", "-p"], "x" * (MAX_ARG_BYTES + 1), tmp_path)

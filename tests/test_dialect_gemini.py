@@ -1,0 +1,303 @@
+"""Gemini CLI's stream-json -> normalized events: the result line, limits, exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.dialect_support import (
+    capture,
+    final,
+    first_object,
+    line,
+    messages,
+    objects,
+    recognisers,
+    replay,
+    session_id,
+)
+from wrapper.dialects import CannotResume, UsageError, dialect_for_command
+from wrapper.dialects.base import MAX_ARG_BYTES
+from wrapper.dialects.gemini import GeminiDialect
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Event,
+    SessionStarted,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    UnparsedLine,
+    Usage,
+    WarningEvent,
+    is_terminal,
+)
+
+INIT = line({"type": "init", "timestamp": "t", "session_id": "s-1", "model": "gemini-x"})
+STATS = {
+    "total_tokens": 150,
+    "input_tokens": 100,
+    "output_tokens": 50,
+    "cached": 30,
+    "input": 70,
+    "duration_ms": 5,
+    "tool_calls": 0,
+    "models": {},
+}
+
+
+def say(text: str, *, delta: bool = True) -> bytes:
+    return line({"type": "message", "role": "assistant", "content": text, "delta": delta})
+
+
+def error_event(message: str, severity: str = "error") -> bytes:
+    return line({"type": "error", "timestamp": "t", "severity": severity, "message": message})
+
+
+def result(status: str = "success", **fields: Any) -> bytes:
+    return line({"type": "result", "timestamp": "t", "status": status, "stats": STATS, **fields})
+
+
+def parse_all(*lines: bytes) -> list[Event]:
+    dialect = GeminiDialect()
+    return [event for raw in lines for event in dialect.parse(raw)]
+
+
+# -- the result line -------------------------------------------------------------------
+
+
+def test_success_is_stop_with_text_usage_and_a_settled_end() -> None:
+    events = parse_all(INIT, say("Hel"), say("lo."), result())
+    assert events == [
+        SessionStarted(session_id="s-1"),
+        TextDelta(text="Hel"),
+        TextDelta(text="lo."),
+        AssistantMessage(
+            stop_reason="stop",
+            raw_stop_reason="success",
+            text="Hello.",
+            usage=Usage(input=70, output=50, cache_read=30, total_tokens=150),
+            model="gemini-x",
+        ),
+        AgentEnded(will_retry=False, settled=True),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "canonical"),
+    [
+        ("Maximum session turns exceeded", "error"),
+        ("Reached the turn limit for this session", "error"),
+        ("Response truncated due to token limits.", "length"),
+        ("Context window will overflow", "length"),
+    ],
+)
+def test_success_after_a_limit_error_is_not_a_stop(message: str, canonical: str) -> None:
+    final_message = final(parse_all(INIT, error_event(message), result()))
+    assert (final_message.stop_reason, final_message.raw_stop_reason) == (canonical, message)
+    assert final_message.error_message == message
+
+
+def test_other_error_events_are_warnings_and_do_not_change_a_success() -> None:
+    events = parse_all(INIT, error_event("Loop detected, stopping execution", "warning"))
+    assert events[1:] == [
+        WarningEvent(code="agent_warning", message="Gemini CLI: Loop detected, stopping execution")
+    ]
+    assert final(parse_all(error_event("Invalid stream"), result())).stop_reason == "stop"
+
+
+def test_error_status_is_error_with_its_message() -> None:
+    failure = {"type": "FatalAuthenticationError", "message": "API key not valid"}
+    message = final(parse_all(INIT, result("error", error=failure)))
+    assert (message.stop_reason, message.raw_stop_reason) == ("error", "error")
+    assert message.error_message == "API key not valid"
+
+
+def test_cancellation_error_is_aborted() -> None:
+    failure = {"type": "FatalCancellationError", "message": "Operation cancelled."}
+    message = final(parse_all(INIT, result("error", error=failure)))
+    assert (message.stop_reason, message.raw_stop_reason) == ("aborted", "error")
+
+
+def test_final_text_is_the_text_after_the_last_tool() -> None:
+    events = parse_all(
+        say("Let me look."),
+        line(
+            {
+                "type": "tool_use",
+                "tool_name": "read_file",
+                "tool_id": "t1",
+                "parameters": {"path": "a"},
+            }
+        ),
+        line(
+            {
+                "type": "tool_result",
+                "tool_id": "t1",
+                "status": "error",
+                "error": {"message": "nope"},
+            }
+        ),
+        say("It is missing.", delta=False),
+        result(),
+    )
+    assert events[1:3] == [
+        ToolStarted(tool="read_file", tool_call_id="t1", summary="a"),
+        ToolEnded(tool="read_file", tool_call_id="t1", is_error=True),
+    ]
+    assert isinstance(events[2], ToolEnded)
+    assert events[2].result == "nope"
+    assert final(events).text == "It is missing."
+
+
+def test_user_messages_are_not_events() -> None:
+    assert parse_all(line({"type": "message", "role": "user", "content": "do it"})) == []
+
+
+# -- the process's exit ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "canonical"), [(130, "aborted"), (143, "aborted"), (53, "error"), (1, "error")]
+)
+def test_exit_without_a_result_line(exit_code: int, canonical: str) -> None:
+    events = replay(GeminiDialect(), [INIT, say("Partial")], exit_code)
+    message = events[-1]
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.raw_stop_reason) == (canonical, f"exit {exit_code}")
+    assert message.text == "Partial"
+
+
+def test_turn_limit_exit_says_so() -> None:
+    [message] = replay(GeminiDialect(), [], 53)
+    assert isinstance(message, AssistantMessage)
+    assert message.error_message == "the session turn limit was reached"
+
+
+def test_cancelled_after_an_error_result_is_aborted() -> None:
+    events = replay(GeminiDialect(), [INIT, result("error", error={"message": "x"})], 130)
+    assert [m.stop_reason for m in messages(events)] == ["error", "aborted"]
+    assert final(events).raw_stop_reason == "exit 130"
+
+
+def test_exit_after_a_success_implies_nothing() -> None:
+    assert replay(GeminiDialect(), [INIT, result()], 0)[-1] == AgentEnded(
+        will_retry=False, settled=True
+    )
+    assert replay(GeminiDialect(), [INIT, result()], 130)[-1] == AgentEnded(
+        will_retry=False, settled=True
+    )
+
+
+# -- real captures ------------------------------------------------------------------------
+
+
+def test_replay_tool_use_snapshot() -> None:
+    lines = capture("gemini_snapshot_tooluse.jsonl")
+    events = replay(GeminiDialect(), lines)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "success")
+    assert message.text == "Final answer"
+    assert session_id(events) == "test-session-id"
+    assert message.usage == Usage(input=0, output=0, cache_read=0, total_tokens=0)
+    assert message.model == "test-model"
+    assert [e.tool for e in events if isinstance(e, ToolStarted)] == ["testTool"]
+    assert recognisers(first_object(lines)) == ["gemini"]
+
+
+def test_replay_auth_error_v0_50() -> None:
+    lines = capture("gemini_real_autherror_v0.50.jsonl")
+    events = replay(GeminiDialect(), lines, exit_code=1)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("error", "error")
+    assert message.error_message == "[API Error: … API_KEY_INVALID …]"
+    assert message.text == ""
+    assert session_id(events) == "a559d264-82c8-48a4-85ec-0fbe645d82e0"
+    assert message.usage == Usage(input=0, output=0, cache_read=0, total_tokens=0)
+    assert [m for m in messages(events) if is_terminal(m.stop_reason)] == [message]
+    assert recognisers(first_object(lines)) == ["gemini"]
+
+
+# -- bad input ---------------------------------------------------------------------------
+
+
+def test_non_objects_become_unparsed_lines() -> None:
+    [event] = GeminiDialect().parse(b"Loaded cached credentials.")
+    assert isinstance(event, UnparsedLine)
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    GeminiDialect().parse(data)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        objects(
+            ["init", "message", "tool_use", "tool_result", "error", "result"],
+            [
+                "session_id",
+                "model",
+                "role",
+                "content",
+                "delta",
+                "tool_name",
+                "tool_id",
+                "parameters",
+                "status",
+                "output",
+                "error",
+                "message",
+                "severity",
+                "stats",
+            ],
+        ),
+        max_size=4,
+    ),
+    st.one_of(st.none(), st.integers(-1, 255)),
+)
+def test_arbitrary_json_objects_never_raise(
+    objs: list[dict[str, Any]], exit_code: int | None
+) -> None:
+    replay(GeminiDialect(), [line(obj) for obj in objs], exit_code)
+
+
+# -- recognising and launching -------------------------------------------------------------
+
+
+def test_recognises_its_init_only() -> None:
+    assert GeminiDialect.recognises({"type": "init", "session_id": "s", "model": "m"})
+    for other in ({"type": "init"}, {"type": "session", "id": "s"}, {"type": "result"}):
+        assert not GeminiDialect.recognises(other)
+
+
+def test_executable_names_the_dialect() -> None:
+    assert dialect_for_command(["gemini", "--output-format", "stream-json"]) is GeminiDialect
+
+
+def test_task_is_given_with_p(tmp_path: Path) -> None:
+    command = ["gemini", "--output-format", "stream-json"]
+    assert GeminiDialect().launch(command, "Fix it", tmp_path).argv == [*command, "-p", "Fix it"]
+
+
+def test_task_starting_with_a_dash_is_not_a_flag(tmp_path: Path) -> None:
+    argv = GeminiDialect().launch(["gemini"], "--version is wrong", tmp_path).argv
+    assert argv == ["gemini", "-p", " --version is wrong"]
+
+
+def test_resume_adds_the_session(tmp_path: Path) -> None:
+    command = ["gemini", "--output-format", "stream-json"]
+    launch = GeminiDialect().resume(command, "Go on", tmp_path, "s-1")
+    assert launch.argv == [*command, "--resume", "s-1", "-p", "Go on"]
+    with pytest.raises(CannotResume, match="no session id"):
+        GeminiDialect().resume(command, "Go on", tmp_path, None)
+
+
+def test_task_too_long_for_one_argument_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="Gemini CLI"):
+        GeminiDialect().launch(["gemini"], "x" * (MAX_ARG_BYTES + 1), tmp_path)

@@ -1,0 +1,305 @@
+"""opencode's ``run --format json`` stream -> normalized events: steps, errors, exits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.dialect_support import (
+    capture,
+    final,
+    first_object,
+    line,
+    messages,
+    objects,
+    recognisers,
+    replay,
+    session_id,
+)
+from wrapper.dialects import CannotResume, UsageError, dialect_for_command
+from wrapper.dialects.base import MAX_ARG_BYTES
+from wrapper.dialects.opencode import OpencodeDialect
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Event,
+    SessionStarted,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    TurnStarted,
+    UnparsedLine,
+    Usage,
+    is_terminal,
+)
+
+SESSION = "ses_236c713fcffel8QozOz4ca0AYK"
+
+
+def event(kind: str, **fields: Any) -> bytes:
+    return line({"type": kind, "timestamp": 1, "sessionID": SESSION, **fields})
+
+
+def step_finish(reason: Any, **part: Any) -> bytes:
+    tokens = {
+        "total": 16,
+        "input": 10,
+        "output": 2,
+        "reasoning": 0,
+        "cache": {"write": 1, "read": 3},
+    }
+    return event(
+        "step_finish",
+        part={"type": "step-finish", "reason": reason, "tokens": tokens, "cost": 0.25, **part},
+    )
+
+
+def error_event(name: str, message: str = "boom") -> bytes:
+    return event("error", error={"name": name, "data": {"message": message}})
+
+
+def parse_all(*lines: bytes) -> list[Event]:
+    dialect = OpencodeDialect()
+    return [item for raw in lines for item in dialect.parse(raw)]
+
+
+# -- steps ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reason", "canonical"),
+    [
+        ("stop", "stop"),
+        ("length", "length"),
+        ("tool-calls", "toolUse"),
+        ("content-filter", "error"),
+        ("error", "error"),
+        ("unknown", "unknown"),
+        (None, None),
+    ],
+)
+def test_step_finish_reason(reason: str | None, canonical: str | None) -> None:
+    [message] = messages(parse_all(step_finish(reason)))
+    assert (message.stop_reason, message.raw_stop_reason) == (canonical, reason)
+
+
+def test_a_step_is_a_turn_with_its_text_and_usage() -> None:
+    events = parse_all(
+        event("step_start", part={"type": "step-start"}),
+        event("text", part={"type": "text", "text": "Hel"}),
+        event("text", part={"type": "text", "text": "lo"}),
+        step_finish("stop"),
+    )
+    assert events == [
+        SessionStarted(session_id=SESSION),
+        TurnStarted(),
+        TextDelta(text="Hel"),
+        TextDelta(text="lo"),
+        AssistantMessage(
+            stop_reason="stop",
+            raw_stop_reason="stop",
+            text="Hello",
+            usage=Usage(
+                input=10, output=2, cache_read=3, cache_write=1, total_tokens=16, cost_usd=0.25
+            ),
+        ),
+    ]
+
+
+def test_the_last_terminal_step_is_the_final_message() -> None:
+    events = parse_all(
+        event("step_start"),
+        event("text", part={"text": "Reading."}),
+        step_finish("tool-calls"),
+        event("step_start"),
+        event("text", part={"text": "Done."}),
+        step_finish("stop"),
+    )
+    assert [m.stop_reason for m in messages(events)] == ["toolUse", "stop"]
+    assert final(events).text == "Done."
+    assert events.count(TurnStarted()) == 2, "a new step cancels a pending final message"
+
+
+def test_tool_use_is_started_and_ended_at_once() -> None:
+    read = {
+        "type": "tool",
+        "tool": "read",
+        "callID": "c1",
+        "state": {"status": "completed", "input": {"filePath": "/a.md"}, "output": "text"},
+    }
+    failed = {
+        "type": "tool",
+        "tool": "bash",
+        "callID": "c2",
+        "state": {"status": "error", "input": {"command": "false"}, "error": "exit 1"},
+    }
+    events = parse_all(event("tool_use", part=read), event("tool_use", part=failed))
+    assert events[1:] == [
+        ToolStarted(tool="read", tool_call_id="c1", summary="/a.md"),
+        ToolEnded(tool="read", tool_call_id="c1"),
+        ToolStarted(tool="bash", tool_call_id="c2", summary="false"),
+        ToolEnded(tool="bash", tool_call_id="c2", is_error=True),
+    ]
+    assert isinstance(events[4], ToolEnded)
+    assert events[4].result == "exit 1"
+
+
+# -- errors and the end of the run ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [
+        ("MessageAbortedError", "aborted"),
+        ("MessageOutputLengthError", "length"),
+        ("UnknownError", "error"),
+        ("ProviderAuthError", "error"),
+        ("APIError", "error"),
+    ],
+)
+def test_error_events_are_terminal(name: str, canonical: str) -> None:
+    message = final(parse_all(error_event(name, "Model not found")))
+    assert (message.stop_reason, message.raw_stop_reason) == (canonical, name)
+    assert message.error_message == "Model not found"
+
+
+def test_done_says_the_run_is_settled() -> None:
+    events = parse_all(step_finish("stop"), event("done", reason="idle", rejected=[]))
+    assert events[-1] == AgentEnded(will_retry=False, settled=True)
+
+
+def test_session_is_reported_once() -> None:
+    events = parse_all(event("step_start"), event("step_start"))
+    assert events.count(SessionStarted(session_id=SESSION)) == 1
+
+
+# -- the process's exit ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "canonical"), [(130, "aborted"), (143, "aborted"), (1, "error")]
+)
+def test_exit_without_a_terminal_step(exit_code: int, canonical: str) -> None:
+    lines = [event("step_start"), event("text", part={"text": "Hm"}), step_finish("tool-calls")]
+    events = replay(OpencodeDialect(), lines, exit_code)
+    message = events[-1]
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.raw_stop_reason) == (canonical, f"exit {exit_code}")
+
+
+def test_exit_after_a_terminal_step_or_cleanly_implies_nothing() -> None:
+    assert not messages(replay(OpencodeDialect(), [event("step_start")], 0))
+    finished = replay(OpencodeDialect(), [event("step_start"), step_finish("stop")], 1)
+    assert [m.stop_reason for m in messages(finished)] == ["stop"]
+    errored = replay(OpencodeDialect(), [error_event("UnknownError")], 1)
+    assert [m.stop_reason for m in messages(errored)] == ["error"]
+
+
+# -- real capture: three runs of opencode 1.14.25 ----------------------------------------------
+
+
+def runs(lines: list[bytes]) -> dict[str, list[bytes]]:
+    by_session: dict[str, list[bytes]] = {}
+    for raw in lines:
+        by_session.setdefault(json.loads(raw)["sessionID"], []).append(raw)
+    return by_session
+
+
+def test_replay_capture_v1_14_25() -> None:
+    lines = capture("opencode_v1.14.25.jsonl")
+    text_run, tool_run, error_run = runs(lines).values()
+
+    events = replay(OpencodeDialect(), text_run)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "stop")
+    assert message.text == "\n\nHello"
+    assert session_id(events) == SESSION
+    assert message.usage == Usage(
+        input=14406, output=21, cache_read=1840, cache_write=0, total_tokens=16267, cost_usd=0.0
+    )
+
+    events = replay(OpencodeDialect(), tool_run)
+    assert [(e.tool, e.summary) for e in events if isinstance(e, ToolStarted)] == [
+        ("read", "/home/ubuntu/work/sortie/README.md")
+    ]
+    assert not messages(events), "1.14 has no final event: a clean exit adds nothing"
+
+    events = replay(OpencodeDialect(), error_run, exit_code=1)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("error", "UnknownError")
+    assert message.error_message == "Model not found: nonexistent/nonexistent."
+    assert session_id(events) == "ses_236c4ba84ffeKJLGiwxfHIx8Au"
+    assert [m for m in messages(events) if is_terminal(m.stop_reason)] == [message]
+
+    assert recognisers(first_object(lines)) == ["opencode"]
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def test_non_objects_become_unparsed_lines() -> None:
+    [item] = OpencodeDialect().parse(b"INFO  service=bus")
+    assert isinstance(item, UnparsedLine)
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    OpencodeDialect().parse(data)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        objects(
+            ["step_start", "text", "tool_use", "step_finish", "error", "done"],
+            ["sessionID", "part", "error", "reason"],
+        ),
+        max_size=4,
+    ),
+    st.one_of(st.none(), st.integers(-1, 255)),
+)
+def test_arbitrary_json_objects_never_raise(
+    objs: list[dict[str, Any]], exit_code: int | None
+) -> None:
+    replay(OpencodeDialect(), [line(obj) for obj in objs], exit_code)
+
+
+# -- recognising and launching --------------------------------------------------------------
+
+
+def test_recognises_events_with_a_session_id_only() -> None:
+    assert OpencodeDialect.recognises({"type": "step_start", "sessionID": "ses_1"})
+    gemini_tool = {"type": "tool_use", "tool_name": "x", "tool_id": "t"}
+    for other in (gemini_tool, {"type": "error", "message": "x"}, {"type": "text"}):
+        assert not OpencodeDialect.recognises(other)
+
+
+def test_executable_names_the_dialect() -> None:
+    assert dialect_for_command(["opencode", "run", "--format", "json"]) is OpencodeDialect
+
+
+def test_task_is_the_last_argument_after_double_dash(tmp_path: Path) -> None:
+    command = ["opencode", "run", "--format", "json", "-f", "notes.md"]
+    assert OpencodeDialect().launch(command, "-x flag broke", tmp_path).argv == [
+        *command,
+        "--",
+        "-x flag broke",
+    ]
+
+
+def test_resume_adds_the_session(tmp_path: Path) -> None:
+    command = ["opencode", "run", "--format", "json"]
+    launch = OpencodeDialect().resume(command, "More", tmp_path, SESSION)
+    assert launch.argv == [*command, "--session", SESSION, "--", "More"]
+    with pytest.raises(CannotResume, match="no session id"):
+        OpencodeDialect().resume(command, "More", tmp_path, None)
+
+
+def test_task_too_long_for_one_argument_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="opencode"):
+        OpencodeDialect().launch(["opencode", "run"], "x" * (MAX_ARG_BYTES + 1), tmp_path)

@@ -1,0 +1,363 @@
+"""Claude Code (``claude -p --output-format stream-json --verbose``).
+
+Checked against Claude Code 2.1.3 (the shared capture), a 2.1.2xx capture
+with ``--include-partial-messages`` (``terminal_reason``, result
+``stop_reason``) and the Agent SDK's documented result fields.
+
+Stream: ``system``/``init`` (session id, cwd, model), then ``assistant``
+lines (one per content block, ``stop_reason: null``), ``user`` lines
+carrying ``tool_result`` blocks, ``system``/``api_retry`` while the API is
+retried, ``system``/``compact_boundary`` after a compaction, with
+``--include-partial-messages`` also ``stream_event`` lines (API stream
+events); finally one ``result`` line.
+
+End of run: the ``result`` line, and only it. Everything before it is
+progress: an ``assistant`` line becomes a non-terminal ``AssistantMessage``
+(``toolUse`` when it calls tools, else no stop reason; the line's own
+``stop_reason`` stays as the raw one) without usage, so nothing arms the
+completion grace early and nothing is counted twice. The ``result`` line
+becomes the final message (its ``result`` text, the run's total usage and
+cost) and an ``AgentEnded`` that says the run is settled. Its stop reason is
+decided in this order:
+
+1. ``terminal_reason`` ``aborted_*`` (an interrupted turn): ``aborted``;
+2. ``is_error: true``, whatever the subtype (a missing model arrives as
+   ``subtype: success, is_error: true``): ``error``, the raw reason being
+   ``terminal_reason`` or the subtype (``is_error`` when neither says more);
+3. an ``error_*`` subtype: ``error``;
+4. ``stop_reason`` (absent before 2.1.2xx) through the table below, else the
+   subtype (``success`` is ``stop``).
+
+When the process exits without a ``result`` line, ``on_exit`` reports exit
+130/143 (SIGINT/SIGTERM handled) as ``aborted`` and any other non-zero exit
+as ``error``.
+
+The task is the last argument, after ``--`` so that neither a task starting
+with ``-`` nor a variadic option of the user's (``--allowedTools A B``) can
+swallow it; resuming inserts ``--resume SESSION_ID`` before that ``--``. Claude
+Code takes the prompt only as an argument or on stdin (which the wrapper
+closes), so a task longer than one argument is a usage error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from wrapper.dialects._shared import exit_message, prompt_argument
+from wrapper.dialects.base import (
+    CannotResume,
+    Dialect,
+    Launch,
+    as_float,
+    as_int,
+    as_str,
+    decode_object,
+    summarize_args,
+    tool_result_text,
+)
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Compaction,
+    Event,
+    Retry,
+    SessionStarted,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolEnded,
+    ToolStarted,
+    Usage,
+    canonical_stop_reason,
+    sum_usage,
+)
+
+_Handler = Callable[[Any, dict[str, Any]], list[Event]]
+
+#: Content blocks that call a tool (``server_tool_use``: web search and fetch).
+_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+class ClaudeDialect(Dialect):
+    name: ClassVar[str] = "claude"
+    executables: ClassVar[frozenset[str]] = frozenset({"claude"})
+    stop_reasons: ClassVar[Mapping[str, StopReason]] = {
+        # the API's stop reasons, on the result line since 2.1.2xx
+        "end_turn": StopReason.STOP,
+        "stop_sequence": StopReason.STOP,
+        # a refusal is the model's complete (declining) answer
+        "refusal": StopReason.STOP,
+        "max_tokens": StopReason.LENGTH,
+        "model_context_window_exceeded": StopReason.LENGTH,
+        "tool_use": StopReason.TOOL_USE,
+        "tool_deferred": StopReason.TOOL_USE,
+        # result subtypes, for results without a stop_reason
+        "success": StopReason.STOP,
+        "error": StopReason.ERROR,
+        "error_max_turns": StopReason.ERROR,
+        "error_during_execution": StopReason.ERROR,
+        "error_max_budget_usd": StopReason.ERROR,
+        "error_max_structured_output_retries": StopReason.ERROR,
+        # terminal_reason values of an interrupted turn
+        "aborted_streaming": StopReason.ABORTED,
+        "aborted_tools": StopReason.ABORTED,
+    }
+    #: Raw event type -> handler; subclasses for Claude-compatible streams extend it.
+    handlers: ClassVar[Mapping[str, _Handler]] = {}
+    #: The CLI's name in messages to the user.
+    agent_name: ClassVar[str] = "Claude Code"
+    #: A flag in the user's command that means no session is kept.
+    no_session_flag: ClassVar[str | None] = "--no-session-persistence"
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget what belongs to one process (a resumed attempt starts afresh)."""
+        self._model: str | None = None
+        self._tools: dict[str, str] = {}
+        #: Usage of the progress messages, by message id (Claude Code repeats a
+        #: message's usage on each of its content-block lines).
+        self._usages: dict[str, Usage] = {}
+        self._text = ""
+        self._result_seen = False
+
+    def parse(self, line: bytes) -> list[Event]:
+        obj = decode_object(line)
+        if not isinstance(obj, dict):
+            return [obj]
+        kind = obj.get("type")
+        handler = self.handlers.get(kind) if isinstance(kind, str) else None
+        return handler(self, obj) if handler is not None else []
+
+    @classmethod
+    def recognises(cls, obj: Mapping[str, Any]) -> bool:
+        kind = obj.get("type")
+        if kind == "stream_event":
+            return True
+        if kind != "system" or obj.get("subtype") != "init":
+            return False
+        if "claude_code_version" in obj:
+            return True
+        session = obj.get("session_id")
+        # Amp's thread ids start with "T-"; Cursor's init has apiKeySource but no tools.
+        cursor_like = "apiKeySource" in obj and "tools" not in obj
+        return isinstance(session, str) and not session.startswith("T-") and not cursor_like
+
+    def launch(
+        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
+    ) -> Launch:
+        if task is None:
+            return Launch(list(command))
+        return Launch([*command, "--", prompt_argument(self.agent_name, task)])
+
+    def resume(
+        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
+    ) -> Launch:
+        session = self.resumable_session(command, session_id)
+        argument = prompt_argument(self.agent_name, prompt)
+        return Launch([*command, "--resume", session, "--", argument])
+
+    def resumable_session(self, command: Sequence[str], session_id: str | None) -> str:
+        """The session to resume, or ``CannotResume`` saying why there is none."""
+        if session_id is None:
+            raise CannotResume(
+                f"{self.agent_name} reported no session id (no init line was seen), "
+                "so there is no session to resume"
+            )
+        if self.no_session_flag is not None and self.no_session_flag in command:
+            raise CannotResume(
+                f"the command has {self.no_session_flag}, "
+                f"so {self.agent_name} keeps no session to resume"
+            )
+        return session_id
+
+    def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
+        message = None
+        if not self._result_seen:
+            message = exit_message(
+                exit_code, text=self._text, usage=self._progress_usage(), model=self._model
+            )
+        self._reset()
+        return [message] if message is not None else []
+
+    # -- handlers ------------------------------------------------------------
+
+    def _system(self, obj: dict[str, Any]) -> list[Event]:
+        subtype = obj.get("subtype")
+        if subtype == "init":
+            self._model = as_str(obj.get("model")) or self._model
+            return [
+                SessionStarted(session_id=as_str(obj.get("session_id")), cwd=as_str(obj.get("cwd")))
+            ]
+        if subtype == "api_retry":
+            status = as_int(obj.get("error_status"))
+            error = as_str(obj.get("error"))
+            detail = " ".join(part for part in (str(status) if status else None, error) if part)
+            return [
+                Retry(
+                    phase="start",
+                    attempt=as_int(obj.get("attempt")),
+                    max_attempts=as_int(obj.get("max_retries")),
+                    delay_ms=as_int(obj.get("retry_delay_ms")),
+                    message=detail or None,
+                )
+            ]
+        if subtype == "compact_boundary":
+            metadata = obj.get("compact_metadata")
+            trigger = as_str(metadata.get("trigger")) if isinstance(metadata, dict) else None
+            return [Compaction(phase="end", reason=trigger)]
+        return []
+
+    def _assistant(self, obj: dict[str, Any]) -> list[Event]:
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            return []
+        self._model = as_str(message.get("model")) or self._model
+        usage = anthropic_usage(message.get("usage"))
+        if usage is not None:
+            key = as_str(message.get("id")) or f"#{len(self._usages)}"
+            self._usages[key] = usage
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        starts: list[Event] = []
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif kind in _TOOL_BLOCKS and isinstance(block.get("name"), str):
+                name, call_id, args = block["name"], as_str(block.get("id")), block.get("input")
+                summary = summarize_args(args)
+                calls.append(ToolCall(name=name, id=call_id, summary=summary))
+                starts.append(
+                    ToolStarted(tool=name, tool_call_id=call_id, summary=summary, args=args)
+                )
+                if call_id is not None:
+                    self._tools[call_id] = name
+        text = "\n".join(texts)
+        if not text and not calls:
+            return []  # thinking only: nothing a person or the tracker needs
+        if text:
+            self._text = text
+        raw = as_str(message.get("stop_reason"))
+        progress = AssistantMessage(
+            stop_reason=str(StopReason.TOOL_USE) if calls else None,
+            raw_stop_reason=raw,
+            text=text,
+            model=self._model,
+            tool_calls=tuple(calls),
+        )
+        return [progress, *starts]
+
+    def _user(self, obj: dict[str, Any]) -> list[Event]:
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        events: list[Event] = []
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                call_id = as_str(block.get("tool_use_id"))
+                events.append(
+                    ToolEnded(
+                        tool=self._tools.pop(call_id, "?") if call_id else "?",
+                        tool_call_id=call_id,
+                        is_error=block.get("is_error") is True,
+                        result=tool_result_text(block.get("content")),
+                    )
+                )
+        return events
+
+    def _stream_event(self, obj: dict[str, Any]) -> list[Event]:
+        event = obj.get("event")
+        if obj.get("parent_tool_use_id") is not None or not isinstance(event, dict):
+            return []
+        delta = event.get("delta")
+        if event.get("type") == "content_block_delta" and isinstance(delta, dict):
+            text = delta.get("text")
+            if delta.get("type") == "text_delta" and isinstance(text, str) and text:
+                return [TextDelta(text=text)]
+        return []
+
+    def _result(self, obj: dict[str, Any]) -> list[Event]:
+        self._result_seen = True
+        stop_reason, raw = self.result_stop_reason(obj)
+        text = as_str(obj.get("result"))
+        error_message = None
+        if stop_reason in (StopReason.ERROR, StopReason.ABORTED):
+            error_message = _error_text(obj.get("errors")) or as_str(obj.get("error")) or text
+        usage = anthropic_usage(obj.get("usage"), as_float(obj.get("total_cost_usd")))
+        final = AssistantMessage(
+            stop_reason=stop_reason,
+            raw_stop_reason=raw,
+            text=text if text is not None else self._text,
+            usage=usage if usage is not None else self._progress_usage(),
+            model=self._model,
+            error_message=error_message,
+        )
+        return [final, AgentEnded(will_retry=False, settled=True)]
+
+    def result_stop_reason(self, obj: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """(canonical, raw) stop reason of a ``result`` line; see the module docstring."""
+        terminal = as_str(obj.get("terminal_reason"))
+        subtype = as_str(obj.get("subtype"))
+        if terminal is not None and terminal.startswith("aborted"):
+            return str(StopReason.ABORTED), terminal
+        if obj.get("is_error") is True:
+            if terminal is not None and terminal != "completed":
+                return str(StopReason.ERROR), terminal
+            said = subtype if subtype not in (None, "success") else "is_error"
+            return str(StopReason.ERROR), said
+        if subtype is not None and subtype.startswith("error"):
+            return str(StopReason.ERROR), subtype
+        raw = as_str(obj.get("stop_reason")) or subtype
+        return canonical_stop_reason(raw, self.stop_reasons), raw
+
+    def _progress_usage(self) -> Usage | None:
+        return sum_usage(self._usages.values())
+
+
+def anthropic_usage(raw: Any, cost: float | None = None) -> Usage | None:
+    """Anthropic-style usage (snake_case, or Cursor's camelCase), plus a cost."""
+    if not isinstance(raw, dict):
+        return None if cost is None else Usage(cost_usd=cost)
+
+    def first(*keys: str) -> int | None:
+        for key in keys:
+            value = as_int(raw.get(key))
+            if value is not None:
+                return value
+        return None
+
+    input_ = first("input_tokens", "inputTokens")
+    output = first("output_tokens", "outputTokens")
+    cache_read = first("cache_read_input_tokens", "cacheReadTokens")
+    cache_write = first("cache_creation_input_tokens", "cacheWriteTokens")
+    counts = [count for count in (input_, output, cache_read, cache_write) if count is not None]
+    return Usage(
+        input=input_,
+        output=output,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        total_tokens=sum(counts) if input_ is not None or output is not None else None,
+        cost_usd=cost,
+    )
+
+
+def _error_text(errors: Any) -> str | None:
+    if isinstance(errors, list):
+        texts = [error for error in errors if isinstance(error, str) and error]
+        return "; ".join(texts) or None
+    return None
+
+
+ClaudeDialect.handlers = {
+    "system": ClaudeDialect._system,
+    "assistant": ClaudeDialect._assistant,
+    "user": ClaudeDialect._user,
+    "stream_event": ClaudeDialect._stream_event,
+    "result": ClaudeDialect._result,
+}

@@ -1,0 +1,252 @@
+"""Gemini CLI (``gemini --output-format stream-json``).
+
+Checked against Gemini CLI 0.50 (the shared auth-error capture), the
+``nonInteractiveCli`` stream-json test snapshot, and the non-interactive
+source of the 0.2x to 0.5x line (``nonInteractiveCli.ts``, ``utils/errors.ts``).
+
+Stream: ``init`` (session id, model), ``message`` (``role`` user or
+assistant; assistant text arrives in ``delta: true`` pieces), ``tool_use``
+(``tool_name``, ``tool_id``, ``parameters``), ``tool_result`` (``tool_id``,
+``status``, ``output`` or ``error``), ``error`` (``severity`` ``warning`` or
+``error``; never the end of the run) and finally ``result`` (``status``,
+``error``, ``stats`` with token counts).
+
+End of run: the ``result`` line, followed by an ``AgentEnded`` that says the
+run is settled.
+
+* ``status: success`` is ``stop``, unless an earlier ``error`` event said the
+  session turn limit was hit (``Maximum session turns exceeded``: ``error``)
+  or a token limit (``length``); the raw reason is then that message.
+* ``status: error`` is ``error`` (raw ``error``, the message in
+  ``error_message``), or ``aborted`` when its error type is a cancellation.
+* Without a ``result`` line ``on_exit`` decides from the exit status: 130
+  (cancelled; also after an error result) and 143 are ``aborted``, 53 (turn
+  limit) and any other non-zero status ``error``.
+
+``error`` events are also kept as ``WarningEvent`` (``agent_error`` or
+``agent_warning``) so that they reach ``result.json``'s warnings.
+
+The final text is the assistant's text after its last tool call. Gemini
+counts cached input inside ``input_tokens``; the normalized ``input`` is the
+uncached part (the stats' ``input``), ``cache_read`` the cached one.
+
+The task goes in as ``-p TASK``, a task starting with ``-`` with a leading
+space so that it is not read as a flag; resuming adds ``--resume
+SESSION_ID``. Gemini appends stdin to the prompt but reads no prompt file
+(``@path`` includes obey ``.gitignore``, which hides the run directory), so a
+task longer than one argument is a usage error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from wrapper.dialects._shared import INTERRUPTED_EXITS, exit_message, prompt_argument
+from wrapper.dialects.base import (
+    CannotResume,
+    Dialect,
+    Launch,
+    as_int,
+    as_str,
+    decode_object,
+    summarize_args,
+    tool_result_text,
+)
+from wrapper.events import (
+    AgentEnded,
+    AssistantMessage,
+    Event,
+    SessionStarted,
+    StopReason,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    Usage,
+    WarningEvent,
+    canonical_stop_reason,
+)
+
+_Handler = Callable[["GeminiDialect", dict[str, Any]], list[Event]]
+
+#: Gemini's exit status when the session turn limit was reached.
+EXIT_TURN_LIMIT = 53
+
+#: Lower-cased fragments of ``error`` event messages that name a limit, and
+#: what the end of the run then means.
+_LIMITS: tuple[tuple[str, StopReason], ...] = (
+    ("session turns", StopReason.ERROR),
+    ("turn limit", StopReason.ERROR),
+    ("token limit", StopReason.LENGTH),
+    ("context window", StopReason.LENGTH),
+)
+
+
+class GeminiDialect(Dialect):
+    name: ClassVar[str] = "gemini"
+    executables: ClassVar[frozenset[str]] = frozenset({"gemini"})
+    stop_reasons: ClassVar[Mapping[str, StopReason]] = {
+        "success": StopReason.STOP,
+        "error": StopReason.ERROR,
+    }
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget what belongs to one process (a resumed attempt starts afresh)."""
+        self._model: str | None = None
+        self._text = ""
+        self._tools: dict[str, str] = {}
+        self._limit: tuple[StopReason, str] | None = None
+        self._result_stop: str | None = None
+
+    def parse(self, line: bytes) -> list[Event]:
+        obj = decode_object(line)
+        if not isinstance(obj, dict):
+            return [obj]
+        kind = obj.get("type")
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        return handler(self, obj) if handler is not None else []
+
+    @classmethod
+    def recognises(cls, obj: Mapping[str, Any]) -> bool:
+        return obj.get("type") == "init" and isinstance(obj.get("session_id"), str)
+
+    def launch(
+        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
+    ) -> Launch:
+        if task is None:
+            return Launch(list(command))
+        return Launch([*command, "-p", prompt_argument("Gemini CLI", task, guard_dash=True)])
+
+    def resume(
+        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
+    ) -> Launch:
+        if session_id is None:
+            raise CannotResume(
+                "Gemini CLI reported no session id (no init line was seen), "
+                "so there is no session to resume"
+            )
+        argument = prompt_argument("Gemini CLI", prompt, guard_dash=True)
+        return Launch([*command, "--resume", session_id, "-p", argument])
+
+    def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
+        message = None
+        if self._result_stop is None or (
+            exit_code in INTERRUPTED_EXITS and self._result_stop == StopReason.ERROR
+        ):
+            detail = "the session turn limit was reached" if exit_code == EXIT_TURN_LIMIT else None
+            message = exit_message(
+                exit_code, text=self._text, model=self._model, error_message=detail
+            )
+        self._reset()
+        return [message] if message is not None else []
+
+    # -- handlers ------------------------------------------------------------
+
+    def _init(self, obj: dict[str, Any]) -> list[Event]:
+        self._model = as_str(obj.get("model"))
+        return [SessionStarted(session_id=as_str(obj.get("session_id")))]
+
+    def _message(self, obj: dict[str, Any]) -> list[Event]:
+        content = obj.get("content")
+        if obj.get("role") != "assistant" or not isinstance(content, str) or not content:
+            return []
+        self._text = self._text + content if obj.get("delta") is True else content
+        return [TextDelta(text=content)]
+
+    def _tool_use(self, obj: dict[str, Any]) -> list[Event]:
+        tool = as_str(obj.get("tool_name")) or "?"
+        call_id = as_str(obj.get("tool_id"))
+        if call_id is not None:
+            self._tools[call_id] = tool
+        self._text = ""
+        args = obj.get("parameters")
+        return [
+            ToolStarted(tool=tool, tool_call_id=call_id, summary=summarize_args(args), args=args)
+        ]
+
+    def _tool_result(self, obj: dict[str, Any]) -> list[Event]:
+        call_id = as_str(obj.get("tool_id"))
+        error = obj.get("error")
+        output = obj.get("output")
+        if output is None and isinstance(error, dict):
+            output = error.get("message")
+        return [
+            ToolEnded(
+                tool=self._tools.pop(call_id, "?") if call_id else "?",
+                tool_call_id=call_id,
+                is_error=obj.get("status") == "error",
+                result=tool_result_text(output),
+            )
+        ]
+
+    def _error(self, obj: dict[str, Any]) -> list[Event]:
+        message = as_str(obj.get("message")) or "an error event without a message"
+        lowered = message.lower()
+        for fragment, reason in _LIMITS:
+            if fragment in lowered:
+                self._limit = (reason, message)
+                break
+        severity = "warning" if obj.get("severity") == "warning" else "error"
+        return [WarningEvent(code=f"agent_{severity}", message=f"Gemini CLI: {message}")]
+
+    def _result(self, obj: dict[str, Any]) -> list[Event]:
+        raw = as_str(obj.get("status"))
+        stop_reason = canonical_stop_reason(raw, self.stop_reasons)
+        error = obj.get("error")
+        error = error if isinstance(error, dict) else {}
+        error_message = as_str(error.get("message"))
+        if raw == "success" and self._limit is not None:
+            reason, raw = self._limit
+            stop_reason, error_message = str(reason), raw
+        elif raw == "error" and "cancel" in (as_str(error.get("type")) or "").lower():
+            stop_reason = str(StopReason.ABORTED)
+        self._result_stop = stop_reason
+        stats = obj.get("stats")
+        final = AssistantMessage(
+            stop_reason=stop_reason,
+            raw_stop_reason=raw,
+            text=self._text,
+            usage=_usage(stats),
+            model=_model(stats) or self._model,
+            error_message=error_message,
+        )
+        return [final, AgentEnded(will_retry=False, settled=True)]
+
+
+def _usage(stats: Any) -> Usage | None:
+    if not isinstance(stats, dict):
+        return None
+    given = as_int(stats.get("input_tokens"))
+    cached = as_int(stats.get("cached"))
+    uncached = as_int(stats.get("input"))
+    if uncached is None and given is not None:
+        uncached = given - cached if cached is not None else given
+    return Usage(
+        input=uncached,
+        output=as_int(stats.get("output_tokens")),
+        cache_read=cached,
+        total_tokens=as_int(stats.get("total_tokens")),
+    )
+
+
+def _model(stats: Any) -> str | None:
+    """The model the stats name, when they name exactly one."""
+    models = stats.get("models") if isinstance(stats, dict) else None
+    if isinstance(models, dict) and len(models) == 1:
+        [name] = models
+        return name if isinstance(name, str) else None
+    return None
+
+
+_HANDLERS: dict[str, _Handler] = {
+    "init": GeminiDialect._init,
+    "message": GeminiDialect._message,
+    "tool_use": GeminiDialect._tool_use,
+    "tool_result": GeminiDialect._tool_result,
+    "error": GeminiDialect._error,
+    "result": GeminiDialect._result,
+}
