@@ -155,6 +155,7 @@ def test_public_surface_is_pinned() -> None:
             "canonical_stop_reason",
             "decide",
             "is_terminal",
+            "last_assistant_message",
         ]
     )
     for name in wrapper.__all__:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wrapper.dialects import SniffingDialect, UsageError, resolve_dialect
-from wrapper.dialects.base import MAX_ARG_BYTES
+from wrapper.dialects.base import MAX_ARG_BYTES, CannotResume
 from wrapper.dialects.pi import PiDialect
 from wrapper.events import (
     AgentEnded,
@@ -349,3 +349,28 @@ def test_an_oversized_agent_end_still_ends_the_run() -> None:
     assert ended == AgentEnded(will_retry=True)
     (other,) = PiDialect().oversized(Oversized(b'{"type":"turn_end","message":{', 9999, b"}}"))
     assert other == OversizedLine(size=9999, event_type="turn_end")
+
+
+def test_a_run_that_may_steer_gets_a_session_file_it_can_resume(tmp_path: Path) -> None:
+    command = ["pi", "--mode", "json", "-p"]
+    launch = PiDialect().launch(command, "Fix it", tmp_path, resumable=True)
+    session = tmp_path / "session.jsonl"
+    assert launch.argv == [*command, "--session", str(session), "Fix it"]
+    assert launch.transcript == session
+    with pytest.raises(CannotResume, match="does not exist"):
+        PiDialect().resume(command, "Run the tests", tmp_path, None)
+    session.write_text('{"type":"session","id":"s"}\n')
+    resumed = PiDialect().resume(command, "-Run the tests", tmp_path, None)
+    assert resumed.argv == [*command, "--session", str(session), " -Run the tests"]
+
+
+def test_the_users_own_session_is_kept_and_no_session_cannot_resume(tmp_path: Path) -> None:
+    own = tmp_path / "mine.jsonl"
+    command = ["pi", "-p", f"--session={own}"]
+    launch = PiDialect().launch(command, "Fix it", tmp_path, resumable=True)
+    assert launch.argv == [*command, "Fix it"]
+    assert launch.transcript == own
+    plain = PiDialect().launch(["pi", "-p"], "Fix it", tmp_path)
+    assert plain.argv == ["pi", "-p", "Fix it"], "no session file unless the run may steer"
+    with pytest.raises(CannotResume, match="--no-session"):
+        PiDialect().resume(["pi", "--no-session"], "x", tmp_path, "id")

@@ -1,25 +1,56 @@
-"""agent-wrapper: supervise coding-agent CLIs running in their JSON modes."""
+"""agent-wrapper: supervise coding-agent CLIs running in their JSON modes.
 
-from wrapper.completion import CompletionTracker, Limits, SendSignal
-from wrapper.events import TERMINAL_STOP_REASONS, StopReason, canonical_stop_reason, is_terminal
-from wrapper.framing import LineFramer
-from wrapper.outcome import ErrorKind, Outcome, RunFacts, Verdict, decide
+The public names below are imported on first use, so that a command that
+needs none of them (``--version``, the guardian) starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
+_EXPORTS = {
+    "TERMINAL_STOP_REASONS": "wrapper.events",
+    "StopReason": "wrapper.events",
+    "canonical_stop_reason": "wrapper.events",
+    "is_terminal": "wrapper.events",
+    "CompletionTracker": "wrapper.completion",
+    "Limits": "wrapper.completion",
+    "SendSignal": "wrapper.completion",
+    "LineFramer": "wrapper.framing",
+    "ErrorKind": "wrapper.outcome",
+    "Outcome": "wrapper.outcome",
+    "RunFacts": "wrapper.outcome",
+    "Verdict": "wrapper.outcome",
+    "decide": "wrapper.outcome",
+    "last_assistant_message": "wrapper.transcript",
+}
+
+__all__ = [  # noqa: RUF022 - the version first, then the lazy names as listed above
+    "__version__",
     "TERMINAL_STOP_REASONS",
+    "StopReason",
+    "canonical_stop_reason",
+    "is_terminal",
     "CompletionTracker",
-    "ErrorKind",
     "Limits",
+    "SendSignal",
     "LineFramer",
+    "ErrorKind",
     "Outcome",
     "RunFacts",
-    "SendSignal",
-    "StopReason",
     "Verdict",
-    "__version__",
-    "canonical_stop_reason",
     "decide",
-    "is_terminal",
+    "last_assistant_message",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'wrapper' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

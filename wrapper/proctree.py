@@ -45,6 +45,12 @@ def become_subreaper() -> bool:
     return _subreaper
 
 
+def owns_process() -> bool:
+    """Whether this process is the wrapper's own (the command line made it a
+    subreaper), so that every child below it is the wrapper's doing."""
+    return _subreaper
+
+
 def descendants(pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(pid).children(recursive=True)

@@ -42,7 +42,7 @@ from wrapper.result import AttemptRecord, build_result
 from wrapper.settings import Handler
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
-from wrapper.supervisor import AttemptSupervisor, child_env
+from wrapper.supervisor import AttemptSupervisor, child_env, start_guardian, stop_guardian
 from wrapper.timefmt import iso
 
 #: The wrapper's own signals that end a run (SIGHUP: tmux kill-pane, a closed terminal).
@@ -64,13 +64,18 @@ async def execute(
     that a task the agent cannot take is a usage error, not a failed run).
     """
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        run = Run(config, dialect, launch, environ)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run.relay_signals, signals)
-            if run.pump is not None:
-                nursery.start_soon(run.pump.run)
-            exit_status = await run.execute()
-            nursery.cancel_scope.cancel()
+        guardian = await start_guardian()
+        try:
+            run = Run(config, dialect, launch, environ)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run.relay_signals, signals)
+                if run.pump is not None:
+                    nursery.start_soon(run.pump.run)
+                exit_status = await run.execute()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await stop_guardian(guardian)
     return exit_status
 
 

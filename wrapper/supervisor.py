@@ -8,11 +8,15 @@ shielded scope with a deadline on every wait.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import trio
 
@@ -45,6 +49,8 @@ REAP_TIMEOUT = 5.0
 #: How often leftovers are checked while they are being terminated after the
 #: agent itself exited.
 LEFTOVER_POLL = 0.05
+#: How long the guardian may take to exit once told the run is over.
+GUARDIAN_EXIT_TIMEOUT = 1.0
 #: Rounds of leftover cleanup (SIGTERM, then SIGKILL) before giving up on
 #: processes that keep appearing.
 CLEANUP_ROUNDS = 4
@@ -366,6 +372,42 @@ class AttemptSupervisor:
             chosen = self.dialect.chosen
             return chosen.name if chosen is not None else None
         return self.dialect.name
+
+
+async def start_guardian() -> trio.Process | None:
+    """Start the guardian that ends the agent's tree if the wrapper dies hard
+    (only when the wrapper owns its process; see ``wrapper.guardian``)."""
+    if not proctree.owns_process():
+        return None
+    argv = [sys.executable, str(Path(__file__).with_name("guardian.py")), str(os.getpid())]
+    try:
+        proc = await trio.lowlevel.open_process(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+    proctree.OWN_HELPERS.add(proc.pid)
+    return proc
+
+
+async def stop_guardian(proc: trio.Process | None) -> None:
+    """Tell the guardian the wrapper finished cleanly, and reap it."""
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await proc.stdin.send_all(b"done\n")
+        await proc.stdin.aclose()
+    with trio.move_on_after(GUARDIAN_EXIT_TIMEOUT):
+        await proc.wait()
+    if proc.returncode is None:
+        proc.kill()
+        await proc.wait()
+    proctree.OWN_HELPERS.discard(proc.pid)
 
 
 def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[str, str]:
