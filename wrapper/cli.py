@@ -206,6 +206,40 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_LINE_BYTES,
         help=f"skip output lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
     )
+    normalize = sub.add_parser(
+        "normalize",
+        help="print a saved raw stream as normalized events",
+        description="Read a saved raw stream (a run's stdout.log, a capture) and print its "
+        "normalized events, one JSON object per line, or with --summary what the run "
+        "came to.",
+    )
+    normalize.add_argument("file", nargs="?", default="-", help="the stream (default: stdin)")
+    normalize.add_argument(
+        "--dialect",
+        choices=["auto", *sorted(DIALECTS)],
+        default="auto",
+        help="the stream's format (default: recognised from its first events)",
+    )
+    normalize.add_argument(
+        "--summary",
+        action="store_true",
+        help="print one JSON object: stopReason, rawStopReason, finalText, sessionId, usage",
+    )
+    normalize.add_argument(
+        "--exit-code",
+        metavar="N",
+        type=int,
+        help="the agent's exit status, for the rules that depend on it (an abort "
+        "shown only as exit 130, say)",
+    )
+    normalize.add_argument(
+        "--max-line-bytes",
+        metavar="N",
+        type=_positive_int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        help=f"skip lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
+    )
+
     hook_test = sub.add_parser(
         "hook-test",
         help="run hook handlers on a given event and print their decision",
@@ -269,6 +303,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_in)
     if args.subcommand == "run":
         return _run(parser, args, command)
+    if args.subcommand == "normalize":
+        from wrapper.normalize import main as normalize_main
+
+        return normalize_main(
+            args.file,
+            dialect_name=args.dialect,
+            summary=args.summary,
+            exit_code=args.exit_code,
+            max_line_bytes=args.max_line_bytes,
+        )
     if args.subcommand == "hook-test":
         from wrapper.hooks.test import hook_test
 

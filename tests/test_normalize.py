@@ -1,0 +1,116 @@
+"""``agent-wrapper normalize``: saved streams through the same pure path as a live run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import HANG_LIMIT, SHARED_STREAMS
+
+
+def normalize(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "wrapper", "normalize", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        check=False,
+    )
+
+
+def lines(*objs: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(obj).encode() + b"\n" for obj in objs)
+
+
+PI_STREAM = (
+    lines(
+        {"type": "session", "version": 3, "id": "sess-1", "cwd": "/w"},
+        {"type": "turn_start"},
+        {
+            "type": "message_update",
+            "message": {},
+            "assistantMessageEvent": {"type": "text_delta", "delta": "Do"},
+        },
+        {
+            "type": "message_end",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Done."}],
+                "stopReason": "stop",
+                "usage": {"input": 5, "output": 2},
+            },
+        },
+    )
+    + b"not json\n"
+)
+
+
+def test_events_are_printed_one_per_line() -> None:
+    proc = normalize("-", stdin=PI_STREAM)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [e["type"] for e in events] == [
+        "session",
+        "turn_start",
+        "text_delta",
+        "assistant_message",
+        "unparsed_line",
+    ]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5]
+    assert events[3]["stopReason"] == "stop"
+
+
+def test_summary(tmp_path: Path) -> None:
+    path = tmp_path / "stdout.log"
+    path.write_bytes(PI_STREAM)
+    proc = normalize("--summary", "--dialect", "pi", str(path))
+    summary = json.loads(proc.stdout)
+    assert summary["dialect"] == "pi"
+    assert (summary["stopReason"], summary["rawStopReason"]) == ("stop", "stop")
+    assert summary["finalText"] == "Done."
+    assert summary["sessionId"] == "sess-1"
+    assert summary["usage"]["input"] == 5
+
+
+def test_exit_code_feeds_the_rules_that_need_it() -> None:
+    stream = lines(
+        {"type": "system", "subtype": "init", "session_id": "c1", "model": "m", "tools": []},
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "Hal"}]},
+        },
+    )
+    without = json.loads(normalize("--summary", "--dialect", "claude", stdin=stream).stdout)
+    assert without["stopReason"] is None
+    aborted = json.loads(
+        normalize("--summary", "--dialect", "claude", "--exit-code", "143", stdin=stream).stdout
+    )
+    assert (aborted["stopReason"], aborted["rawStopReason"]) == ("aborted", "exit 143")
+
+
+def test_unreadable_file_fails_and_bad_flags_are_usage_errors(tmp_path: Path) -> None:
+    proc = normalize(str(tmp_path / "missing.log"))
+    assert proc.returncode == 1
+    assert b"missing.log" in proc.stderr
+    assert normalize("--dialect", "nope").returncode == 2
+
+
+@pytest.mark.skipif(not SHARED_STREAMS.is_dir(), reason="../shared/streams is not present")
+@pytest.mark.parametrize(
+    ("capture", "dialect", "stop"),
+    [
+        ("claude_tooluse_v2.1.3.jsonl", "claude", "stop"),
+        ("codex_tooluse_v0.46.jsonl", "codex", "stop"),
+        ("gemini_real_autherror_v0.50.jsonl", "gemini", "error"),
+        ("amp_stream_json_official.jsonl", "amp", "stop"),
+    ],
+)
+def test_real_captures_are_recognised(capture: str, dialect: str, stop: str) -> None:
+    summary = json.loads(normalize("--summary", str(SHARED_STREAMS / capture)).stdout)
+    assert (summary["dialect"], summary["stopReason"]) == (dialect, stop)
+    assert summary["sessionId"]

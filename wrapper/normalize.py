@@ -1,0 +1,96 @@
+"""``agent-wrapper normalize``: a saved raw stream (a run's ``stdout.log``, a
+capture) through a dialect, printed as normalized events or summed up.
+
+The same pure path as a live run: framer, dialect, completion tracker; the
+process's exit status, when given, is fed in as a live run would.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import orjson
+
+from wrapper.completion import CompletionTracker, Limits
+from wrapper.config import READ_CHUNK_BYTES
+from wrapper.dialects import DIALECTS, Dialect, SniffingDialect
+from wrapper.events import Event, TextDelta
+from wrapper.framing import LineFramer
+from wrapper.summary import RunSummary
+
+
+def normalize(
+    source: BinaryIO,
+    out: BinaryIO,
+    *,
+    dialect_name: str = "auto",
+    summary: bool = False,
+    exit_code: int | None = None,
+    max_line_bytes: int,
+) -> None:
+    dialect: Dialect = SniffingDialect() if dialect_name == "auto" else DIALECTS[dialect_name]()
+    totals = RunSummary()
+    tracker = CompletionTracker(Limits(grace=math.inf, settle_grace=math.inf, kill_after=0), 0.0)
+    for seq, event in enumerate(_events(source, dialect, exit_code, max_line_bytes), start=1):
+        if type(event) is not TextDelta:
+            totals.observe(event)
+            tracker.observe(event, 0.0)
+        if not summary:
+            line = {"type": event.TYPE, "seq": seq, "source": event.SOURCE, **event.payload()}
+            out.write(orjson.dumps(line) + b"\n")
+    if summary:
+        final = tracker.final
+        chosen = dialect.chosen if isinstance(dialect, SniffingDialect) else dialect
+        usage = totals.usage
+        report = {
+            "dialect": chosen.name if chosen is not None else None,
+            "stopReason": final.stop_reason if final else None,
+            "rawStopReason": final.raw_stop_reason if final else None,
+            "finalText": final.text if final else None,
+            "sessionId": totals.session_id,
+            "model": totals.model,
+            "usage": usage.to_json() if usage is not None else None,
+            "toolsUsed": totals.tools_used,
+        }
+        out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def _events(
+    source: BinaryIO, dialect: Dialect, exit_code: int | None, max_line_bytes: int
+) -> Iterator[Event]:
+    framer = LineFramer(max_line_bytes)
+    while data := source.read(READ_CHUNK_BYTES):
+        for frame in framer.feed(data):
+            yield from (
+                dialect.parse(frame) if isinstance(frame, bytes) else dialect.oversized(frame)
+            )
+    for frame in framer.close():
+        yield from dialect.parse(frame) if isinstance(frame, bytes) else dialect.oversized(frame)
+    if isinstance(dialect, SniffingDialect):
+        yield from dialect.flush()
+    if exit_code is not None:
+        yield from dialect.on_exit(exit_code, None)
+
+
+def main(
+    path: str, *, dialect_name: str, summary: bool, exit_code: int | None, max_line_bytes: int
+) -> int:
+    """Normalize ``path`` (``-`` for stdin) to stdout; 1 if it cannot be read."""
+    try:
+        source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+        with source:
+            normalize(
+                source,
+                sys.stdout.buffer,
+                dialect_name=dialect_name,
+                summary=summary,
+                exit_code=exit_code,
+                max_line_bytes=max_line_bytes,
+            )
+    except OSError as exc:
+        print(f"agent-wrapper normalize: {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0
