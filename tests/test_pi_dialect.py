@@ -10,7 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wrapper.dialects import SniffingDialect, UsageError, resolve_dialect
+from wrapper.dialects import (
+    DIALECTS,
+    EXECUTABLES,
+    SniffingDialect,
+    UsageError,
+    resolve_dialect,
+)
 from wrapper.dialects.base import MAX_ARG_BYTES, CannotResume
 from wrapper.dialects.pi import PiDialect
 from wrapper.events import (
@@ -374,3 +380,10 @@ def test_the_users_own_session_is_kept_and_no_session_cannot_resume(tmp_path: Pa
     assert plain.argv == ["pi", "-p", "Fix it"], "no session file unless the run may steer"
     with pytest.raises(CannotResume, match="--no-session"):
         PiDialect().resume(["pi", "--no-session"], "x", tmp_path, "id")
+
+
+def test_the_executable_table_matches_every_dialect() -> None:
+    for name, cls in DIALECTS.items():
+        assert cls.name == name
+        listed = {exe for exe, dialect in EXECUTABLES.items() if dialect == name}
+        assert listed == set(cls.executables), name

@@ -7,7 +7,6 @@ needs none of them (``--version``, the guardian) starts fast.
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 __version__ = "0.1.0"
 
@@ -47,7 +46,7 @@ __all__ = [  # noqa: RUF022 - the version first, then the lazy names as listed a
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'wrapper' has no attribute {name!r}")

@@ -5,27 +5,18 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import secrets
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wrapper import __version__
-from wrapper.config import (
-    DEFAULT_DRAIN_TIMEOUT,
-    DEFAULT_GRACE,
-    DEFAULT_KILL_AFTER,
-    DEFAULT_MAX_DEPTH,
-    DEFAULT_MAX_STEERS,
-    DEFAULT_RUNS_ROOT,
-    DEFAULT_SETTLE_GRACE,
-    OutputMode,
-    RunConfig,
-    child_depth,
-)
-from wrapper.framing import DEFAULT_MAX_LINE_BYTES
-from wrapper.settings import Settings
+
+if TYPE_CHECKING:
+    from wrapper.settings import Settings
+
+# Everything else is imported where it is needed: ``--version`` and the small
+# subcommands must not pay for what a run needs.
 
 PROG = "agent-wrapper"
 
@@ -68,7 +59,18 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from wrapper.config import (
+        DEFAULT_DRAIN_TIMEOUT,
+        DEFAULT_GRACE,
+        DEFAULT_KILL_AFTER,
+        DEFAULT_MAX_DEPTH,
+        DEFAULT_MAX_STEERS,
+        DEFAULT_RUNS_ROOT,
+        DEFAULT_SETTLE_GRACE,
+        OutputMode,
+    )
     from wrapper.dialects import DIALECTS
+    from wrapper.framing import DEFAULT_MAX_LINE_BYTES
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -265,6 +267,9 @@ def _split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def new_run_id() -> str:
+    import secrets
+    import time
+
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
@@ -296,6 +301,9 @@ def _load_settings(parser: argparse.ArgumentParser, paths: list[str]) -> Setting
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in == ["--version"]:  # answered before the parser and what it imports
+        print(f"{PROG} {__version__}")
+        return 0
     parser = build_parser()
     command: list[str] | None = None
     if args_in and args_in[0] == "run":
@@ -330,6 +338,13 @@ def _run(
             "run: no COMMAND: put the agent's command after --, "
             "e.g. agent-wrapper run --task 'Fix it' -- pi --mode json -p"
         )
+    from wrapper.config import (
+        DEFAULT_MAX_STEERS,
+        DEFAULT_RUNS_ROOT,
+        OutputMode,
+        RunConfig,
+        child_depth,
+    )
     from wrapper.dialects import UsageError, resolve_dialect
 
     task = args.task if args.task_file is None else _read_task_file(parser, args.task_file)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wrapper.dialects.amp import AmpDialect
 from wrapper.dialects.base import (
     CannotResume,
     Dialect,
@@ -16,27 +16,50 @@ from wrapper.dialects.base import (
     decode_object,
     unparsed,
 )
-from wrapper.dialects.claude import ClaudeDialect
-from wrapper.dialects.codex import CodexDialect
-from wrapper.dialects.cursor import CursorDialect
-from wrapper.dialects.gemini import GeminiDialect
-from wrapper.dialects.opencode import OpencodeDialect
-from wrapper.dialects.pi import PiDialect
 from wrapper.events import Event, UnparsedLine, WarningEvent
 from wrapper.framing import Oversized
 
-DIALECTS: dict[str, type[Dialect]] = {
-    cls.name: cls
-    for cls in (
-        PiDialect,
-        ClaudeDialect,
-        CodexDialect,
-        GeminiDialect,
-        OpencodeDialect,
-        AmpDialect,
-        CursorDialect,
-    )
+#: Dialect name -> its module and class, imported on first use (a run needs one).
+_MODULES = {
+    "pi": ("wrapper.dialects.pi", "PiDialect"),
+    "claude": ("wrapper.dialects.claude", "ClaudeDialect"),
+    "codex": ("wrapper.dialects.codex", "CodexDialect"),
+    "gemini": ("wrapper.dialects.gemini", "GeminiDialect"),
+    "opencode": ("wrapper.dialects.opencode", "OpencodeDialect"),
+    "amp": ("wrapper.dialects.amp", "AmpDialect"),
+    "cursor": ("wrapper.dialects.cursor", "CursorDialect"),
 }
+
+#: Executable basename -> dialect name (each class's ``executables``, kept
+#: here so that choosing a dialect imports only that one; a test pins them).
+EXECUTABLES = {
+    "pi": "pi",
+    "claude": "claude",
+    "codex": "codex",
+    "gemini": "gemini",
+    "opencode": "opencode",
+    "amp": "amp",
+    "cursor-agent": "cursor",
+    "cursor": "cursor",
+}
+
+
+class _Registry(Mapping[str, type[Dialect]]):
+    """Dialect classes by name, each module imported when first asked for."""
+
+    def __getitem__(self, name: str) -> type[Dialect]:
+        module, attr = _MODULES[name]
+        cls: type[Dialect] = getattr(importlib.import_module(module), attr)
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_MODULES)
+
+    def __len__(self) -> int:
+        return len(_MODULES)
+
+
+DIALECTS: Mapping[str, type[Dialect]] = _Registry()
 
 #: Lines a stream may open with before its dialect must be recognised.
 SNIFF_LINES = 200
@@ -57,11 +80,8 @@ def dialect_for_command(command: Sequence[str]) -> type[Dialect] | None:
     """The dialect named by the executable's basename, if it is conclusive."""
     if not command:
         return None
-    base = os.path.basename(command[0])
-    for cls in DIALECTS.values():
-        if base in cls.executables:
-            return cls
-    return None
+    name = EXECUTABLES.get(os.path.basename(command[0]))
+    return DIALECTS[name] if name is not None else None
 
 
 def resolve_dialect(name: str, command: Sequence[str], has_task: bool) -> Dialect:
