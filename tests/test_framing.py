@@ -93,3 +93,16 @@ def test_frames_reassemble_the_stream(data: bytes) -> None:
     assert all(isinstance(f, bytes) for f in frames)
     rebuilt = b"\n".join(f for f in frames if isinstance(f, bytes))
     assert rebuilt == (data[:-1] if data.endswith(b"\n") else data)
+
+
+@given(st.binary(max_size=2000), st.lists(st.integers(min_value=0, max_value=2000), max_size=20))
+def test_regions_hold_the_same_lines_as_frames(data: bytes, cuts: list[int]) -> None:
+    points = sorted({min(c, len(data)) for c in cuts})
+    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    framer = LineFramer(64)
+    lines: list[Frame] = []
+    for chunk in chunks:
+        got = framer.feed_region(chunk)
+        lines += got.split(b"\n") if isinstance(got, bytes) else got
+    lines += framer.close()
+    assert lines == frame_all([data], max_line=64)

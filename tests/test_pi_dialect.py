@@ -17,7 +17,7 @@ from wrapper.dialects import (
     UsageError,
     resolve_dialect,
 )
-from wrapper.dialects.base import MAX_ARG_BYTES, CannotResume
+from wrapper.dialects.base import MAX_ARG_BYTES, CannotResume, merge_deltas
 from wrapper.dialects.pi import PiDialect
 from wrapper.events import (
     AgentEnded,
@@ -387,3 +387,33 @@ def test_the_executable_table_matches_every_dialect() -> None:
         assert cls.name == name
         listed = {exe for exe, dialect in EXECUTABLES.items() if dialect == name}
         assert listed == set(cls.executables), name
+
+
+def update_line(delta: str, kind: str = "text_delta") -> bytes:
+    event = {"type": kind, "contentIndex": 0, "delta": delta}
+    return line(
+        {"type": "message_update", "message": {"role": "assistant"}, "assistantMessageEvent": event}
+    )
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=12).map(update_line),
+            st.text(max_size=5).map(lambda t: update_line(t, "thinking_delta")),
+            st.just(message_end("stop", "fin")),
+            st.just(b"garbage"),
+            st.just(b""),
+        ),
+        max_size=40,
+    )
+)
+def test_the_bulk_path_gives_what_the_line_path_gives(lines: list[bytes]) -> None:
+    region = b"\n".join(lines)
+    slow = PiDialect().parse_frames(region.split(b"\n"), coalesce=False)
+    fast = PiDialect().parse_region(region, coalesce=True)
+    assert merge_deltas(slow) == fast
+    assert sum(e.coalesced for e in fast if isinstance(e, TextDelta)) == sum(
+        1 for e in slow if isinstance(e, TextDelta)
+    )

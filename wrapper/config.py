@@ -29,7 +29,7 @@ STATUS_INTERVAL = 0.5
 #: How long the final flush of stdout output may wait for a slow reader.
 OUTPUT_FLUSH_TIMEOUT = 5.0
 #: Bytes asked from a pipe per read: large reads keep the per-read cost low.
-READ_CHUNK_BYTES = 256 * 1024
+READ_CHUNK_BYTES = 1024 * 1024
 #: Where runs go when --run-dir is not given, relative to the working directory.
 DEFAULT_RUNS_ROOT = Path(".agent-wrapper") / "runs"
 #: Longest stderr line turned into one event (the log keeps every byte).

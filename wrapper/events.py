@@ -178,6 +178,9 @@ class AssistantMessage(Event):
 class TextDelta(Event):
     TYPE: ClassVar[str] = "text_delta"
     text: str
+    #: How many of the agent's deltas this one stands for (several when the
+    #: wrapper merged a chunk's deltas because nobody watches them one by one).
+    coalesced: int = field(default=1, metadata=NOT_LOGGED, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -80,6 +80,26 @@ class LineFramer:
         self._hold(tail)
         return frames
 
+    def feed_region(self, data: bytes | bytearray) -> bytes | list[Frame]:
+        """Like ``feed``, but when no line can be over the cap (the held tail
+        and the chunk together are below it), the completed lines come back
+        as one region, ``\n``-separated and unsplit, for readers that can
+        handle a whole chunk at once; otherwise as the frames ``feed`` returns."""
+        if self._skipped is not None or len(self._partial) + len(data) > self._max:
+            return self.feed(data)
+        data = bytes(data)
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._partial += data
+            return []
+        if self._partial:
+            region = bytes(self._partial) + data[:cut]
+            self._partial.clear()
+        else:
+            region = data[:cut]
+        self._partial += data[cut + 1 :]
+        return region
+
     def close(self) -> list[Frame]:
         """End of stream: return the final line if it had no newline."""
         if self._skipped is not None:

@@ -121,7 +121,7 @@ class Run:
             except OSError as exc:
                 self.errors.record("config", run_dir / "config.json", exc)
 
-        mode = resolve_output(config.output)
+        mode = self.output_mode = resolve_output(config.output)
         self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
         self.view = (
             PrettyView(color=os.isatty(1), label=config.label)
@@ -240,6 +240,7 @@ class Run:
             stderr_log=self.stderr_log,
             output=self.pump,
             on_event=self.observers.observe if self.observers.wanted else None,
+            coalesce_deltas=self.output_mode is not OutputMode.JSONL,
         )
         for sig in self.interrupts:
             supervisor.interrupt(sig)

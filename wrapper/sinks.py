@@ -109,6 +109,7 @@ class EventStream:
         self._pending: tuple[int, float, int] | None = None
         self._pending_parts: list[str] = []
         self._pending_chars = 0
+        self._pending_count = 0
 
     def emit(self, event: Event, now: float | None = None) -> None:
         self.seq += 1
@@ -118,6 +119,7 @@ class EventStream:
                 self._pending = (self.seq, now, self.attempt)
             self._pending_parts.append(event.text)
             self._pending_chars += len(event.text)
+            self._pending_count += event.coalesced
             if self._pending_chars >= COALESCE_MAX_CHARS:
                 self._flush_pending()
             if self._live is not None:
@@ -153,10 +155,10 @@ class EventStream:
             return
         seq, now, attempt = self._pending
         merged = TextDelta(text="".join(self._pending_parts))
-        count = len(self._pending_parts)
+        count = self._pending_count
         self._pending = None
         self._pending_parts.clear()
-        self._pending_chars = 0
+        self._pending_chars = self._pending_count = 0
         self._log.write(self._encode(merged, seq, now, attempt, coalesced=count))
 
 

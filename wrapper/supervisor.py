@@ -9,6 +9,7 @@ shielded scope with a deadline on every wait.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import math
 import os
 import signal
@@ -49,8 +50,9 @@ REAP_TIMEOUT = 5.0
 #: How often leftovers are checked while they are being terminated after the
 #: agent itself exited.
 LEFTOVER_POLL = 0.05
-#: How long the guardian may take to exit once told the run is over.
-GUARDIAN_EXIT_TIMEOUT = 1.0
+#: The pipe buffer asked for the agent's stdout (Linux allows unprivileged
+#: processes up to /proc/sys/fs/pipe-max-size, 1 MiB by default).
+PIPE_BUFFER_BYTES = 1024 * 1024
 #: Rounds of leftover cleanup (SIGTERM, then SIGKILL) before giving up on
 #: processes that keep appearing.
 CLEANUP_ROUNDS = 4
@@ -79,6 +81,7 @@ class AttemptSupervisor:
         stderr_log: StreamFile,
         output: OutputPump | None,
         on_event: Callable[[Event], None] | None = None,
+        coalesce_deltas: bool = True,
     ) -> None:
         self.config = config
         self.dialect = dialect
@@ -90,6 +93,8 @@ class AttemptSupervisor:
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
+        #: Merge a chunk's text deltas into one (no live reader wants each).
+        self.coalesce_deltas = coalesce_deltas
         self.tracker: CompletionTracker | None = None
         self.record: AttemptRecord | None = None
         self._timer: trio.CancelScope | None = None
@@ -132,6 +137,7 @@ class AttemptSupervisor:
             record.ended_at = time.time()
             return record
         record.pid = proc.pid
+        _widen_pipe(proc.stdout)
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
         for signum in self._pending_interrupts:
@@ -226,8 +232,13 @@ class AttemptSupervisor:
                 now, wall = trio.current_time(), time.time()
                 if self.tracker is not None:
                     self.tracker.output_seen(now)
-                for frame in framer.feed(data):
-                    self._frame(frame, now, wall)
+                region = framer.feed_region(data)
+                if isinstance(region, bytes):
+                    events = self.dialect.parse_region(region, coalesce=self.coalesce_deltas)
+                    for event in events:
+                        self._event(event, now, wall)
+                else:
+                    self._frames(region, now, wall)
                 # A slow reader of the wrapper's own output may hold the agent
                 # back, but once the agent has exited its remaining output is
                 # drained at once.
@@ -237,8 +248,7 @@ class AttemptSupervisor:
                     self._backpressure = None
         finally:
             now, wall = trio.current_time(), time.time()
-            for frame in framer.close():
-                self._frame(frame, now, wall)
+            self._frames(framer.close(), now, wall)
             if isinstance(self.dialect, SniffingDialect):
                 for event in self.dialect.flush():
                     self._event(event, now, wall)
@@ -266,12 +276,8 @@ class AttemptSupervisor:
         self.emit(StderrLine(text=text))
         self.status.touch(trio.current_time(), time.time())
 
-    def _frame(self, frame: Frame, now: float, wall: float) -> None:
-        if isinstance(frame, Oversized):
-            for event in self.dialect.oversized(frame):
-                self._event(event, now, wall)
-            return
-        for event in self.dialect.parse(frame):
+    def _frames(self, frames: list[Frame], now: float, wall: float) -> None:
+        for event in self.dialect.parse_frames(frames, coalesce=self.coalesce_deltas):
             self._event(event, now, wall)
 
     def _event(self, event: Event, now: float, wall: float) -> None:
@@ -374,6 +380,16 @@ class AttemptSupervisor:
         return self.dialect.name
 
 
+def _widen_pipe(stream: trio.abc.ReceiveStream | None) -> None:
+    """Ask for a larger pipe buffer: fewer, larger reads for a chatty agent
+    (Linux; the default is 64 KiB; the size is only a hint)."""
+    setter = getattr(fcntl, "F_SETPIPE_SZ", None)
+    fileno = getattr(stream, "fileno", None)
+    if setter is not None and fileno is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fileno(), setter, PIPE_BUFFER_BYTES)
+
+
 async def start_guardian() -> trio.Process | None:
     """Start the guardian that ends the agent's tree if the wrapper dies hard
     (only when the wrapper owns its process; see ``wrapper.guardian``)."""
@@ -395,18 +411,15 @@ async def start_guardian() -> trio.Process | None:
 
 
 async def stop_guardian(proc: trio.Process | None) -> None:
-    """Tell the guardian the wrapper finished cleanly, and reap it."""
+    """Tell the guardian the wrapper finished cleanly. It reads ``done`` before
+    the end of its pipe and exits on its own; the wrapper does not wait for it
+    (it may still be starting), and its exit status goes to whoever adopts it."""
     if proc is None:
         return
     if proc.stdin is not None:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await proc.stdin.send_all(b"done\n")
         await proc.stdin.aclose()
-    with trio.move_on_after(GUARDIAN_EXIT_TIMEOUT):
-        await proc.wait()
-    if proc.returncode is None:
-        proc.kill()
-        await proc.wait()
     proctree.OWN_HELPERS.discard(proc.pid)
 
 

@@ -17,7 +17,7 @@ from wrapper.dialects.base import (
     unparsed,
 )
 from wrapper.events import Event, UnparsedLine, WarningEvent
-from wrapper.framing import Oversized
+from wrapper.framing import Frame, Oversized
 
 #: Dialect name -> its module and class, imported on first use (a run needs one).
 _MODULES = {
@@ -163,6 +163,16 @@ class SniffingDialect(Dialect):
         if task is not None:  # resolve_dialect never lets this happen
             raise UsageError("a task needs a known dialect: pass --dialect")
         return Launch(list(command))
+
+    def parse_frames(self, frames: Sequence[Frame], *, coalesce: bool) -> list[Event]:
+        if self.chosen is not None:
+            return self.chosen.parse_frames(frames, coalesce=coalesce)
+        return super().parse_frames(frames, coalesce=coalesce)
+
+    def parse_region(self, region: bytes, *, coalesce: bool) -> list[Event]:
+        if self.chosen is not None:
+            return self.chosen.parse_region(region, coalesce=coalesce)
+        return super().parse_region(region, coalesce=coalesce)
 
     def oversized(self, frame: Oversized) -> list[Event]:
         return self.chosen.oversized(frame) if self.chosen is not None else super().oversized(frame)

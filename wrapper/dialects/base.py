@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from wrapper.events import Event, OversizedLine, StopReason, UnparsedLine
-from wrapper.framing import Oversized
+from wrapper.events import Event, OversizedLine, StopReason, TextDelta, UnparsedLine
+from wrapper.framing import Frame, Oversized
 
 #: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
 #: pages including the terminating NUL).
@@ -69,6 +69,25 @@ def decode_object(line: bytes) -> dict[str, Any] | UnparsedLine:
     if not isinstance(value, dict):
         return unparsed(line, f"JSON {type(value).__name__}, not an object")
     return value
+
+
+def merge_deltas(events: list[Event]) -> list[Event]:
+    """Runs of consecutive text deltas merged into one delta each."""
+    merged: list[Event] = []
+    run: list[TextDelta] = []
+    for event in [*events, None]:
+        if type(event) is TextDelta:
+            run.append(event)
+            continue
+        if len(run) == 1:
+            merged.append(run[0])
+        elif run:
+            text = "".join(delta.text for delta in run)
+            merged.append(TextDelta(text=text, coalesced=sum(d.coalesced for d in run)))
+        run = []
+        if event is not None:
+            merged.append(event)
+    return merged
 
 
 def sniff_type(head: bytes) -> str | None:
@@ -169,6 +188,20 @@ class Dialect:
     def parse(self, line: bytes) -> list[Event]:
         """Normalize one raw line. Never raises on bad input."""
         raise NotImplementedError
+
+    def parse_frames(self, frames: Sequence[Frame], *, coalesce: bool) -> list[Event]:
+        """Normalize the lines of one chunk. With ``coalesce``, consecutive
+        text deltas become one (nobody watches them one by one); a dialect
+        may do this faster than line by line."""
+        events: list[Event] = []
+        for frame in frames:
+            events += self.parse(frame) if isinstance(frame, bytes) else self.oversized(frame)
+        return merge_deltas(events) if coalesce else events
+
+    def parse_region(self, region: bytes, *, coalesce: bool) -> list[Event]:
+        """``parse_frames`` for complete lines handed over unsplit (see
+        ``LineFramer.feed_region``)."""
+        return self.parse_frames(region.split(b"\n"), coalesce=coalesce)
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:

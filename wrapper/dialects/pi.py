@@ -14,6 +14,7 @@ to ``<run-dir>/task.md`` and passed as ``@<path>``.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from wrapper.dialects.base import (
     as_int,
     as_str,
     decode_object,
+    merge_deltas,
     sniff_type,
     summarize_args,
     tool_result_text,
@@ -50,7 +52,7 @@ from wrapper.events import (
     Usage,
     canonical_stop_reason,
 )
-from wrapper.framing import Oversized
+from wrapper.framing import Frame, Oversized
 
 _Handler = Callable[["PiDialect", dict[str, Any]], list[Event]]
 
@@ -92,6 +94,36 @@ class PiDialect(Dialect):
         if kind == "session":
             return "version" in obj and "id" in obj
         return isinstance(kind, str) and kind in _PI_TYPES
+
+    def parse_frames(self, frames: Sequence[Frame], *, coalesce: bool) -> list[Event]:
+        if not coalesce:
+            return super().parse_frames(frames, coalesce=False)
+        # Line by line: a text delta line is reduced to the raw JSON string of
+        # its delta, and a run of them is decoded with one call.
+        events: list[Event] = []
+        raws: list[bytes] = []
+        for frame in frames:
+            if type(frame) is bytes and frame.startswith(_UPDATE_PREFIX):
+                at = frame.rfind(_TEXT_DELTA_EVENT)
+                match = _DELTA_VALUE.search(frame, at) if at >= 0 else None
+                if match is not None:
+                    raws.append(match.group(1))
+                    continue
+            if raws:
+                events += _merged_deltas(raws)
+                raws = []
+            events += self.parse(frame) if isinstance(frame, bytes) else self.oversized(frame)
+        if raws:
+            events += _merged_deltas(raws)
+        # Deltas that took the full decoding path (another JSON layout) merge too.
+        return merge_deltas(events)
+
+    def parse_region(self, region: bytes, *, coalesce: bool) -> list[Event]:
+        if coalesce:
+            events = _only_updates(region)
+            if events is not None:
+                return events
+        return self.parse_frames(region.split(b"\n"), coalesce=coalesce)
 
     def oversized(self, frame: Oversized) -> list[Event]:
         events = super().oversized(frame)
@@ -282,6 +314,42 @@ def _fast_update(line: bytes) -> list[Event] | None:
     except orjson.JSONDecodeError:
         return None
     return _delta_events(update) if isinstance(update, dict) else None
+
+
+_TEXT_DELTA_EVENT = b'"assistantMessageEvent":{"type":"text_delta"'
+_NEXT_UPDATE = b"\n" + _UPDATE_PREFIX
+_DELTA_VALUE_IN_CHUNK = re.compile(
+    rb'"assistantMessageEvent":\{"type":"text_delta","contentIndex":\d+,"delta":("[^"\\]*(?:\\.[^"\\]*)*")'
+)
+_DELTA_VALUE = re.compile(rb'"delta":("[^"\\]*(?:\\.[^"\\]*)*")')
+
+
+def _only_updates(region: bytes) -> list[Event] | None:
+    """The events of complete lines that are all ``message_update`` (most of a
+    stream), found with a few scans of the whole region instead of a loop
+    over its lines; None when the region holds anything else."""
+    if not region.startswith(_UPDATE_PREFIX) or region.count(b"\n") != region.count(_NEXT_UPDATE):
+        return None
+    raws = _DELTA_VALUE_IN_CHUNK.findall(region)
+    if len(raws) != region.count(_TEXT_DELTA_EVENT):
+        return None  # a text delta of another shape: let the line path decode it
+    # Updates that are not text deltas (thinking, tool-call arguments) add no event.
+    return _merged_deltas(raws) if raws else []
+
+
+def _merged_deltas(raws: list[bytes]) -> list[Event]:
+    """One delta for a run of raw JSON strings (empty ones dropped, as line by line)."""
+    try:
+        texts = orjson.loads(b"[" + b",".join(raws) + b"]")
+    except orjson.JSONDecodeError:  # a malformed one: decode them one by one
+        texts = []
+        for raw in raws:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                texts.append(orjson.loads(raw))
+    texts = [text for text in texts if text]
+    if not texts:
+        return []
+    return [TextDelta(text="".join(texts), coalesced=len(texts))]
 
 
 def _delta_events(update: Any) -> list[Event]:
