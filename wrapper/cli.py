@@ -60,7 +60,9 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from wrapper.config import (
+        CONTEXT_POLICIES,
         DEFAULT_DRAIN_TIMEOUT,
+        DEFAULT_ESCALATION_TIMEOUT,
         DEFAULT_GRACE,
         DEFAULT_KILL_AFTER,
         DEFAULT_MAX_DEPTH,
@@ -179,6 +181,27 @@ def build_parser() -> argparse.ArgumentParser:
         "(implied when the wrapper runs inside another wrapped agent)",
     )
     run.add_argument(
+        "--on-stop",
+        choices=["allow", "signal", "idle", "escalate"],
+        help="what a stop the hooks allowed means: allow it; require an explicit "
+        "completion signal; treat it as idle (settings onIdle); or ask a person "
+        "(default: onStop from the settings, else by --context, else allow)",
+    )
+    run.add_argument(
+        "--context",
+        choices=sorted(CONTEXT_POLICIES),
+        help="where the run happens: pipeline (default policy signal) or standalone "
+        "(default policy escalate)",
+    )
+    run.add_argument(
+        "--escalation-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=DEFAULT_ESCALATION_TIMEOUT,
+        help="how long to wait for a person's reply before letting the agent stop "
+        f"(default {DEFAULT_ESCALATION_TIMEOUT:g})",
+    )
+    run.add_argument(
         "--drain-timeout",
         metavar="SECONDS",
         type=_seconds,
@@ -242,6 +265,35 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"skip lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
     )
 
+    signal = sub.add_parser(
+        "signal",
+        help="from inside a wrapped agent: say the task is complete (or ask for a person)",
+        description="Run by the agent inside its session: tell the wrapper the task is "
+        "complete, that a person is needed (escalate), or that it goes on (continue). "
+        "The run directory and attempt come from the environment the wrapper set.",
+    )
+    signal.add_argument("kind", choices=["complete", "escalate", "continue"])
+    signal.add_argument("--message", metavar="TEXT", help="what was done, or the question")
+    signal.add_argument(
+        "--run-dir", metavar="DIR", help="the run (default: $AGENT_WRAPPER_RUN_DIR)"
+    )
+
+    reply = sub.add_parser(
+        "reply",
+        help="answer a run that is waiting for a person",
+        description="Answer the escalation a run is waiting on: TEXT reaches the agent as "
+        "'User answered: TEXT'; --continue tells it to go on; --stop lets it stop. "
+        "The first reply wins.",
+    )
+    reply.add_argument("run_dir", metavar="RUN_DIR")
+    reply.add_argument("text", metavar="TEXT", nargs="?")
+    reply.add_argument("--continue", dest="go_on", action="store_true", help="tell it to go on")
+    reply.add_argument("--stop", action="store_true", help="let it stop")
+
+    status = sub.add_parser("status", help="show a run's state")
+    status.add_argument("run_dir", metavar="RUN_DIR")
+    status.add_argument("--json", action="store_true", help="status.json and result.json as JSON")
+
     hook_test = sub.add_parser(
         "hook-test",
         help="run hook handlers on a given event and print their decision",
@@ -283,6 +335,11 @@ def _read_task_file(parser: argparse.ArgumentParser, path: str) -> str:
         parser.error(f"--task-file {path}: cannot read it: {reason}")
 
 
+def _on_stop(*choices: str | None) -> str:
+    """The flag, else the settings, else the context's policy, else ``allow``."""
+    return next((choice for choice in choices if choice), "allow")
+
+
 def _first(*values: int | None) -> int:
     return next(value for value in values if value is not None)
 
@@ -311,6 +368,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_in)
     if args.subcommand == "run":
         return _run(parser, args, command)
+    if args.subcommand in ("signal", "reply", "status"):
+        from wrapper import tools
+
+        if args.subcommand == "signal":
+            return tools.signal_main(args.kind, args.message, args.run_dir)
+        if args.subcommand == "reply":
+            return tools.reply_main(args.run_dir, args.text, go_on=args.go_on, stop=args.stop)
+        return tools.status_main(args.run_dir, args.json)
     if args.subcommand == "normalize":
         from wrapper.normalize import main as normalize_main
 
@@ -339,6 +404,7 @@ def _run(
             "e.g. agent-wrapper run --task 'Fix it' -- pi --mode json -p"
         )
     from wrapper.config import (
+        CONTEXT_POLICIES,
         DEFAULT_MAX_STEERS,
         DEFAULT_RUNS_ROOT,
         OutputMode,
@@ -385,6 +451,9 @@ def _run(
         settings=settings,
         max_steers=_first(args.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
         subagent=args.subagent or child_depth(os.environ) > 1,
+        on_stop=_on_stop(args.on_stop, settings.on_stop, CONTEXT_POLICIES.get(args.context)),
+        context=args.context,
+        escalation_timeout=args.escalation_timeout,
     )
     try:
         launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)

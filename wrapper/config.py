@@ -24,6 +24,10 @@ DEFAULT_MAX_DEPTH = 3
 DEFAULT_DRAIN_TIMEOUT = 2.0
 #: Steers (blocked stops sent back to the agent) a run may take.
 DEFAULT_MAX_STEERS = 3
+#: How long an escalated run waits for a person's reply before it lets the agent stop.
+DEFAULT_ESCALATION_TIMEOUT = 30 * 60.0
+#: The ``onStop`` policy each ``--context`` implies.
+CONTEXT_POLICIES = {"pipeline": "signal", "standalone": "escalate"}
 #: Minimum interval between two status.json writes (the last is never held back).
 STATUS_INTERVAL = 0.5
 #: How long the final flush of stdout output may wait for a slow reader.
@@ -74,6 +78,10 @@ class RunConfig:
     max_steers: int = DEFAULT_MAX_STEERS
     #: Run as a subagent: Stop handlers are looked up as ``SubagentStop``.
     subagent: bool = False
+    #: What a stop the hooks allowed means (resolved: flag, settings, context).
+    on_stop: str = "allow"
+    context: str | None = None
+    escalation_timeout: float = DEFAULT_ESCALATION_TIMEOUT
 
     @property
     def stop_event(self) -> str:
@@ -85,7 +93,9 @@ class RunConfig:
         """Whether a stop may be blocked and steered (the launch must then be resumable)."""
         settings = self.settings
         return self.task is not None and (
-            settings.retry_on_error or bool(settings.handlers(self.stop_event))
+            self.on_stop != "allow"
+            or settings.retry_on_error
+            or bool(settings.handlers(self.stop_event))
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -111,6 +121,9 @@ class RunConfig:
             "idleTimeout": self.idle_timeout,
             "maxSteers": self.max_steers,
             "subagent": self.subagent,
+            "onStop": self.on_stop,
+            "context": self.context,
+            "escalationTimeout": self.escalation_timeout,
             "settings": self.settings.to_json(),
         }
 

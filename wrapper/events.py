@@ -338,6 +338,25 @@ class Steer(WrapperEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Escalated(WrapperEvent):
+    """A person was asked to decide; the run waits for an answer."""
+
+    TYPE: ClassVar[str] = "escalated"
+    id: str
+    question: str | None
+    notified: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EscalationAnswered(WrapperEvent):
+    TYPE: ClassVar[str] = "escalation_answered"
+    id: str
+    #: ``text``, ``continue``, ``stop`` or ``timeout``.
+    answer: str
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WarningEvent(WrapperEvent):
     TYPE: ClassVar[str] = "warning"
     code: str

@@ -69,6 +69,7 @@ class ErrorKind(enum.StrEnum):
     PROMPT_BLOCKED = "prompt_blocked"
     STEER_FAILED = "steer_failed"
     NO_COMPLETION_SIGNAL = "no_completion_signal"
+    IDLE_FAILED = "idle_failed"
     INTERNAL = "internal"
 
 

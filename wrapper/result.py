@@ -16,6 +16,7 @@ from wrapper.completion import CompletionTracker
 from wrapper.config import SCHEMA_VERSION, RunConfig
 from wrapper.hooks.steering import Steering
 from wrapper.outcome import ProcessExit, Verdict
+from wrapper.policy import StopPolicy
 from wrapper.summary import RunSummary
 from wrapper.timefmt import iso
 
@@ -64,6 +65,7 @@ def build_result(
     artifacts: dict[str, str | None],
     artifact_errors: list[dict[str, Any]],
     steering: Steering,
+    policy: StopPolicy,
 ) -> dict[str, Any]:
     # The last attempt that ran: a resume that could not even start has no answer.
     ran = [attempt for attempt in attempts if attempt.pid is not None]
@@ -100,6 +102,7 @@ def build_result(
         "dialect": dialect,
         "attempts": [attempt.to_json() for attempt in attempts],
         **steering.to_json(),
+        **policy.to_json(),
         "warnings": warnings,
         "artifacts": artifacts,
         "artifactErrors": artifact_errors,

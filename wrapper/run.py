@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 import trio
 
+from wrapper import mailbox
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write, dump_json, prepare_run_dir
 from wrapper.config import (
     OUTPUT_FLUSH_TIMEOUT,
@@ -31,12 +32,21 @@ from wrapper.config import (
     child_depth,
 )
 from wrapper.dialects import CannotResume, Dialect, Launch, SniffingDialect, UsageError
-from wrapper.events import Event, ResultWritten, Steer, WarningEvent
+from wrapper.escalation import notify_person, signal_help, wait_for_answer
+from wrapper.events import (
+    Escalated,
+    EscalationAnswered,
+    Event,
+    ResultWritten,
+    Steer,
+    WarningEvent,
+)
 from wrapper.hooks.observers import Observers
 from wrapper.hooks.protocol import Decision, HandlerResult
 from wrapper.hooks.runner import HookContext, run_chain
 from wrapper.hooks.steering import AllowedBy, Block, Steering
 from wrapper.outcome import EXIT_NO_RESULT, ErrorKind, RunError, RunFacts, Verdict, decide
+from wrapper.policy import REPLY_HANDLER, Allow, Escalate, Fail, Nudge, StopPolicy
 from wrapper.pretty import PrettyView
 from wrapper.result import AttemptRecord, build_result
 from wrapper.settings import Handler
@@ -101,6 +111,7 @@ class Run:
         #: Hooks running between attempts, cancelled by the wrapper's signals.
         self.between_attempts: trio.CancelScope | None = None
         self.steering = Steering(max_steers=config.max_steers)
+        self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
         #: The agent's own session transcript, once a launch names one.
         self.transcript: Path | None = launch.transcript
 
@@ -159,6 +170,7 @@ class Run:
             currentTool=None,
             label=config.label,
             question=None,
+            escalationId=None,
             outcome=None,
         )
 
@@ -313,7 +325,19 @@ class Run:
         return RunFacts(**facts)
 
     async def _at_stop(self, facts: RunFacts, number: int) -> Launch | None:
-        """The agent stopped: allow it, or return the launch that steers it back."""
+        """The agent stopped: allow it, or return the launch that steers it back.
+
+        The built-in error retry and the Stop hooks go first; when they allow
+        the stop, the ``onStop`` policy decides (a ``continue: false`` from a
+        hook ends the run whatever the policy)."""
+        block = await self._stop_hooks(facts)
+        if block is not None:
+            return await self._steer(block, number + 1)
+        if self.steering.allowed_by is AllowedBy.HOOK_CONTINUE_FALSE:
+            return None
+        return await self._policy(number)
+
+    async def _stop_hooks(self, facts: RunFacts) -> Block | None:
         settings, steering = self.config.settings, self.steering
         event = self.config.stop_event
         handlers = settings.handlers(event)
@@ -331,38 +355,97 @@ class Run:
             )
             return None
         last = self.summary.last_assistant
-        block = None
         if settings.retry_on_error and last is not None:
-            block = steering.retry_on_error(
+            retry = steering.retry_on_error(
                 f"{last.text}\n{last.error_message or ''}", settings.max_retries
             )
-        if block is None:
-            if not handlers:
-                steering.allow(AllowedBy.NO_HANDLERS)
-                return None
+            if retry is not None:
+                return retry
+        if not handlers:
+            steering.allow(AllowedBy.NO_HANDLERS)
+            return None
+        self.status.update(trio.current_time(), force=True, state="stopping")
+        self.stream.flush()
+        verdict = decide(facts)
+        payload = self._hook_input(
+            event,
+            stop_hook_active=steering.steer_count > 0,
+            last_assistant_message=last.text if last is not None else None,
+            outcome=str(verdict.outcome),
+            stop_reason=facts.final.stop_reason if facts.final else None,
+            raw_stop_reason=facts.final.raw_stop_reason if facts.final else None,
+            error=verdict.error.to_json() if verdict.error is not None else None,
+            usage=self.summary.usage.to_json() if self.summary.usage else None,
+            duration_ms=round((time.time() - self.started_at) * 1000),
+            tools_used=self.summary.tools_used,
+            steer_count=steering.steer_count,
+            max_steers=steering.max_steers,
+        )
+        results = await run_chain(handlers, event, payload, self.hook_ctx, blocking=True)
+        self._warn_failed(event, handlers, results, "the stop was allowed")
+        return steering.decide(results, [h.name for h in handlers])
+
+    async def _policy(self, number: int) -> Launch | None:
+        """The ``onStop`` policy's part in a stop the hooks allowed."""
+        last = self.summary.last_assistant
+        last_text = last.text if last is not None else None
+        action = self.policy.decide(
+            signals=mailbox.signals_of(self.config.run_dir, number),
+            at_limit=self.steering.at_limit,
+            tool_runs=self.summary.tool_runs,
+            signal_help=signal_help(),
+            last_text=last_text,
+        )
+        if isinstance(action, Escalate):
+            action = await self._escalate(action.question)
+        if action is None:
+            return None
+        if isinstance(action, Allow):
+            self.steering.allow(action.by)
+            return None
+        if isinstance(action, Fail):
+            self.steering.allow(action.by, action.message, action.kind)
+            return None
+        if action.cooldown:
             self.status.update(trio.current_time(), force=True, state="stopping")
-            self.stream.flush()
-            verdict = decide(facts)
-            payload = self._hook_input(
-                event,
-                stop_hook_active=steering.steer_count > 0,
-                last_assistant_message=last.text if last is not None else None,
-                outcome=str(verdict.outcome),
-                stop_reason=facts.final.stop_reason if facts.final else None,
-                raw_stop_reason=facts.final.raw_stop_reason if facts.final else None,
-                error=verdict.error.to_json() if verdict.error is not None else None,
-                usage=self.summary.usage.to_json() if self.summary.usage else None,
-                duration_ms=round((time.time() - self.started_at) * 1000),
-                tools_used=self.summary.tools_used,
-                steer_count=steering.steer_count,
-                max_steers=steering.max_steers,
-            )
-            results = await run_chain(handlers, event, payload, self.hook_ctx, blocking=True)
-            self._warn_failed(event, handlers, results, "the stop was allowed")
-            block = steering.decide(results, [h.name for h in handlers])
-            if block is None:
-                return None
-        return await self._steer(block, number + 1)
+            await trio.sleep(action.cooldown)
+        return await self._steer(Block(action.handler, action.reason), number + 1)
+
+    async def _escalate(self, question: str | None) -> Allow | Nudge:
+        """Ask a person and wait for the answer (or the escalation timeout)."""
+        record = self.policy.open_escalation(question)
+        run_dir = self.config.run_dir
+        mailbox.open_escalation(run_dir, record.id, question)
+        self.status.update(
+            trio.current_time(),
+            force=True,
+            state="waiting",
+            question=question,
+            escalationId=record.id,
+        )
+        record.notified = await notify_person(
+            record, self.config, self.summary, self.hook_ctx, self.stream.emit
+        )
+        self.stream.emit(
+            Escalated(id=record.id, question=question, notified=tuple(record.notified))
+        )
+        answer = await wait_for_answer(run_dir, record.id, self.config.escalation_timeout)
+        mailbox.close_escalation(run_dir)
+        record.answer, record.text = answer.get("kind"), answer.get("text")
+        record.answered_at = time.time()
+        self.stream.emit(
+            EscalationAnswered(id=record.id, answer=str(record.answer), text=record.text)
+        )
+        self.status.update(
+            trio.current_time(), force=True, state="stopping", question=None, escalationId=None
+        )
+        if record.answer == "text":
+            return Nudge(REPLY_HANDLER, f"User answered: {record.text}")
+        if record.answer == "continue":
+            return Nudge(REPLY_HANDLER, "User wants you to continue")
+        if record.answer == "stop":
+            return Allow(AllowedBy.REPLY)
+        return Allow(AllowedBy.ESCALATION_TIMEOUT)
 
     async def _steer(self, block: Block, number: int) -> Launch | None:
         config, steering = self.config, self.steering
@@ -383,7 +466,11 @@ class Run:
             return None
         prompt, refused = await self._before_prompt(block.reason, first=False)
         if refused is not None:
-            steering.allow(AllowedBy.PROMPT_BLOCKED, f"{blocked_by}; the steer prompt {refused}")
+            steering.allow(
+                AllowedBy.PROMPT_BLOCKED,
+                f"{blocked_by}; the steer prompt {refused}",
+                ErrorKind.PROMPT_BLOCKED,
+            )
             return None
         if prompt != block.reason:
             launch = self.dialect.resume(
@@ -453,11 +540,7 @@ class Run:
         ran = [record for record in self.attempts if record.pid is not None]
         failure = None
         if self.steering.failure is not None:
-            kind = (
-                ErrorKind.PROMPT_BLOCKED
-                if self.steering.allowed_by is AllowedBy.PROMPT_BLOCKED
-                else ErrorKind.STEER_FAILED
-            )
+            kind = ErrorKind(self.steering.failure_kind or ErrorKind.STEER_FAILED)
             failure = RunError(kind, self.steering.failure)
         if not ran:
             return {
@@ -515,6 +598,7 @@ class Run:
                 artifacts=artifacts,
                 artifact_errors=self.errors.entries,
                 steering=self.steering,
+                policy=self.policy,
             )
 
         written = write_result(self.config, render, self.errors, artifacts)

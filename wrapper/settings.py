@@ -44,7 +44,16 @@ DEFAULT_MAX_RETRIES = 2
 #: (its middle is cut: the start and the script name at the end matter most).
 NAME_CHARS = 160
 
-_WRAPPER_KEYS = frozenset({"hooks", "stop", "evaluator", "disableAllHooks"})
+_WRAPPER_KEYS = frozenset(
+    {"hooks", "stop", "evaluator", "disableAllHooks", "onStop", "onIdle", "notify", "summarizer"}
+)
+#: What a run does when the agent stops and the hooks allowed it.
+ON_STOP_POLICIES = ("allow", "signal", "idle", "escalate")
+#: What the ``idle`` policy does with a stop.
+IDLE_ACTIONS = ("nudge", "done", "fail", "escalate")
+DEFAULT_NUDGE = "Continue with the task, or signal completion."
+#: A summarizer's time limit unless the settings say.
+DEFAULT_SUMMARIZER_TIMEOUT = 30.0
 _MATCHER_LIST = re.compile(r"[A-Za-z0-9_.-]+(?:\|[A-Za-z0-9_.-]+)*")
 
 
@@ -99,12 +108,40 @@ class MatcherGroup:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class IdleSettings:
+    """``onIdle``: what a stop means under the ``idle`` policy."""
+
+    action: str = "nudge"
+    message: str = DEFAULT_NUDGE
+    #: Nudges before escalating; None for "forever" (the steer limit still holds).
+    attempts: int | None = 1
+    #: Seconds to wait before a nudge.
+    cooldown: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        attempts = "forever" if self.attempts is None else self.attempts
+        return {
+            "action": self.action,
+            "message": self.message,
+            "attempts": attempts,
+            "cooldown": self.cooldown,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     hooks: Mapping[str, tuple[MatcherGroup, ...]] = field(default_factory=dict)
     retry_on_error: bool = False
     max_retries: int = DEFAULT_MAX_RETRIES
     max_steers: int | None = None
     evaluator: tuple[str, ...] | None = None
+    on_stop: str | None = None
+    idle: IdleSettings = field(default_factory=IdleSettings)
+    #: The escalation notifier's argv, and whether to also try ``notify-send``.
+    notify: tuple[str, ...] | None = None
+    desktop_notify: bool = True
+    summarizer: tuple[str, ...] | None = None
+    summarizer_timeout: float = DEFAULT_SUMMARIZER_TIMEOUT
     #: Things skipped or not enforced, to tell the user (stderr and result.json).
     notes: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
@@ -127,6 +164,10 @@ class Settings:
                 "maxSteers": self.max_steers,
             },
             "evaluator": list(self.evaluator) if self.evaluator is not None else None,
+            "onStop": self.on_stop,
+            "onIdle": self.idle.to_json(),
+            "notify": list(self.notify) if self.notify is not None else None,
+            "summarizer": list(self.summarizer) if self.summarizer is not None else None,
         }
 
 
@@ -147,7 +188,7 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
             raise SettingsError(f"{where}: disableAllHooks: expected true or false")
         for event, groups in _hooks(where, data.get("hooks", {}), notes).items():
             hooks.setdefault(event, []).extend(groups)
-        for key in ("stop", "evaluator"):
+        for key in ("stop", "evaluator", "onStop", "onIdle", "notify", "summarizer"):
             if key in data:
                 merged[key] = (where, data[key])
     if merged.get("disableAllHooks"):
@@ -163,12 +204,25 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
                         f"{handler.origin}: a prompt handler needs an evaluator: add "
                         '"evaluator": {"command": [...]} to the settings'
                     )
+    policies: dict[str, Any] = {}
+    if "onStop" in merged:
+        where, value = merged["onStop"]
+        if value not in ON_STOP_POLICIES:
+            raise SettingsError(f"{where}: onStop: expected one of {', '.join(ON_STOP_POLICIES)}")
+        policies["on_stop"] = value
+    if "onIdle" in merged:
+        policies["idle"] = _on_idle(*merged["onIdle"])
+    if "notify" in merged:
+        policies.update(_notify(*merged["notify"]))
+    if "summarizer" in merged:
+        policies.update(_summarizer(*merged["summarizer"]))
     return Settings(
         hooks={event: tuple(groups) for event, groups in hooks.items()},
         evaluator=evaluator,
         notes=tuple(notes),
         files=tuple(str(p) for p in paths),
         **stop,
+        **policies,
     )
 
 
@@ -316,3 +370,70 @@ def _evaluator(where: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, dict) or "command" not in value:
         raise SettingsError(f'{where}: evaluator: expected {{"command": [...]}}')
     return _argv(where, "evaluator.command", value["command"])
+
+
+def _known_keys(where: str, key: str, value: Any, known: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SettingsError(f"{where}: {key}: expected an object")
+    for name in value:
+        if name not in known:
+            raise SettingsError(
+                f"{where}: {key}.{name}: unknown key (known: {', '.join(sorted(known))})"
+            )
+    return value
+
+
+def _on_idle(where: str, value: Any) -> IdleSettings:
+    value = _known_keys(where, "onIdle", value, {"action", "message", "attempts", "cooldown"})
+    out: dict[str, Any] = {}
+    if "action" in value:
+        if value["action"] not in IDLE_ACTIONS:
+            raise SettingsError(
+                f"{where}: onIdle.action: expected one of {', '.join(IDLE_ACTIONS)}"
+            )
+        out["action"] = value["action"]
+    if "message" in value:
+        if not isinstance(value["message"], str) or not value["message"].strip():
+            raise SettingsError(f"{where}: onIdle.message: expected a non-empty string")
+        out["message"] = value["message"]
+    if "attempts" in value:
+        attempts = value["attempts"]
+        if attempts == "forever":
+            out["attempts"] = None
+        elif isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise SettingsError(
+                f'{where}: onIdle.attempts: expected a whole number >= 1 or "forever"'
+            )
+        else:
+            out["attempts"] = attempts
+    if "cooldown" in value:
+        cooldown = value["cooldown"]
+        if isinstance(cooldown, bool) or not isinstance(cooldown, int | float) or cooldown < 0:
+            raise SettingsError(f"{where}: onIdle.cooldown: expected seconds >= 0")
+        out["cooldown"] = float(cooldown)
+    return IdleSettings(**out)
+
+
+def _notify(where: str, value: Any) -> dict[str, Any]:
+    value = _known_keys(where, "notify", value, {"command", "desktop"})
+    out: dict[str, Any] = {}
+    if "command" in value:
+        out["notify"] = _argv(where, "notify.command", value["command"])
+    if "desktop" in value:
+        if not isinstance(value["desktop"], bool):
+            raise SettingsError(f"{where}: notify.desktop: expected true or false")
+        out["desktop_notify"] = value["desktop"]
+    return out
+
+
+def _summarizer(where: str, value: Any) -> dict[str, Any]:
+    value = _known_keys(where, "summarizer", value, {"command", "timeout"})
+    if "command" not in value:
+        raise SettingsError(f'{where}: summarizer: expected {{"command": [...]}}')
+    out: dict[str, Any] = {"summarizer": _argv(where, "summarizer.command", value["command"])}
+    if "timeout" in value:
+        timeout = value["timeout"]
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise SettingsError(f"{where}: summarizer.timeout: expected a positive number")
+        out["summarizer_timeout"] = float(timeout)
+    return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from wrapper.events import (
     AssistantMessage,
     Event,
@@ -12,9 +14,24 @@ from wrapper.events import (
     sum_usage,
 )
 
+#: Recent tool runs kept for a person's notification (``Edit(src/foo.ts)``).
+RECENT_TOOLS = 5
+#: Recent messages kept for the escalation summarizer.
+RECENT_MESSAGES = 15
+
 
 class RunSummary:
-    __slots__ = ("current_tool", "last_assistant", "model", "session_id", "tools", "usages")
+    __slots__ = (
+        "current_tool",
+        "last_assistant",
+        "model",
+        "recent_messages",
+        "recent_tools",
+        "session_id",
+        "tool_runs",
+        "tools",
+        "usages",
+    )
 
     def __init__(self) -> None:
         self.session_id: str | None = None
@@ -24,6 +41,10 @@ class RunSummary:
         self.usages: list[Usage] = []
         self.current_tool: str | None = None
         self.last_assistant: AssistantMessage | None = None
+        #: Tools started over the whole run (progress, for the idle policy).
+        self.tool_runs = 0
+        self.recent_tools: deque[str] = deque(maxlen=RECENT_TOOLS)
+        self.recent_messages: deque[dict[str, str]] = deque(maxlen=RECENT_MESSAGES)
 
     def observe(self, event: Event) -> None:
         if isinstance(event, AssistantMessage):
@@ -33,9 +54,15 @@ class RunSummary:
                 self.model = event.model
             if event.usage is not None:
                 self.usages.append(event.usage)
+            if event.text:
+                self.recent_messages.append({"role": "assistant", "text": event.text})
         elif isinstance(event, ToolStarted):
             self.tools.setdefault(event.tool, None)
             self.current_tool = event.tool
+            self.tool_runs += 1
+            call = f"{event.tool}({event.summary})" if event.summary else event.tool
+            self.recent_tools.append(call)
+            self.recent_messages.append({"role": "tool", "text": call})
         elif isinstance(event, ToolEnded):
             self.current_tool = None
         elif isinstance(event, SessionStarted) and event.session_id:

@@ -34,6 +34,13 @@ class AllowedBy(enum.StrEnum):
     HOOK_CONTINUE_FALSE = "hook_continue_false"
     CANNOT_STEER = "cannot_steer"
     PROMPT_BLOCKED = "prompt_blocked"
+    #: The agent signalled completion (``agent-wrapper signal complete``).
+    SIGNAL = "signal"
+    #: A person answered an escalation with ``--stop``.
+    REPLY = "reply"
+    IDLE_DONE = "idle_done"
+    IDLE_FAIL = "idle_fail"
+    ESCALATION_TIMEOUT = "escalation_timeout"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +76,10 @@ class Steering:
     allowed_by: AllowedBy | None = None
     #: ``stopReason`` of a ``continue: false`` answer: a message for people.
     stop_message: str | None = None
-    #: Why a block could not be carried out (``cannot_steer``, ``prompt_blocked``).
+    #: Why the run fails although its stop was allowed (a block that could not
+    #: be carried out, no completion signal, ...), and the error kind.
     failure: str | None = None
+    failure_kind: str | None = None
 
     @property
     def steer_count(self) -> int:
@@ -105,15 +114,17 @@ class Steering:
         self.allow(AllowedBy.HANDLERS if results else AllowedBy.NO_HANDLERS)
         return None
 
-    def allow(self, why: AllowedBy, failure: str | None = None) -> None:
+    def allow(self, why: AllowedBy, failure: str | None = None, kind: str = "steer_failed") -> None:
         self.allowed_by = why
         self.failure = failure
+        self.failure_kind = kind if failure is not None else None
 
     def record(self, block: Block, attempt: int) -> None:
         if block.handler == RETRY_HANDLER:
             self.retries_used += 1
         self.steers.append(SteerRecord(attempt, block.handler, block.reason, time.time()))
         self.allowed_by = None
+        self.failure = self.failure_kind = None
 
     def to_json(self) -> dict[str, Any]:
         return {

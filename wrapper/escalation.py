@@ -1,0 +1,138 @@
+"""Escalating to a person: notify once, then wait for a reply through the
+run directory (see ``wrapper.mailbox``) or for the escalation timeout.
+
+A notifier or summarizer that fails is logged and the rest goes on: the
+notification goes out without a summary, the wait goes on without a
+notification.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+
+from wrapper import mailbox
+from wrapper.config import RunConfig
+from wrapper.events import Event, WarningEvent
+from wrapper.hooks.runner import HookContext, run_process
+from wrapper.policy import EscalationRecord
+from wrapper.summary import RunSummary
+
+#: The question in a notification: the end of the last assistant message.
+QUESTION_CHARS = 800
+#: A summary longer than this is cut.
+SUMMARY_CHARS = 2000
+#: Time limits of the notifier command and of ``notify-send``.
+NOTIFY_TIMEOUT = 30.0
+DESKTOP_TIMEOUT = 5.0
+#: How often the run directory is checked for a reply.
+REPLY_POLL = 0.25
+
+
+def wrapper_command() -> str:
+    """How the agent (or a person) runs this very wrapper, as a shell word list."""
+    sibling = Path(sys.executable).with_name("agent-wrapper")
+    if sibling.exists():
+        return shlex.quote(str(sibling))
+    return f"{shlex.quote(sys.executable)} -m wrapper"
+
+
+def signal_help() -> str:
+    """The steer the ``signal`` policy sends: exactly what to run."""
+    command = wrapper_command()
+    return (
+        "You have not signalled that the task is complete. If it is, run:\n"
+        f"  {command} signal complete --message 'what you did'\n"
+        "If you need a person to decide something, run:\n"
+        f"  {command} signal escalate --message 'your question'\n"
+        "Otherwise continue with the task. Signal when you are done, then end your turn."
+    )
+
+
+async def notify_person(
+    record: EscalationRecord,
+    config: RunConfig,
+    summary: RunSummary,
+    ctx: HookContext,
+    emit: Callable[[Event], None],
+) -> list[str]:
+    """Send the escalation's notifications; returns how it was sent."""
+    settings = config.settings
+    question = (record.question or "")[-QUESTION_CHARS:] or None
+    payload: dict[str, Any] = {
+        "runId": config.run_id,
+        "label": config.label,
+        "cwd": str(config.cwd),
+        "runDir": str(config.run_dir),
+        "escalationId": record.id,
+        "question": question,
+        "recentTools": ", ".join(summary.recent_tools),
+        "summary": await _summary(config, summary, ctx, emit),
+        "reply": f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))} "
+        "'your answer' (or --continue, or --stop)",
+    }
+    notified = []
+    if settings.notify is not None:
+        done = await run_process(
+            settings.notify, orjson.dumps(payload), ctx.env, ctx.cwd, NOTIFY_TIMEOUT
+        )
+        if done.exit_code == 0:
+            notified.append("command")
+        else:
+            why = done.error or ("timed out" if done.timed_out else f"exit {done.exit_code}")
+            emit(
+                WarningEvent(
+                    code="notify_failed",
+                    message=f"the notifier failed ({why}); still waiting for a reply",
+                )
+            )
+    desktop = shutil.which("notify-send") if settings.desktop_notify else None
+    if desktop is not None:
+        title = f"agent-wrapper: {config.label or config.run_id} needs you"
+        body = (question or "The agent stopped and waits for an answer.")[-200:]
+        done = await run_process([desktop, title, body], b"", ctx.env, ctx.cwd, DESKTOP_TIMEOUT)
+        if done.exit_code == 0:
+            notified.append("desktop")
+    return notified
+
+
+async def _summary(
+    config: RunConfig, summary: RunSummary, ctx: HookContext, emit: Callable[[Event], None]
+) -> str | None:
+    settings = config.settings
+    if settings.summarizer is None:
+        return None
+    data = orjson.dumps({"messages": list(summary.recent_messages)})
+    done = await run_process(
+        settings.summarizer, data, ctx.env, ctx.cwd, settings.summarizer_timeout
+    )
+    text = done.stdout.decode("utf-8", "replace").strip()
+    if done.exit_code != 0 or not text:
+        emit(
+            WarningEvent(
+                code="summarizer_failed",
+                message="the summarizer gave no summary; the notification goes without one",
+            )
+        )
+        return None
+    return text[:SUMMARY_CHARS]
+
+
+async def wait_for_answer(run_dir: Path, escalation: str, timeout: float) -> dict[str, Any]:
+    """The escalation's answer; at the timeout the wrapper answers ``timeout``
+    itself (unless a reply got there first)."""
+    with trio.move_on_after(timeout):
+        while True:
+            answer = mailbox.answer_of(run_dir, escalation)
+            if answer is not None:
+                return answer
+            await trio.sleep(REPLY_POLL)
+    mailbox.answer(run_dir, escalation, "timeout")
+    return mailbox.answer_of(run_dir, escalation) or {"kind": "timeout", "text": None}

@@ -1,0 +1,110 @@
+"""The small subcommands around a running wrapper: ``signal`` (from inside the
+agent's session), ``reply`` and ``status`` (for a person). Exit 0 on
+success, 1 on failure, 2 on usage errors."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wrapper import mailbox
+
+PROG = "agent-wrapper"
+
+
+def _fail(command: str, message: str, status: int = 1) -> int:
+    print(f"{PROG} {command}: {message}", file=sys.stderr)
+    return status
+
+
+def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
+    """``agent-wrapper signal complete|escalate|continue [--message TEXT]``."""
+    folder = run_dir or os.environ.get("AGENT_WRAPPER_RUN_DIR")
+    if not folder:
+        return _fail(
+            "signal",
+            "not inside a wrapped run (AGENT_WRAPPER_RUN_DIR is not set); "
+            "give --run-dir to signal a run from outside",
+        )
+    try:
+        attempt = int(os.environ.get("AGENT_WRAPPER_ATTEMPT", "0")) or _current_attempt(
+            Path(folder)
+        )
+        mailbox.send_signal(Path(folder), kind, message, attempt)
+    except (OSError, ValueError, mailbox.MailboxError) as exc:
+        return _fail("signal", str(exc))
+    print(f"signalled {kind} to run {Path(folder).name} (attempt {attempt})")
+    return 0
+
+
+def _current_attempt(run_dir: Path) -> int:
+    status = _read(run_dir / "status.json")
+    attempt = status.get("attempt") if status else None
+    if not isinstance(attempt, int):
+        raise ValueError(f"{run_dir}: no status.json says which attempt is running")
+    return attempt
+
+
+def reply_main(run_dir: str, text: str | None, *, go_on: bool, stop: bool) -> int:
+    """``agent-wrapper reply RUN_DIR TEXT | --continue | --stop``."""
+    if sum((text is not None, go_on, stop)) != 1:
+        return _fail("reply", "give exactly one of TEXT, --continue or --stop", 2)
+    folder = Path(run_dir)
+    escalation = mailbox.waiting_escalation(folder)
+    if escalation is None:
+        return _fail("reply", f"no question is waiting in {folder}")
+    kind = "text" if text is not None else "continue" if go_on else "stop"
+    try:
+        first = mailbox.answer(folder, escalation, kind, text)
+    except (OSError, mailbox.MailboxError) as exc:
+        return _fail("reply", str(exc))
+    if not first:
+        return _fail("reply", f"{escalation} was already answered")
+    print(f"answered {escalation} ({kind})")
+    return 0
+
+
+def status_main(run_dir: str, as_json: bool) -> int:
+    """``agent-wrapper status RUN_DIR [--json]``."""
+    folder = Path(run_dir)
+    status = _read(folder / "status.json")
+    if status is None:
+        return _fail("status", f"{folder} has no readable status.json: not a run directory?")
+    result = _read(folder / "result.json") if status.get("state") == "finished" else None
+    if as_json:
+        out = {"status": status, "result": result}
+        sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+        return 0
+    name = status.get("runId", folder.name)
+    if status.get("label"):
+        name = f"{name} ({status['label']})"
+    state = status.get("state")
+    if state == "finished":
+        outcome = result.get("outcome") if result else status.get("outcome")
+        success = "success" if result and result.get("success") else "not a success"
+        lines = [f"{name}: finished, outcome {outcome} ({success})"]
+        if result and result.get("error"):
+            lines.append(f"  {result['error']['message']}")
+    elif state == "waiting":
+        lines = [
+            f"{name}: waiting for a person (escalation {status.get('escalationId')})",
+            f"  question: {status.get('question') or '(none given)'}",
+            f"  answer with: {PROG} reply {folder} 'your answer'   (or --continue, --stop)",
+        ]
+    else:
+        tool = f", running tool {status['currentTool']}" if status.get("currentTool") else ""
+        lines = [f"{name}: {state}, attempt {status.get('attempt')}, pid {status.get('pid')}{tool}"]
+    print("\n".join(lines))
+    return 0
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
