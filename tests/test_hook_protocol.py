@@ -20,7 +20,8 @@ from wrapper.hooks.protocol import (
     looks_like_failure,
 )
 from wrapper.hooks.steering import AllowedBy, Steering
-from wrapper.settings import MatcherGroup, SettingsError, load_settings
+from wrapper.policy import Allow, Escalate, Fail, Nudge, StopPolicy
+from wrapper.settings import IdleSettings, MatcherGroup, SettingsError, load_settings
 from wrapper.transcript import TAIL_BLOCK_BYTES, last_assistant_message
 
 # -- the answer of a command handler -------------------------------------------------
@@ -292,3 +293,58 @@ def test_transcript_reader_survives_any_bytes(
     path = tmp_path_factory.mktemp("t") / "junk.jsonl"
     path.write_bytes(b"\n".join(chunks))
     last_assistant_message(path)
+
+
+# -- stop policies (pure) --------------------------------------------------------------------
+
+
+def decide(policy: StopPolicy, signals: list[dict[str, object]], **kw: object) -> object:
+    args: dict[str, object] = {"at_limit": False, "tool_runs": 0, "signal_help": "help"}
+    args.update(kw)
+    return policy.decide(signals=signals, last_text="last", **args)  # type: ignore[arg-type]
+
+
+def test_allow_policy_ignores_signals() -> None:
+    assert decide(StopPolicy(), [{"kind": "escalate"}]) is None
+
+
+def test_signal_policy() -> None:
+    policy = StopPolicy(on_stop="signal")
+    assert decide(policy, []) == Nudge("onStop:signal", "help")
+    assert decide(policy, [{"kind": "continue"}]) == Nudge("onStop:signal", "help")
+    assert decide(policy, [{"kind": "escalate", "message": "Q?"}]) == Escalate("Q?")
+    done = decide(policy, [{"kind": "complete", "message": "ok"}, {"kind": "continue"}])
+    assert done == Allow(AllowedBy.SIGNAL), "a complete signal wins over later ones"
+    failed = decide(StopPolicy(on_stop="signal"), [], at_limit=True)
+    assert isinstance(failed, Fail)
+    assert failed.kind == "no_completion_signal"
+
+
+def test_idle_nudges_reset_on_progress_then_escalate() -> None:
+    policy = StopPolicy(on_stop="idle", idle=IdleSettings(attempts=1, cooldown=2))
+    assert decide(policy, [], tool_runs=3) == Nudge("onIdle", IdleSettings().message, 2)
+    assert decide(policy, [], tool_runs=5) == Nudge("onIdle", IdleSettings().message, 2)
+    assert decide(policy, [], tool_runs=5) == Escalate("last")
+    forever = StopPolicy(on_stop="idle", idle=IdleSettings(attempts=None))
+    assert isinstance(decide(forever, []), Nudge)
+    assert decide(forever, [], at_limit=True) == Allow(AllowedBy.MAX_STEERS)
+
+
+def test_policy_settings_are_validated(tmp_path: Path) -> None:
+    good = write(
+        tmp_path,
+        "good.json",
+        {"onStop": "idle", "onIdle": {"action": "nudge", "attempts": "forever", "cooldown": 1}},
+    )
+    loaded = load_settings([good])
+    assert (loaded.on_stop, loaded.idle.attempts, loaded.idle.cooldown) == ("idle", None, 1.0)
+    for bad, where in [
+        ({"onStop": "later"}, "onStop"),
+        ({"onIdle": {"action": "sleep"}}, "onIdle.action"),
+        ({"onIdle": {"attempts": 0}}, "onIdle.attempts"),
+        ({"onIdle": {"tries": 1}}, "onIdle.tries"),
+        ({"notify": {"command": []}}, "notify.command"),
+        ({"summarizer": {}}, "summarizer"),
+    ]:
+        with pytest.raises(SettingsError, match=where.replace(".", r"\.")):
+            load_settings([write(tmp_path, "bad.json", bad)])
