@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -185,9 +185,18 @@ class Dialect:
     #: Raw stop reason -> canonical one. Unlisted values are kept as they are.
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {}
 
+    #: Raw event ``type`` -> the method that normalizes such an event.
+    handlers: ClassVar[Mapping[str, Callable[[Any, dict[str, Any]], list[Event]]]] = {}
+
     def parse(self, line: bytes) -> list[Event]:
-        """Normalize one raw line. Never raises on bad input."""
-        raise NotImplementedError
+        """Normalize one raw line: decode it and hand it to the handler of its
+        ``type`` (unknown types add nothing). Never raises on bad input."""
+        obj = decode_object(line)
+        if not isinstance(obj, dict):
+            return [obj]
+        kind = obj.get("type")
+        handler = self.handlers.get(kind) if isinstance(kind, str) else None
+        return handler(self, obj) if handler is not None else []
 
     def parse_frames(self, frames: Sequence[Frame], *, coalesce: bool) -> list[Event]:
         """Normalize the lines of one chunk. With ``coalesce``, consecutive

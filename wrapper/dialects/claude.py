@@ -53,7 +53,6 @@ from wrapper.dialects.base import (
     as_float,
     as_int,
     as_str,
-    decode_object,
     summarize_args,
     tool_result_text,
 )
@@ -123,14 +122,6 @@ class ClaudeDialect(Dialect):
         self._usages: dict[str, Usage] = {}
         self._text = ""
         self._result_seen = False
-
-    def parse(self, line: bytes) -> list[Event]:
-        obj = decode_object(line)
-        if not isinstance(obj, dict):
-            return [obj]
-        kind = obj.get("type")
-        handler = self.handlers.get(kind) if isinstance(kind, str) else None
-        return handler(self, obj) if handler is not None else []
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:

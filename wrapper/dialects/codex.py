@@ -52,7 +52,6 @@ from wrapper.dialects.base import (
     Launch,
     as_int,
     as_str,
-    decode_object,
     summarize_args,
     tool_result_text,
 )
@@ -110,14 +109,6 @@ class CodexDialect(Dialect):
         self._tools: dict[str, str] = {}
         self._ended = False
         self._last_error: str | None = None
-
-    def parse(self, line: bytes) -> list[Event]:
-        obj = decode_object(line)
-        if not isinstance(obj, dict):
-            return [obj]
-        kind = obj.get("type")
-        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
-        return handler(self, obj) if handler is not None else []
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -313,3 +304,5 @@ _HANDLERS: dict[str, _Handler] = {
     "item.completed": CodexDialect._item,
     "error": CodexDialect._error,
 }
+
+CodexDialect.handlers = _HANDLERS

@@ -50,7 +50,6 @@ from wrapper.dialects.base import (
     Launch,
     as_int,
     as_str,
-    decode_object,
     summarize_args,
     tool_result_text,
 )
@@ -101,14 +100,6 @@ class GeminiDialect(Dialect):
         self._tools: dict[str, str] = {}
         self._limit: tuple[StopReason, str] | None = None
         self._result_stop: str | None = None
-
-    def parse(self, line: bytes) -> list[Event]:
-        obj = decode_object(line)
-        if not isinstance(obj, dict):
-            return [obj]
-        kind = obj.get("type")
-        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
-        return handler(self, obj) if handler is not None else []
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -250,3 +241,5 @@ _HANDLERS: dict[str, _Handler] = {
     "error": GeminiDialect._error,
     "result": GeminiDialect._result,
 }
+
+GeminiDialect.handlers = _HANDLERS

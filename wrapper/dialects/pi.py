@@ -30,7 +30,6 @@ from wrapper.dialects.base import (
     as_float,
     as_int,
     as_str,
-    decode_object,
     merge_deltas,
     sniff_type,
     summarize_args,
@@ -81,12 +80,7 @@ class PiDialect(Dialect):
             events = _fast_update(line)
             if events is not None:
                 return events
-        obj = decode_object(line)
-        if not isinstance(obj, dict):
-            return [obj]
-        kind = obj.get("type")
-        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
-        return handler(self, obj) if handler is not None else []
+        return super().parse(line)
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -388,3 +382,5 @@ _HANDLERS: dict[str, _Handler] = {
     "agent_end": PiDialect._agent_end,
     "agent_settled": PiDialect._agent_settled,
 }
+
+PiDialect.handlers = _HANDLERS
