@@ -1,5 +1,3 @@
-import sys
+from wrapper.cli import entry
 
-from wrapper.cli import main
-
-sys.exit(main())
+entry()
