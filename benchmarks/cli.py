@@ -70,6 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Everything from this line on in the report is written by people (the
+#: figures before and after a change, and what changed them) and is kept.
+HISTORY_MARKER = "## History"
+
+
+def kept_history(path: Path) -> str:
+    try:
+        text = path.read_text()
+    except OSError:
+        return ""
+    at = text.find("\n" + HISTORY_MARKER)
+    return text[at:] if at >= 0 else ""
+
+
 def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: float) -> str:
     command = shlex.join([".venv/bin/python", "-m", "benchmarks", *argv])
     facts = [("date", datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")), *machine()]
@@ -156,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in bench.problems:
             print(f"  - {problem}", file=sys.stderr)
     if target is not None and not args.no_markdown:
-        target.write_text(markdown(rows, bench, args_list, seconds))
+        target.write_text(markdown(rows, bench, args_list, seconds) + kept_history(target))
         print(f"\nwritten to {target}")
     missed = any(row.verdict is Verdict.FAIL for row in rows)
     return 1 if bench.problems or (args.strict and missed) else 0
