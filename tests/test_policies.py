@@ -387,3 +387,22 @@ def test_the_whole_run_timeout_ends_a_wait(tmp_path: Path) -> None:
     assert time.monotonic() - started < 30
     assert run.returncode == 124
     assert run.result["escalations"][0]["answer"] is None
+
+
+def test_a_reused_run_dir_does_not_resume_or_complete_the_previous_run(tmp_path: Path) -> None:
+    steer = {"resumes": [[signal("complete"), *answer("Second attempt.")]]}
+    first = run_wrapper(
+        tmp_path, answer("First."), options=["--on-stop", "signal"], scenario_extra=steer
+    )
+    assert first.result["completionSignal"]["attempt"] == 2
+    assert (first.run_dir / "session.jsonl").exists()
+    # Same run directory: the old session and the old signals must not count.
+    again = run_wrapper(
+        tmp_path,
+        answer("First."),
+        options=["--on-stop", "signal", "--max-steers", "0"],
+        scenario_extra=steer,
+    )
+    assert records(tmp_path)[-1]["resumed"] is False
+    assert again.result["finalText"] == "First."
+    assert again.result["error"]["kind"] == "no_completion_signal"

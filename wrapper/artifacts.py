@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-#: Files of a previous run that would mislead a runner if left in a reused run directory.
-STALE_FILES = ("result.json", "status.json")
+#: Files of a previous run that would mislead a runner if left in a reused run
+#: directory: its result and status, the session the wrapper gave pi (a new run
+#: would resume it), prompt files.
+STALE_FILES = ("result.json", "status.json", "session.jsonl", "task.md", "prompt.md")
+#: Folders of a previous run: completion signals and escalations (a stale
+#: signal must not end the new run) and verifier runs.
+STALE_FOLDERS = ("signals", "escalations", "hooks")
 
 STREAM_BUFFER_BYTES = 1024 * 1024
 
@@ -88,6 +94,8 @@ def prepare_run_dir(run_dir: Path, runs_root: Path | None, errors: ArtifactError
         for name in STALE_FILES:
             with contextlib.suppress(FileNotFoundError):
                 (run_dir / name).unlink()
+        for name in STALE_FOLDERS:
+            shutil.rmtree(run_dir / name, ignore_errors=True)
     except OSError as exc:
         errors.record("run_dir", run_dir, exc)
         return False

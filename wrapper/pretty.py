@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from wrapper.events import (
     AssistantMessage,
+    Escalated,
+    EscalationAnswered,
     Event,
     Exited,
     GraceCancelled,
     GraceStarted,
+    HookDecision,
     ResultWritten,
     Retry,
     SignalSent,
     Spawned,
     StderrLine,
+    Steer,
     TextDelta,
     ToolEnded,
     ToolStarted,
@@ -87,6 +91,22 @@ class PrettyView:
             return self._c(_DIM, f"▶ {name}{' '.join(event.argv)[:160]} (pid {event.pid})")
         if isinstance(event, GraceStarted | GraceCancelled | SignalSent | Exited):
             return self._c(_DIM, f"  · {_describe(event)}")
+        if isinstance(event, HookDecision):
+            verdict = event.decision if event.warning is None else f"allow ({event.warning})"
+            reason = f": {event.reason}" if event.reason else ""
+            return self._c(_DIM, f"  ⚑ {event.event} {event.handler} → {verdict}{reason}"[:300])
+        if isinstance(event, Steer):
+            return self._c(
+                _YELLOW, f"↪ steering (attempt {event.next_attempt}): {event.reason}"[:300]
+            )
+        if isinstance(event, Escalated):
+            return self._c(
+                _BOLD + _YELLOW,
+                f"? waiting for a person ({event.id}): {event.question or ''}"[-400:],
+            )
+        if isinstance(event, EscalationAnswered):
+            text = f": {event.text}" if event.text else ""
+            return self._c(_YELLOW, f"  ↩ {event.id} answered ({event.answer}){text}")
         if isinstance(event, WarningEvent):
             return self._c(_YELLOW, f"  ! {event.message}")
         if isinstance(event, StderrLine):
