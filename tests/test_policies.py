@@ -387,6 +387,8 @@ def test_the_whole_run_timeout_ends_a_wait(tmp_path: Path) -> None:
     assert time.monotonic() - started < 30
     assert run.returncode == 124
     assert run.result["escalations"][0]["answer"] is None
+    late = cli(tmp_path, "reply", str(run.run_dir), "too late")
+    assert late.returncode == 1, "nothing waits once the run has ended"
 
 
 def test_a_reused_run_dir_does_not_resume_or_complete_the_previous_run(tmp_path: Path) -> None:

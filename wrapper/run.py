@@ -429,8 +429,10 @@ class Run:
         self.stream.emit(
             Escalated(id=record.id, question=question, notified=tuple(record.notified))
         )
-        answer = await wait_for_answer(run_dir, record.id, self.config.escalation_timeout)
-        mailbox.close_escalation(run_dir)
+        try:
+            answer = await wait_for_answer(run_dir, record.id, self.config.escalation_timeout)
+        finally:  # also when a signal or the run's deadline ends the wait
+            mailbox.close_escalation(run_dir)
         record.answer, record.text = answer.get("kind"), answer.get("text")
         record.answered_at = time.time()
         self.stream.emit(
