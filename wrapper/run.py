@@ -15,13 +15,11 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import orjson
 import trio
 
-from wrapper import mailbox
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write, dump_json, prepare_run_dir
 from wrapper.config import (
     OUTPUT_FLUSH_TIMEOUT,
@@ -31,25 +29,19 @@ from wrapper.config import (
     RunConfig,
     child_depth,
 )
-from wrapper.dialects import CannotResume, Dialect, Launch, SniffingDialect, UsageError
-from wrapper.escalation import notify_person, signal_help, wait_for_answer
+from wrapper.dialects import Dialect, Launch, SniffingDialect, UsageError
 from wrapper.events import (
-    Escalated,
-    EscalationAnswered,
     Event,
     ResultWritten,
-    Steer,
     WarningEvent,
 )
+from wrapper.hooks.gate import StopGate
 from wrapper.hooks.observers import Observers
-from wrapper.hooks.protocol import Decision, HandlerResult
-from wrapper.hooks.runner import HookContext, run_chain
-from wrapper.hooks.steering import AllowedBy, Block, Steering
+from wrapper.hooks.runner import HookContext
+from wrapper.hooks.steering import AllowedBy
 from wrapper.outcome import EXIT_NO_RESULT, ErrorKind, RunError, RunFacts, Verdict, decide
-from wrapper.policy import REPLY_HANDLER, Allow, Escalate, Fail, Nudge, StopPolicy
 from wrapper.pretty import PrettyView
 from wrapper.result import AttemptRecord, build_result
-from wrapper.settings import Handler
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
 from wrapper.supervisor import AttemptSupervisor, child_env, start_guardian, stop_guardian
@@ -110,10 +102,6 @@ class Run:
         self.timed_out = False
         #: Hooks running between attempts, cancelled by the wrapper's signals.
         self.between_attempts: trio.CancelScope | None = None
-        self.steering = Steering(max_steers=config.max_steers)
-        self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
-        #: The agent's own session transcript, once a launch names one.
-        self.transcript: Path | None = launch.transcript
 
         run_dir = config.run_dir
         self.dir_ok = prepare_run_dir(run_dir, config.runs_root, self.errors)
@@ -151,7 +139,6 @@ class Run:
             evaluator=config.settings.evaluator,
             emit=self.stream.emit,
         )
-        self.observers = Observers(config.settings, self.hook_ctx, self._hook_input)
         for note in config.settings.notes:
             self.stream.emit(WarningEvent(code="settings_note", message=note))
         self.status = StatusWriter(
@@ -173,6 +160,19 @@ class Run:
             escalationId=None,
             outcome=None,
         )
+        self.gate = StopGate(
+            config=config,
+            dialect=dialect,
+            summary=self.summary,
+            stream=self.stream,
+            status=self.status,
+            hook_ctx=self.hook_ctx,
+            events_path=self.events_log.path,
+            started_at=self.started_at,
+            transcript=launch.transcript,
+        )
+        self.steering = self.gate.steering
+        self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
 
     def _live_output(self) -> Callable[[Event, bytes], None] | None:
         pump, view, start = self.pump, self.view, self.clock_start
@@ -230,7 +230,7 @@ class Run:
         launch = self.launch
         if config.task is not None:
             with self._between_attempts():
-                task, blocked = await self._before_prompt(config.task, first=True)
+                task, blocked = await self.gate.before_prompt(config.task, first=True)
             if self.interrupts or self.timed_out:
                 return self._stopped_between_attempts()
             if blocked is not None:
@@ -272,7 +272,7 @@ class Run:
             if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
                 return facts
             with self._between_attempts():
-                resumed = await self._at_stop(facts, number)
+                resumed = await self.gate.at_stop(facts, number)
             if self.interrupts or self.timed_out:
                 return self._stopped_between_attempts()
             if resumed is None:
@@ -297,7 +297,7 @@ class Run:
             record = await supervisor.run(number, launch.argv, env, self.deadline)
         self.attempts.append(record)
         if launch.transcript is not None:
-            self.transcript = launch.transcript
+            self.gate.transcript = launch.transcript
         return record
 
     # -- stops, hooks and steering ---------------------------------------------------
@@ -323,220 +323,6 @@ class Run:
         else:
             facts["timed_out"] = True
         return RunFacts(**facts)
-
-    async def _at_stop(self, facts: RunFacts, number: int) -> Launch | None:
-        """The agent stopped: allow it, or return the launch that steers it back.
-
-        The built-in error retry and the Stop hooks go first; when they allow
-        the stop, the ``onStop`` policy decides (a ``continue: false`` from a
-        hook ends the run whatever the policy)."""
-        block = await self._stop_hooks(facts)
-        if block is not None:
-            return await self._steer(block, number + 1)
-        if self.steering.allowed_by is AllowedBy.HOOK_CONTINUE_FALSE:
-            return None
-        return await self._policy(number)
-
-    async def _stop_hooks(self, facts: RunFacts) -> Block | None:
-        settings, steering = self.config.settings, self.steering
-        event = self.config.stop_event
-        handlers = settings.handlers(event)
-        if not handlers and not settings.retry_on_error:
-            steering.allow(AllowedBy.NO_HANDLERS)
-            return None
-        if steering.at_limit:
-            steering.allow(AllowedBy.MAX_STEERS)
-            self.stream.emit(
-                WarningEvent(
-                    code="max_steers_reached",
-                    message=f"the steer limit ({steering.max_steers}) is reached; "
-                    f"{event} handlers were not run and the stop was allowed",
-                )
-            )
-            return None
-        last = self.summary.last_assistant
-        if settings.retry_on_error and last is not None:
-            retry = steering.retry_on_error(
-                f"{last.text}\n{last.error_message or ''}", settings.max_retries
-            )
-            if retry is not None:
-                return retry
-        if not handlers:
-            steering.allow(AllowedBy.NO_HANDLERS)
-            return None
-        self.status.update(trio.current_time(), force=True, state="stopping")
-        self.stream.flush()
-        verdict = decide(facts)
-        payload = self._hook_input(
-            event,
-            stop_hook_active=steering.steer_count > 0,
-            last_assistant_message=last.text if last is not None else None,
-            outcome=str(verdict.outcome),
-            stop_reason=facts.final.stop_reason if facts.final else None,
-            raw_stop_reason=facts.final.raw_stop_reason if facts.final else None,
-            error=verdict.error.to_json() if verdict.error is not None else None,
-            usage=self.summary.usage.to_json() if self.summary.usage else None,
-            duration_ms=round((time.time() - self.started_at) * 1000),
-            tools_used=self.summary.tools_used,
-            steer_count=steering.steer_count,
-            max_steers=steering.max_steers,
-        )
-        results = await run_chain(handlers, event, payload, self.hook_ctx, blocking=True)
-        self._warn_failed(event, handlers, results, "the stop was allowed")
-        return steering.decide(results, [h.name for h in handlers])
-
-    async def _policy(self, number: int) -> Launch | None:
-        """The ``onStop`` policy's part in a stop the hooks allowed."""
-        last = self.summary.last_assistant
-        last_text = last.text if last is not None else None
-        action = self.policy.decide(
-            signals=mailbox.signals_of(self.config.run_dir, number),
-            at_limit=self.steering.at_limit,
-            tool_runs=self.summary.tool_runs,
-            signal_help=signal_help(),
-            last_text=last_text,
-        )
-        if isinstance(action, Escalate):
-            action = await self._escalate(action.question)
-        if action is None:
-            return None
-        if isinstance(action, Allow):
-            self.steering.allow(action.by)
-            return None
-        if isinstance(action, Fail):
-            self.steering.allow(action.by, action.message, action.kind)
-            return None
-        if action.cooldown:
-            self.status.update(trio.current_time(), force=True, state="stopping")
-            await trio.sleep(action.cooldown)
-        return await self._steer(Block(action.handler, action.reason), number + 1)
-
-    async def _escalate(self, question: str | None) -> Allow | Nudge:
-        """Ask a person and wait for the answer (or the escalation timeout)."""
-        record = self.policy.open_escalation(question)
-        run_dir = self.config.run_dir
-        mailbox.open_escalation(run_dir, record.id, question)
-        self.status.update(
-            trio.current_time(),
-            force=True,
-            state="waiting",
-            question=question,
-            escalationId=record.id,
-        )
-        record.notified = await notify_person(
-            record, self.config, self.summary, self.hook_ctx, self.stream.emit
-        )
-        self.stream.emit(
-            Escalated(id=record.id, question=question, notified=tuple(record.notified))
-        )
-        try:
-            answer = await wait_for_answer(run_dir, record.id, self.config.escalation_timeout)
-        finally:  # also when a signal or the run's deadline ends the wait
-            mailbox.close_escalation(run_dir)
-        record.answer, record.text = answer.get("kind"), answer.get("text")
-        record.answered_at = time.time()
-        self.stream.emit(
-            EscalationAnswered(id=record.id, answer=str(record.answer), text=record.text)
-        )
-        self.status.update(
-            trio.current_time(), force=True, state="stopping", question=None, escalationId=None
-        )
-        if record.answer == "text":
-            return Nudge(REPLY_HANDLER, f"User answered: {record.text}")
-        if record.answer == "continue":
-            return Nudge(REPLY_HANDLER, "User wants you to continue")
-        if record.answer == "stop":
-            return Allow(AllowedBy.REPLY)
-        return Allow(AllowedBy.ESCALATION_TIMEOUT)
-
-    async def _steer(self, block: Block, number: int) -> Launch | None:
-        config, steering = self.config, self.steering
-        blocked_by = f"the stop was blocked by {block.handler} ({_quote(block.reason)})"
-        if config.task is None:
-            steering.allow(
-                AllowedBy.CANNOT_STEER,
-                f"{blocked_by}, but the run has no --task: the wrapper does not own "
-                "the prompt, so it cannot steer the agent",
-            )
-            return None
-        try:
-            launch = self.dialect.resume(
-                config.command, block.reason, config.run_dir, self.summary.session_id
-            )
-        except CannotResume as exc:
-            steering.allow(AllowedBy.CANNOT_STEER, f"{blocked_by}, but it cannot steer: {exc}")
-            return None
-        prompt, refused = await self._before_prompt(block.reason, first=False)
-        if refused is not None:
-            steering.allow(
-                AllowedBy.PROMPT_BLOCKED,
-                f"{blocked_by}; the steer prompt {refused}",
-                ErrorKind.PROMPT_BLOCKED,
-            )
-            return None
-        if prompt != block.reason:
-            launch = self.dialect.resume(
-                config.command, prompt, config.run_dir, self.summary.session_id
-            )
-        steering.record(block, number)
-        self.stream.emit(Steer(next_attempt=number, handler=block.handler, reason=block.reason))
-        return launch
-
-    async def _before_prompt(self, prompt: str, *, first: bool) -> tuple[str, str | None]:
-        """``SubagentStart`` (first prompt of a subagent) and ``UserPromptSubmit``
-        handlers: context they add is appended; a block refuses the prompt."""
-        settings, contexts = self.config.settings, []
-        if first and self.config.subagent:
-            handlers = settings.handlers("SubagentStart")
-            payload = self._hook_input("SubagentStart")
-            results = await run_chain(
-                handlers, "SubagentStart", payload, self.hook_ctx, blocking=False
-            )
-            self._warn_failed("SubagentStart", handlers, results, "it was skipped")
-            contexts += [r.context for r in results if r.context]
-        handlers = settings.handlers("UserPromptSubmit")
-        if handlers:
-            payload = self._hook_input("UserPromptSubmit", prompt=prompt)
-            results = await run_chain(
-                handlers, "UserPromptSubmit", payload, self.hook_ctx, blocking=True
-            )
-            self._warn_failed("UserPromptSubmit", handlers, results, "the prompt was sent")
-            for handler, result in zip(handlers, results, strict=False):
-                if result.decision is not Decision.ALLOW:
-                    why = f": {_quote(result.reason)}" if result.reason else ""
-                    return prompt, f"was blocked by UserPromptSubmit handler {handler.name}{why}"
-                if result.context:
-                    contexts.append(result.context)
-        return "\n\n".join([prompt, *contexts]), None
-
-    def _hook_input(self, event: str, **extra: Any) -> dict[str, Any]:
-        config = self.config
-        transcript = self.transcript
-        if transcript is None or not transcript.is_file():
-            transcript = self.events_log.path
-        return {
-            "session_id": self.summary.session_id,
-            "transcript_path": str(transcript),
-            "cwd": str(config.cwd),
-            "hook_event_name": event,
-            "run_id": config.run_id,
-            "agent_id": config.run_id,
-            "agent_type": config.label,
-            "task": config.task,
-            **extra,
-        }
-
-    def _warn_failed(
-        self, event: str, handlers: list[Handler], results: list[HandlerResult], then: str
-    ) -> None:
-        for handler, result in zip(handlers, results, strict=False):
-            if result.warning is not None:
-                self.stream.emit(
-                    WarningEvent(
-                        code="hook_failed",
-                        message=f"{event} handler {handler.name} {result.warning}; {then}",
-                    )
-                )
 
     def _facts_so_far(self) -> dict[str, Any]:
         ran = [record for record in self.attempts if record.pid is not None]
@@ -600,7 +386,7 @@ class Run:
                 artifacts=artifacts,
                 artifact_errors=self.errors.entries,
                 steering=self.steering,
-                policy=self.policy,
+                policy=self.gate.policy,
             )
 
         written = write_result(self.config, render, self.errors, artifacts)
@@ -615,15 +401,6 @@ class Run:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):
                 await pump.drain()
         return exit_status
-
-
-#: A blocked stop's reason, quoted in messages, is cut to this length.
-QUOTE_CHARS = 200
-
-
-def _quote(text: str | None) -> str:
-    text = " ".join((text or "").split())
-    return repr(text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…")
 
 
 def _innermost(exc: BaseException) -> str:
