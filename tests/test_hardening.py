@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,14 @@ def test_sigkilled_wrapper_takes_the_agent_tree_with_it(tmp_path: Path) -> None:
         started = time.monotonic()
         assert wait_until(lambda: not marked(tmp_path), timeout=5), marked(tmp_path)
         assert time.monotonic() - started < 3
+        shown = subprocess.run(
+            [sys.executable, "-m", "wrapper", "status", str(tmp_path / "run")],
+            capture_output=True,
+            text=True,
+            timeout=HANG_LIMIT,
+            check=False,
+        )
+        assert "ended without finishing" in shown.stdout
     finally:
         wrapper.kill()
         wrapper.wait()

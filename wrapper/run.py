@@ -152,6 +152,7 @@ class Run:
             state="starting",
             attempt=1,
             pid=None,
+            wrapperPid=os.getpid(),
             startedAt=iso(self.started_at),
             lastEventAt=None,
             currentTool=None,

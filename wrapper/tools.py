@@ -95,11 +95,29 @@ def status_main(run_dir: str, as_json: bool) -> int:
             f"  question: {status.get('question') or '(none given)'}",
             f"  answer with: {PROG} reply {folder} 'your answer'   (or --continue, --stop)",
         ]
+    elif not _alive(status.get("wrapperPid")):
+        lines = [
+            f"{name}: ended without finishing ({state}, attempt {status.get('attempt')}): "
+            f"the wrapper (pid {status.get('wrapperPid')}) is gone and wrote no result"
+        ]
     else:
         tool = f", running tool {status['currentTool']}" if status.get("currentTool") else ""
         lines = [f"{name}: {state}, attempt {status.get('attempt')}, pid {status.get('pid')}{tool}"]
     print("\n".join(lines))
     return 0
+
+
+def _alive(pid: object) -> bool:
+    """Whether ``pid`` is a running process (unknown pids count as running)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _read(path: Path) -> dict[str, Any] | None:
