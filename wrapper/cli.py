@@ -387,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_line_bytes=args.max_line_bytes,
         )
     if args.subcommand == "hook-test":
-        from wrapper.hooks.test import hook_test
+        from wrapper.hooks.hook_test import hook_test
 
         settings = _load_settings(parser, args.settings)
         return hook_test(settings, args.event)
