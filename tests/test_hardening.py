@@ -295,3 +295,46 @@ def test_killing_the_tmux_pane_cleans_up_and_writes_the_result(tmp_path: Path) -
         assert wait_until(lambda: not marked(tmp_path), timeout=10)
     finally:
         subprocess.run(["tmux", *socket, "kill-server"], check=False, timeout=30)
+
+
+@pytest.mark.parametrize("when", [0.0, 0.1, "agent started"])
+def test_a_signal_while_the_wrapper_starts_still_ends_everything(
+    tmp_path: Path, when: float | str
+) -> None:
+    # The agent is started before the wrapper's own start-up is over; a
+    # signal at any moment of it must still end the agent and leave a result.
+    scenario = write_scenario(
+        tmp_path,
+        [
+            {"spawn": {"seconds": 60}},
+            {"assistant": {"text": "x", "stopReason": "toolUse"}},
+            {"tool": {"duration": 60}},
+        ],
+    )
+    run_dir = tmp_path / "run"
+    wrapper = subprocess.Popen(
+        wrapper_argv(run_dir, scenario),
+        env=agent_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        if isinstance(when, str):  # the agent runs; the wrapper may still be importing
+            assert wait_until((tmp_path / "record.jsonl").exists, timeout=20)
+        else:
+            time.sleep(when)
+        wrapper.send_signal(signal.SIGTERM)
+        code = wrapper.wait(timeout=HANG_LIMIT)
+    finally:
+        wrapper.kill()
+        wrapper.wait()
+    if (run_dir / "result.json").exists():
+        result = read_result(run_dir / "result.json")
+        assert code == 128 + signal.SIGTERM
+        assert result["outcome"] == "aborted"
+    else:
+        # Killed before it could set anything up: nothing was started either.
+        assert code == -signal.SIGTERM
+        assert when != "agent started"
+    assert wait_until(lambda: not marked(tmp_path), timeout=5)
+    assert wait_until(lambda: not processes_matching(str(scenario)), timeout=5)

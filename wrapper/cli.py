@@ -459,15 +459,20 @@ def _run(
         launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)
     except UsageError as exc:
         parser.error(f"run: {exc}")
-    import trio
-
+    from wrapper.child import early_start
     from wrapper.proctree import become_subreaper
-    from wrapper.run import execute
 
     # Orphans of the agent's tree come back to the wrapper and stay findable.
     become_subreaper()
+    # The agent starts now, its start-up overlapping the wrapper's imports.
+    environ = dict(os.environ)
+    early = early_start(config, launch.argv, launch.files, environ)
 
-    return trio.run(execute, config, dialect, launch, dict(os.environ))
+    import trio
+
+    from wrapper.run import execute
+
+    return trio.run(execute, config, dialect, launch, environ, early)
 
 
 def entry() -> None:

@@ -135,3 +135,17 @@ def child_depth(environ: Mapping[str, str]) -> int:
     except ValueError:
         parent = 0
     return max(parent, 0) + 1
+
+
+def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment for the agent: everything the wrapper has, plus the run's identity."""
+    env = dict(base)
+    parent = base.get("AGENT_WRAPPER_RUN_ID")
+    env.pop("AGENT_WRAPPER_PARENT_RUN_ID", None)
+    if parent:
+        env["AGENT_WRAPPER_PARENT_RUN_ID"] = parent
+    env["AGENT_WRAPPER_RUN_ID"] = config.run_id
+    env["AGENT_WRAPPER_RUN_DIR"] = str(config.run_dir)
+    env["AGENT_WRAPPER_ATTEMPT"] = str(attempt)
+    env["AGENT_WRAPPER_DEPTH"] = str(child_depth(base))
+    return env

@@ -19,6 +19,9 @@ import contextlib
 import ctypes
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import psutil
 
@@ -154,3 +157,35 @@ def signal_group(pgid: int, sig: signal.Signals) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def start_guardian() -> subprocess.Popen[bytes] | None:
+    """Start the guardian that ends the agent's tree if the wrapper dies hard
+    (only when the wrapper owns its process; see ``wrapper.guardian``)."""
+    if not owns_process():
+        return None
+    argv = [sys.executable, str(Path(__file__).with_name("guardian.py")), str(os.getpid())]
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+    OWN_HELPERS.add(proc.pid)
+    return proc
+
+
+def stop_guardian(proc: subprocess.Popen[bytes] | None) -> None:
+    """Tell the guardian the wrapper finished cleanly. It reads ``done`` before
+    the end of its pipe and exits on its own; the wrapper does not wait for it
+    (it may still be starting), and its exit status goes to whoever adopts it."""
+    if proc is None or proc.stdin is None:
+        return
+    with contextlib.suppress(OSError):
+        proc.stdin.write(b"done\n")
+        proc.stdin.close()
+    OWN_HELPERS.discard(proc.pid)

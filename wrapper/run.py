@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -21,6 +22,7 @@ import orjson
 import trio
 
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write, dump_json, prepare_run_dir
+from wrapper.child import STOP_SIGNALS, EarlyStart
 from wrapper.config import (
     OUTPUT_FLUSH_TIMEOUT,
     SCHEMA_VERSION,
@@ -28,6 +30,7 @@ from wrapper.config import (
     OutputMode,
     RunConfig,
     child_depth,
+    child_env,
 )
 from wrapper.dialects import Dialect, Launch, SniffingDialect, UsageError
 from wrapper.events import (
@@ -41,14 +44,12 @@ from wrapper.hooks.runner import HookContext
 from wrapper.hooks.steering import AllowedBy
 from wrapper.outcome import EXIT_NO_RESULT, ErrorKind, RunError, RunFacts, Verdict, decide
 from wrapper.pretty import PrettyView
+from wrapper.proctree import start_guardian, stop_guardian
 from wrapper.result import AttemptRecord, build_result
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
-from wrapper.supervisor import AttemptSupervisor, child_env, start_guardian, stop_guardian
+from wrapper.supervisor import AttemptSupervisor
 from wrapper.timefmt import iso
-
-#: The wrapper's own signals that end a run (SIGHUP: tmux kill-pane, a closed terminal).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 def resolve_output(mode: OutputMode) -> OutputMode:
@@ -58,17 +59,22 @@ def resolve_output(mode: OutputMode) -> OutputMode:
 
 
 async def execute(
-    config: RunConfig, dialect: Dialect, launch: Launch, environ: Mapping[str, str]
+    config: RunConfig,
+    dialect: Dialect,
+    launch: Launch,
+    environ: Mapping[str, str],
+    early: EarlyStart | None = None,
 ) -> int:
     """Run the agent as configured and write result.json; return the exit status.
 
     ``launch`` is the dialect's argv for the task (computed before the run, so
     that a task the agent cannot take is a usage error, not a failed run).
+    ``early`` is what the command line already started.
     """
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        guardian = await start_guardian()
+        guardian = early.guardian if early is not None else start_guardian()
         try:
-            run = Run(config, dialect, launch, environ)
+            run = Run(config, dialect, launch, environ, early)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(run.relay_signals, signals)
                 if run.pump is not None:
@@ -76,14 +82,18 @@ async def execute(
                 exit_status = await run.execute()
                 nursery.cancel_scope.cancel()
         finally:
-            with trio.CancelScope(shield=True):
-                await stop_guardian(guardian)
+            stop_guardian(guardian)
     return exit_status
 
 
 class Run:
     def __init__(
-        self, config: RunConfig, dialect: Dialect, launch: Launch, environ: Mapping[str, str]
+        self,
+        config: RunConfig,
+        dialect: Dialect,
+        launch: Launch,
+        environ: Mapping[str, str],
+        early: EarlyStart | None = None,
     ) -> None:
         self.config = config
         self.dialect = dialect
@@ -91,10 +101,12 @@ class Run:
         self.environ = environ
         self.started_at = time.time()
         self.clock_start = trio.current_time()
-        self.errors = ArtifactErrors()
+        self.errors = early.errors if early is not None else ArtifactErrors()
         self.attempts: list[AttemptRecord] = []
         self.summary = RunSummary()
-        self.interrupts: list[signal.Signals] = []
+        #: The agent the command line started, for the first attempt.
+        self.early = early
+        self.interrupts: list[signal.Signals] = list(early.signals) if early else []
         self.supervisor: AttemptSupervisor | None = None
         #: When the whole run must end, on trio's clock.
         self.deadline = self.clock_start + config.timeout if config.timeout else math.inf
@@ -104,7 +116,11 @@ class Run:
         self.between_attempts: trio.CancelScope | None = None
 
         run_dir = config.run_dir
-        self.dir_ok = prepare_run_dir(run_dir, config.runs_root, self.errors)
+        self.dir_ok = (
+            early.dir_ok
+            if early is not None
+            else prepare_run_dir(run_dir, config.runs_root, self.errors)
+        )
         self.stdout_log = StreamFile(
             "stdout", run_dir / "stdout.log", self.errors, enabled=self.dir_ok
         )
@@ -226,10 +242,13 @@ class Run:
                     "this run is already inside wrapped agents",
                 )
             )
-        if self.interrupts:
+        started = self.early.started if self.early is not None else None
+        if self.interrupts and started is None:
             return RunFacts(interrupted_by=self.interrupts[0])
         launch = self.launch
-        if config.task is not None:
+        # An agent started early had no prompt handlers to wait for; a signal
+        # that came meanwhile ends it through the supervisor like any other.
+        if config.task is not None and started is None:
             with self._between_attempts():
                 task, blocked = await self.gate.before_prompt(config.task, first=True)
             if self.interrupts or self.timed_out:
@@ -260,7 +279,8 @@ class Run:
         number = 1
         while True:
             self.hook_ctx.env["AGENT_WRAPPER_ATTEMPT"] = str(number)
-            record = await self._attempt(supervisor, number, launch)
+            record = await self._attempt(supervisor, number, launch, started)
+            started = None
             if record.spawn_error is not None:
                 if number == 1:
                     return RunFacts(spawn_error=record.spawn_error)
@@ -282,10 +302,14 @@ class Run:
             number += 1
 
     async def _attempt(
-        self, supervisor: AttemptSupervisor, number: int, launch: Launch
+        self,
+        supervisor: AttemptSupervisor,
+        number: int,
+        launch: Launch,
+        started: subprocess.Popen[bytes] | OSError | None = None,
     ) -> AttemptRecord:
         try:
-            for path, text in launch.files.items():
+            for path, text in launch.files.items() if started is None else ():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, text.encode(), durable=False)
         except OSError as exc:
@@ -295,7 +319,7 @@ class Run:
             )
         else:
             env = child_env(self.config, number, self.environ)
-            record = await supervisor.run(number, launch.argv, env, self.deadline)
+            record = await supervisor.run(number, launch.argv, env, self.deadline, started)
         self.attempts.append(record)
         if launch.transcript is not None:
             self.gate.transcript = launch.transcript

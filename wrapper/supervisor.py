@@ -14,17 +14,16 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from typing import Any
 
 import trio
 
-from wrapper import proctree
+from wrapper import child, proctree
 from wrapper.artifacts import StreamFile
 from wrapper.completion import CompletionTracker, Effect, Limits, Phase, SendSignal
-from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig, child_depth
+from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig
 from wrapper.dialects import Dialect, SniffingDialect
 from wrapper.events import (
     Event,
@@ -50,6 +49,8 @@ REAP_TIMEOUT = 5.0
 #: How often leftovers are checked while they are being terminated after the
 #: agent itself exited.
 LEFTOVER_POLL = 0.05
+#: How often a child is polled for its exit where there are no pidfds.
+EXIT_POLL = 0.02
 #: The pipe buffer asked for the agent's stdout (Linux allows unprivileged
 #: processes up to /proc/sys/fs/pipe-max-size, 1 MiB by default).
 PIPE_BUFFER_BYTES = 1024 * 1024
@@ -104,9 +105,17 @@ class AttemptSupervisor:
     # -- entry points ----------------------------------------------------------
 
     async def run(
-        self, number: int, argv: list[str], env: Mapping[str, str], deadline: float = math.inf
+        self,
+        number: int,
+        argv: list[str],
+        env: Mapping[str, str],
+        deadline: float = math.inf,
+        started: subprocess.Popen[bytes] | OSError | None = None,
     ) -> AttemptRecord:
-        """Run attempt ``number``; ``deadline`` is when the whole run must end."""
+        """Run attempt ``number``; ``deadline`` is when the whole run must end.
+
+        ``started`` is the agent already started by the command line (or why
+        it could not be), for the first attempt."""
         record = self.record = AttemptRecord(number=number, argv=argv)
         self.stream.attempt = number
         now = trio.current_time()
@@ -122,20 +131,16 @@ class AttemptSupervisor:
             now,
         )
         record.tracker = tracker
-        try:
-            proc = await trio.lowlevel.open_process(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env=dict(env),
-                cwd=self.config.cwd,
-            )
-        except OSError as exc:
-            record.spawn_error = f"{argv[0]}: {exc.strerror or exc}"
+        if started is None:
+            try:
+                started = child.spawn(argv, env, self.config.cwd)
+            except OSError as exc:
+                started = exc
+        if isinstance(started, OSError):
+            record.spawn_error = child.spawn_error(argv, started)
             record.ended_at = time.time()
             return record
+        proc = Child(started)
         record.pid = proc.pid
         _widen_pipe(proc.stdout)
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
@@ -163,7 +168,7 @@ class AttemptSupervisor:
 
     # -- the attempt -------------------------------------------------------------
 
-    async def _supervise(self, proc: trio.Process, tracker: CompletionTracker) -> None:
+    async def _supervise(self, proc: Child, tracker: CompletionTracker) -> None:
         assert proc.stdout is not None
         assert proc.stderr is not None
         async with trio.open_nursery() as background:
@@ -193,7 +198,7 @@ class AttemptSupervisor:
                 )
             background.cancel_scope.cancel()
 
-    def _exited(self, proc: trio.Process, tracker: CompletionTracker) -> ProcessExit:
+    def _exited(self, proc: Child, tracker: CompletionTracker) -> ProcessExit:
         assert self.record is not None
         assert proc.returncode is not None
         exit_ = ProcessExit.from_returncode(proc.returncode)
@@ -329,7 +334,7 @@ class AttemptSupervisor:
 
     # -- cleanup -------------------------------------------------------------------
 
-    async def _reap(self, proc: trio.Process) -> None:
+    async def _reap(self, proc: Child) -> None:
         """Make sure the child is dead and reaped (shielded by the caller)."""
         if proc.returncode is not None:
             return
@@ -380,6 +385,46 @@ class AttemptSupervisor:
         return self.dialect.name
 
 
+class Child:
+    """A started agent as trio sees it: ``pid``, ``stdout``/``stderr`` streams,
+    ``returncode`` and ``await wait()``."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdout = self._stream(popen.stdout)
+        self.stderr = self._stream(popen.stderr)
+        self._pidfd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self._pidfd = os.pidfd_open(popen.pid)
+
+    def _stream(self, file: Any) -> trio.lowlevel.FdStream:
+        fd = os.dup(file.fileno())
+        file.close()
+        return trio.lowlevel.FdStream(fd)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    async def wait(self) -> int:
+        """Wait for the child's exit and reap it (by its pid only)."""
+        if self._popen.returncode is None:
+            if self._pidfd is not None:
+                await trio.lowlevel.wait_readable(self._pidfd)
+            else:
+                while self._popen.poll() is None:
+                    await trio.sleep(EXIT_POLL)
+            self._popen.wait()
+        self._close_pidfd()
+        return self._popen.returncode
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
 def _widen_pipe(stream: trio.abc.ReceiveStream | None) -> None:
     """Ask for a larger pipe buffer: fewer, larger reads for a chatty agent
     (Linux; the default is 64 KiB; the size is only a hint)."""
@@ -388,50 +433,3 @@ def _widen_pipe(stream: trio.abc.ReceiveStream | None) -> None:
     if setter is not None and fileno is not None:
         with contextlib.suppress(OSError):
             fcntl.fcntl(fileno(), setter, PIPE_BUFFER_BYTES)
-
-
-async def start_guardian() -> trio.Process | None:
-    """Start the guardian that ends the agent's tree if the wrapper dies hard
-    (only when the wrapper owns its process; see ``wrapper.guardian``)."""
-    if not proctree.owns_process():
-        return None
-    argv = [sys.executable, str(Path(__file__).with_name("guardian.py")), str(os.getpid())]
-    try:
-        proc = await trio.lowlevel.open_process(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError:
-        return None
-    proctree.OWN_HELPERS.add(proc.pid)
-    return proc
-
-
-async def stop_guardian(proc: trio.Process | None) -> None:
-    """Tell the guardian the wrapper finished cleanly. It reads ``done`` before
-    the end of its pipe and exits on its own; the wrapper does not wait for it
-    (it may still be starting), and its exit status goes to whoever adopts it."""
-    if proc is None:
-        return
-    if proc.stdin is not None:
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await proc.stdin.send_all(b"done\n")
-        await proc.stdin.aclose()
-    proctree.OWN_HELPERS.discard(proc.pid)
-
-
-def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[str, str]:
-    """The environment for the agent: everything the wrapper has, plus the run's identity."""
-    env = dict(base)
-    parent = base.get("AGENT_WRAPPER_RUN_ID")
-    env.pop("AGENT_WRAPPER_PARENT_RUN_ID", None)
-    if parent:
-        env["AGENT_WRAPPER_PARENT_RUN_ID"] = parent
-    env["AGENT_WRAPPER_RUN_ID"] = config.run_id
-    env["AGENT_WRAPPER_RUN_DIR"] = str(config.run_dir)
-    env["AGENT_WRAPPER_ATTEMPT"] = str(attempt)
-    env["AGENT_WRAPPER_DEPTH"] = str(child_depth(base))
-    return env

@@ -1,0 +1,92 @@
+"""Starting the agent, with nothing but the standard library.
+
+The agent is started with plain ``subprocess`` (its own session and process
+group, stdin from ``/dev/null``), so that the command line can start it
+before the wrapper has imported trio: the agent's own start-up then overlaps
+the wrapper's (``early_start``). The supervisor watches it through
+``supervisor.Child``.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wrapper import proctree
+from wrapper.artifacts import ArtifactErrors, atomic_write, prepare_run_dir
+from wrapper.config import RunConfig, child_depth, child_env
+
+
+def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """Start the agent; raises ``OSError`` when it cannot be started."""
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env=dict(env),
+        cwd=cwd,
+    )
+
+
+def spawn_error(argv: Sequence[str], exc: OSError) -> str:
+    return f"{argv[0]}: {exc.strerror or exc}"
+
+
+#: The wrapper's own signals that end a run (SIGHUP: tmux kill-pane, a closed terminal).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+@dataclass(slots=True)
+class EarlyStart:
+    """What the command line did before the run proper: the run directory
+    prepared, the guardian and the agent started, and the stop signals that
+    arrived meanwhile (recorded, to be acted on once the run is up)."""
+
+    errors: ArtifactErrors
+    dir_ok: bool
+    guardian: subprocess.Popen[bytes] | None
+    started: subprocess.Popen[bytes] | OSError
+    signals: list[signal.Signals] = field(default_factory=list)
+
+
+def early_start(
+    config: RunConfig,
+    launch_argv: Sequence[str],
+    files: Mapping[Path, str],
+    environ: Mapping[str, str],
+) -> EarlyStart | None:
+    """Start the agent before the wrapper imports its heavy parts, when nothing
+    has to happen first (a refusal for nesting depth, prompt hooks that may
+    change or refuse the task). None when the run must start the usual way."""
+    settings = config.settings
+    if (
+        child_depth(environ) > config.max_depth
+        or settings.handlers("UserPromptSubmit")
+        or (config.subagent and settings.handlers("SubagentStart"))
+    ):
+        return None
+    early_signals: list[signal.Signals] = []
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda signum, _frame: early_signals.append(signal.Signals(signum)))
+    errors = ArtifactErrors()
+    dir_ok = prepare_run_dir(config.run_dir, config.runs_root, errors)
+    try:
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, text.encode(), durable=False)
+    except OSError:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        return None  # the run proper reports it
+    guardian = proctree.start_guardian()
+    started: subprocess.Popen[bytes] | OSError
+    try:
+        started = spawn(launch_argv, child_env(config, 1, environ), config.cwd)
+    except OSError as exc:
+        started = exc
+    return EarlyStart(errors, dir_ok, guardian, started, early_signals)
