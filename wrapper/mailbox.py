@@ -58,8 +58,8 @@ def _read(path: Path) -> dict[str, Any] | None:
 def send_signal(run_dir: Path, kind: str, message: str | None, attempt: int) -> Path:
     if kind not in SIGNAL_KINDS:
         raise MailboxError(f"unknown signal {kind!r} (one of {', '.join(SIGNAL_KINDS)})")
-    if not (run_dir / "status.json").exists():
-        raise MailboxError(f"{run_dir} is not the directory of a wrapped run (no status.json)")
+    if not run_dir.is_dir():
+        raise MailboxError(f"{run_dir} does not exist: not the directory of a wrapped run")
     name = f"{time.time_ns():020d}-{os.getpid()}.json"
     record = {"kind": kind, "message": message, "attempt": attempt, "at": time.time()}
     path = run_dir / "signals" / name
