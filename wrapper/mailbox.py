@@ -44,7 +44,8 @@ def _write_new(path: Path, data: dict[str, Any]) -> bool:
     return True
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``, or None when it is missing or not one."""
     try:
         value = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -77,7 +78,7 @@ def signals_of(run_dir: Path, attempt: int) -> list[dict[str, Any]]:
         return []
     found = []
     for name in names:
-        record = _read(folder / name)
+        record = read_json(folder / name)
         if (
             record is not None
             and record.get("kind") in SIGNAL_KINDS
@@ -107,7 +108,7 @@ def close_escalation(run_dir: Path) -> None:
 
 def waiting_escalation(run_dir: Path) -> str | None:
     """The id of the escalation waiting for an answer, if any."""
-    current = _read(run_dir / "escalations" / "current.json")
+    current = read_json(run_dir / "escalations" / "current.json")
     escalation = current.get("id") if current else None
     return escalation if isinstance(escalation, str) else None
 
@@ -121,4 +122,4 @@ def answer(run_dir: Path, escalation: str, kind: str, text: str | None = None) -
 
 
 def answer_of(run_dir: Path, escalation: str) -> dict[str, Any] | None:
-    return _read(_folder(run_dir, escalation) / "answer.json")
+    return read_json(_folder(run_dir, escalation) / "answer.json")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -42,7 +41,7 @@ def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
 
 
 def _current_attempt(run_dir: Path) -> int:
-    status = _read(run_dir / "status.json")
+    status = mailbox.read_json(run_dir / "status.json")
     attempt = status.get("attempt") if status else None
     if not isinstance(attempt, int):
         raise ValueError(f"{run_dir}: no status.json says which attempt is running")
@@ -71,10 +70,12 @@ def reply_main(run_dir: str, text: str | None, *, go_on: bool, stop: bool) -> in
 def status_main(run_dir: str, as_json: bool) -> int:
     """``agent-wrapper status RUN_DIR [--json]``."""
     folder = Path(run_dir)
-    status = _read(folder / "status.json")
+    status = mailbox.read_json(folder / "status.json")
     if status is None:
         return _fail("status", f"{folder} has no readable status.json: not a run directory?")
-    result = _read(folder / "result.json") if status.get("state") == "finished" else None
+    result = (
+        mailbox.read_json(folder / "result.json") if status.get("state") == "finished" else None
+    )
     if as_json:
         out = {"status": status, "result": result}
         sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
@@ -118,11 +119,3 @@ def _alive(pid: object) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        value = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
