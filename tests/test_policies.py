@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from signal import SIGKILL, SIGTERM
 from typing import Any
 
 import pytest
@@ -297,24 +298,76 @@ def test_replies_are_delivered_past_the_steer_limit(tmp_path: Path) -> None:
 
 def test_two_replies_racing_one_wins(tmp_path: Path) -> None:
     proc, run_dir = start_waiting(tmp_path, answer("Which one?"), [answer("ok")])
-    wait_for_question(run_dir, "esc-1")
-    racers = [
-        subprocess.Popen(
-            [*WRAPPER, "reply", str(run_dir), text],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for text in ("first", "second")
-    ]
-    outcomes = [(racer.wait(timeout=HANG_LIMIT), racer.stderr.read()) for racer in racers]  # type: ignore[union-attr]
-    assert sorted(code for code, _ in outcomes) == [0, 1]
-    assert any("already answered" in err for code, err in outcomes if code == 1)
-    wait_for_question(run_dir, "esc-2")
-    assert cli(tmp_path, "reply", str(run_dir), "--stop").returncode == 0
-    result = finish(proc, run_dir)
+    try:
+        wait_for_question(run_dir, "esc-1")
+        racers = [
+            subprocess.Popen(
+                [*WRAPPER, "reply", str(run_dir), text, "--escalation", "esc-1"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for text in ("first", "second")
+        ]
+        outcomes = [
+            (racer.communicate(timeout=HANG_LIMIT)[1], racer.returncode) for racer in racers
+        ]
+        assert sorted(code for _, code in outcomes) == [0, 1]
+        assert any("esc-1 was already answered" in err for err, code in outcomes if code == 1)
+        wait_for_question(run_dir, "esc-2")
+        assert cli(tmp_path, "reply", str(run_dir), "--stop").returncode == 0
+    finally:
+        result = finish(proc, run_dir)
     assert result["escalations"][0]["text"] in ("first", "second")
-    assert cli(tmp_path, "reply", str(run_dir), "late").returncode == 1
+    late = cli(tmp_path, "reply", str(run_dir), "late")
+    assert late.returncode == 1
+    assert "esc-2 was already answered (stop)" in late.stderr
+
+
+def test_a_reply_for_an_earlier_question_never_answers_a_newer_one(tmp_path: Path) -> None:
+    proc, run_dir = start_waiting(tmp_path, answer("One?"), [answer("Two?")])
+    try:
+        wait_for_question(run_dir, "esc-1")
+        assert cli(tmp_path, "reply", str(run_dir), "yes", "--escalation", "esc-1").returncode == 0
+        wait_for_question(run_dir, "esc-2")
+        stale = cli(tmp_path, "reply", str(run_dir), "yes again", "--escalation", "esc-1")
+        assert stale.returncode == 1
+        assert "esc-1 was already answered (text)" in stale.stderr
+        assert wait_for_question(run_dir, "esc-2")["state"] == "waiting"
+        unknown = cli(tmp_path, "reply", str(run_dir), "--stop", "--escalation", "../esc-2")
+        assert unknown.returncode == 1
+        assert "no escalation" in unknown.stderr
+        assert cli(tmp_path, "reply", str(run_dir), "--stop").returncode == 0
+    finally:
+        result = finish(proc, run_dir)
+    assert [e["answer"] for e in result["escalations"]] == ["text", "stop"]
+
+
+def test_a_reply_after_the_run_ended_while_waiting_says_so(tmp_path: Path) -> None:
+    proc, run_dir = start_waiting(tmp_path, answer("Still there?"), [])
+    try:
+        wait_for_question(run_dir, "esc-1")
+        proc.send_signal(SIGTERM)
+    finally:
+        result = finish(proc, run_dir)
+    assert result["outcome"] == "aborted"
+    late = cli(tmp_path, "reply", str(run_dir), "yes")
+    assert late.returncode == 1
+    assert "the run ended while it was waiting" in late.stderr
+
+
+def test_a_reply_to_a_run_whose_wrapper_is_gone_is_refused(tmp_path: Path) -> None:
+    proc, run_dir = start_waiting(tmp_path, answer("Still there?"), [])
+    try:
+        wait_for_question(run_dir, "esc-1")
+        proc.send_signal(SIGKILL)
+    finally:
+        finish_code = proc.wait(timeout=HANG_LIMIT)
+    assert finish_code == -SIGKILL
+    late = cli(tmp_path, "reply", str(run_dir), "yes")
+    assert late.returncode == 1
+    assert "is gone" in late.stderr
+    assert not (run_dir / "escalations" / "esc-1" / "answer.json").exists()
 
 
 def test_the_notifier_gets_the_question_and_a_failing_one_is_only_logged(
@@ -374,7 +427,7 @@ def test_reply_without_a_waiting_question_fails(tmp_path: Path) -> None:
     run = run_wrapper(tmp_path, answer("Done."))
     proc = cli(tmp_path, "reply", str(run.run_dir), "hello")
     assert proc.returncode == 1
-    assert "no question is waiting" in proc.stderr
+    assert "no question has been asked" in proc.stderr
     assert cli(tmp_path, "reply", str(run.run_dir)).returncode == 2
     assert cli(tmp_path, "status", str(tmp_path / "nowhere")).returncode == 1
 

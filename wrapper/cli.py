@@ -289,6 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     reply.add_argument("text", metavar="TEXT", nargs="?")
     reply.add_argument("--continue", dest="go_on", action="store_true", help="tell it to go on")
     reply.add_argument("--stop", action="store_true", help="let it stop")
+    reply.add_argument(
+        "--escalation",
+        metavar="ID",
+        help="answer only this escalation (as in status.json), never a newer one "
+        "(default: the latest)",
+    )
 
     status = sub.add_parser("status", help="show a run's state")
     status.add_argument("run_dir", metavar="RUN_DIR")
@@ -374,7 +380,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.subcommand == "signal":
             return tools.signal_main(args.kind, args.message, args.run_dir)
         if args.subcommand == "reply":
-            return tools.reply_main(args.run_dir, args.text, go_on=args.go_on, stop=args.stop)
+            return tools.reply_main(
+                args.run_dir,
+                args.text,
+                go_on=args.go_on,
+                stop=args.stop,
+                escalation=args.escalation,
+            )
         return tools.status_main(args.run_dir, args.json)
     if args.subcommand == "normalize":
         from wrapper.normalize import main as normalize_main

@@ -22,8 +22,9 @@ import orjson
 
 SIGNAL_KINDS = ("complete", "escalate", "continue")
 #: Answers to an escalation: a person's text, ``continue``, ``stop``, or the
-#: wrapper's own ``timeout``.
-ANSWER_KINDS = ("text", "continue", "stop", "timeout")
+#: wrapper's own ``timeout`` and ``closed`` (it stopped waiting: a signal or
+#: the run's deadline ended the run).
+ANSWER_KINDS = ("text", "continue", "stop", "timeout", "closed")
 
 
 class MailboxError(Exception):
@@ -101,13 +102,15 @@ def open_escalation(run_dir: Path, escalation: str, question: str | None) -> Non
     current.write_bytes(orjson.dumps({"id": escalation, "question": question}))
 
 
-def close_escalation(run_dir: Path) -> None:
+def close_escalation(run_dir: Path, escalation: str) -> None:
+    """Stop waiting: an escalation nobody answered is answered ``closed``, so
+    a reply arriving later is told so instead of being left unread."""
     with contextlib.suppress(OSError):
-        (run_dir / "escalations" / "current.json").unlink()
+        answer(run_dir, escalation, "closed")
 
 
-def waiting_escalation(run_dir: Path) -> str | None:
-    """The id of the escalation waiting for an answer, if any."""
+def latest_escalation(run_dir: Path) -> str | None:
+    """The id of the run's latest escalation (answered or not), if any."""
     current = read_json(run_dir / "escalations" / "current.json")
     escalation = current.get("id") if current else None
     return escalation if isinstance(escalation, str) else None

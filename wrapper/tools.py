@@ -48,23 +48,53 @@ def _current_attempt(run_dir: Path) -> int:
     return attempt
 
 
-def reply_main(run_dir: str, text: str | None, *, go_on: bool, stop: bool) -> int:
-    """``agent-wrapper reply RUN_DIR TEXT | --continue | --stop``."""
+def reply_main(
+    run_dir: str, text: str | None, *, go_on: bool, stop: bool, escalation: str | None = None
+) -> int:
+    """``agent-wrapper reply RUN_DIR TEXT | --continue | --stop [--escalation ID]``."""
     if sum((text is not None, go_on, stop)) != 1:
         return _fail("reply", "give exactly one of TEXT, --continue or --stop", 2)
     folder = Path(run_dir)
-    escalation = mailbox.waiting_escalation(folder)
-    if escalation is None:
-        return _fail("reply", f"no question is waiting in {folder}")
+    target = escalation or mailbox.latest_escalation(folder)
+    if target is None:
+        return _fail("reply", f"no question has been asked in {folder}")
+    if (
+        "/" in target
+        or target.startswith(".")
+        or not (folder / "escalations" / target / "question.json").is_file()
+    ):
+        return _fail("reply", f"{folder} has no escalation {target!r}")
+    earlier = mailbox.answer_of(folder, target)
+    if earlier is None:
+        status = mailbox.read_json(folder / "status.json") or {}
+        if not _alive(status.get("wrapperPid")):
+            return _fail(
+                "reply",
+                f"the wrapper of this run (pid {status.get('wrapperPid')}) is gone: "
+                f"nobody is waiting for an answer to {target}",
+            )
     kind = "text" if text is not None else "continue" if go_on else "stop"
     try:
-        first = mailbox.answer(folder, escalation, kind, text)
+        first = earlier is None and mailbox.answer(folder, target, kind, text)
     except (OSError, mailbox.MailboxError) as exc:
         return _fail("reply", str(exc))
     if not first:
-        return _fail("reply", f"{escalation} was already answered")
-    print(f"answered {escalation} ({kind})")
+        return _fail("reply", _answered(target, earlier or mailbox.answer_of(folder, target)))
+    print(f"answered {target} ({kind})")
     return 0
+
+
+def _answered(escalation: str, earlier: dict[str, object] | None) -> str:
+    """Why a reply to ``escalation`` came too late, from the answer that won."""
+    kind = earlier.get("kind") if earlier else None
+    if kind == "timeout":
+        return (
+            f"{escalation} was already answered: nobody replied within the escalation "
+            "timeout, so the agent was allowed to stop"
+        )
+    if kind == "closed":
+        return f"{escalation} was already answered: the run ended while it was waiting"
+    return f"{escalation} was already answered ({kind})"
 
 
 def status_main(run_dir: str, as_json: bool) -> int:

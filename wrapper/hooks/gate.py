@@ -167,7 +167,7 @@ class StopGate:
         try:
             answer = await wait_for_answer(run_dir, record.id, self.config.escalation_timeout)
         finally:  # also when a signal or the run's deadline ends the wait
-            mailbox.close_escalation(run_dir)
+            mailbox.close_escalation(run_dir, record.id)
         record.answer, record.text = answer.get("kind"), answer.get("text")
         record.answered_at = time.time()
         self.stream.emit(
