@@ -24,6 +24,7 @@ from tests.conftest import (
     processes_matching,
     read_result,
     run_wrapper,
+    state_of,
     wait_until,
     wrapper_argv,
     write_scenario,
@@ -281,10 +282,7 @@ def test_killing_the_tmux_pane_cleans_up_and_writes_the_result(tmp_path: Path) -
         timeout=HANG_LIMIT,
     )
     try:
-        status = run_dir / "status.json"
-        assert wait_until(
-            lambda: status.exists() and json.loads(status.read_text())["state"] == "running"
-        )
+        assert wait_until(lambda: state_of(run_dir) == "running")
         assert wait_until(lambda: len(marked(tmp_path)) == 1)
         subprocess.run(["tmux", *socket, "kill-pane", "-t", session], check=True, timeout=30)
         result_path = run_dir / "result.json"

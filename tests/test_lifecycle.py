@@ -19,6 +19,7 @@ from tests.conftest import (
     invoke,
     read_result,
     run_wrapper,
+    state_of,
     validate,
     wait_until,
     wrapper_argv,
@@ -513,9 +514,7 @@ def test_reused_run_dir_is_cleared_of_a_previous_result(tmp_path: Path) -> None:
     )
     assert wait_until((tmp_path / "record.jsonl").exists)
     assert not (run_dir / "result.json").exists()
-    assert wait_until(
-        lambda: json.loads((run_dir / "status.json").read_text())["state"] == "running"
-    )
+    assert wait_until(lambda: state_of(run_dir) == "running")
     proc.terminate()
     assert proc.wait(HANG_LIMIT) == 143
     assert "stale" not in read_result(run_dir / "result.json")
