@@ -102,6 +102,7 @@ def agent_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_WRAPPER_")}
     env["FAKE_AGENT_MARKER"] = f"marker-{tmp_path.name}"
     env["FAKE_AGENT_RECORD"] = str(tmp_path / "record.jsonl")
+    env["FAKE_AGENT_HOME"] = str(tmp_path / "agent-home")
     env.update(extra)
     return env
 
@@ -182,6 +183,15 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.02)
     return predicate()
+
+
+def state_of(run_dir: Path) -> str | None:
+    """The run's state in status.json; None while there is none to read."""
+    try:
+        state = json.loads((run_dir / "status.json").read_text()).get("state")
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, str) else None
 
 
 @pytest.fixture

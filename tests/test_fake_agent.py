@@ -376,15 +376,24 @@ def test_resume_by_id_plays_the_first_resumes_entry(tmp_path: Path, dialect: str
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-def test_resume_of_an_unknown_id_starts_that_session(tmp_path: Path, dialect: str) -> None:
+def test_resume_of_an_unknown_id_fails_like_the_real_cli(tmp_path: Path, dialect: str) -> None:
     cli = CLIS[dialect]
     path = write_scenario(tmp_path, RESUMED)
     result = run_fake(tmp_path, cli.resume(path, "T-made-up/../id", "next"), dialect=dialect)
+    assert result.returncode == 1
+    assert "no session found with id T-made-up/../id" in result.stderr
+    assert result.stdout == ""
+    assert not list((tmp_path / "home").rglob("*.jsonl"))
+
+
+def test_claude_session_id_creates_the_session_it_names(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, RESUMED)
+    argv = ["-p", "--output-format", "stream-json", "--verbose", "--scenario", str(path)]
+    session = "0b1e0c6e-9a52-4f4e-8d0e-3c1b2a6f7d10"
+    result = run_fake(tmp_path, [*argv, "--session-id", session, "task"], dialect="claude")
     assert result.returncode == 0, result.stderr
     assert "first-attempt" in result.stdout
-    assert cli.session_of(result.events) == "T-made-up/../id"
-    assert not (tmp_path / "id.jsonl").exists()
-    assert list((tmp_path / "home" / dialect).glob("*.jsonl"))
+    assert CLIS["claude"].session_of(result.events) == session
 
 
 LATEST_ARGV: dict[str, Callable[[Path], list[str]]] = {
