@@ -154,3 +154,31 @@ def test_steering_resumes_the_same_session(dialect: str, tmp_path: Path) -> None
     records = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
     assert [r["prompt"] for r in records] == ["Fix the parser", "Run the tests."]
     assert records[1]["resumed"] is True
+
+
+@pytest.mark.parametrize("dialect", sorted(set(LAUNCHERS) - {"pi"}))
+def test_steering_into_a_session_the_agent_lost_fails_honestly(
+    dialect: str, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate.py"
+    gate.write_text(
+        "import json, shutil, sys\n"
+        f"shutil.rmtree({str(tmp_path / 'agent-home')!r}, ignore_errors=True)\n"
+        "print(json.dumps({'decision': 'block', 'reason': 'Run the tests.'}))\n"
+    )
+    settings = tmp_path / "settings.json"
+    settings.write_text(
+        json.dumps({"hooks": {"Stop": [{"hooks": [{"command": f"{sys.executable} {gate}"}]}]}})
+    )
+    code, result, _ = run_in(
+        dialect,
+        tmp_path,
+        [final("Claimed victory."), *END],
+        options=("--settings", str(settings), "--max-steers", "2"),
+    )
+    assert code == 1
+    assert result["outcome"] == "error"
+    assert result["error"]["kind"] == "agent_error"
+    assert "no session found with id" in result["error"]["message"]
+    assert [a["exitCode"] for a in result["attempts"]] == [0, 1, 1]
+    assert result["stopAllowedBy"] == "max_steers"

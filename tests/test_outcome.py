@@ -120,3 +120,37 @@ def test_agent_error_message_names_the_agents_reason() -> None:
     verdict = decide(RunFacts(final=final("error", "529 overloaded"), exit=CLEAN))
     assert verdict.error is not None
     assert "529 overloaded" in verdict.error.message
+
+
+TAIL = "Error: model 'gpt-9' not found"
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        RunFacts(exit=ProcessExit(1, None), stderr_tail=TAIL),
+        RunFacts(exit=ProcessExit(None, signal.SIGSEGV), stderr_tail=TAIL),
+        RunFacts(final=final("error"), exit=ProcessExit(1, None), stderr_tail=TAIL),
+        RunFacts(final=final("stop"), exit=ProcessExit(2, None), stderr_tail=TAIL),
+    ],
+)
+def test_a_failing_exit_quotes_the_end_of_the_agents_stderr(facts: RunFacts) -> None:
+    verdict = decide(facts)
+    assert verdict.error is not None
+    assert verdict.error.message.endswith(f"(its stderr ends: {TAIL})")
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        # A success keeps no error, whatever stderr said.
+        RunFacts(final=final("stop"), exit=CLEAN, stderr_tail=TAIL),
+        # A failure the agent reported with a clean exit: stderr is not the cause.
+        RunFacts(final=final("error", "529 overloaded"), exit=CLEAN, stderr_tail=TAIL),
+        # The wrapper's own signal ended the agent.
+        RunFacts(exit=ProcessExit(None, signal.SIGTERM), signalled=True, stderr_tail=TAIL),
+    ],
+)
+def test_stderr_is_quoted_only_when_the_agents_own_exit_failed(facts: RunFacts) -> None:
+    verdict = decide(facts)
+    assert verdict.error is None or TAIL not in verdict.error.message

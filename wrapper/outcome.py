@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from wrapper.events import AssistantMessage, StopReason
@@ -133,6 +133,8 @@ class RunFacts:
     steer_failure: RunError | None = None
     #: The wrapper itself failed (a bug); the child was still cleaned up.
     internal_error: str | None = None
+    #: The end of the agent's stderr, quoted when its own failing exit ends the run.
+    stderr_tail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +186,16 @@ def _failed(kind: ErrorKind, message: str) -> Verdict:
 
 
 def _agent_verdict(facts: RunFacts) -> Verdict:
+    verdict = _agent_verdict_alone(facts)
+    exit_ = facts.exit
+    failed_exit = exit_ is not None and (exit_.code or exit_.signal is not None)
+    if verdict.error is None or not facts.stderr_tail or not failed_exit or facts.signalled:
+        return verdict
+    message = f"{verdict.error.message} (its stderr ends: {facts.stderr_tail})"
+    return replace(verdict, error=replace(verdict.error, message=message))
+
+
+def _agent_verdict_alone(facts: RunFacts) -> Verdict:
     final, exit_ = facts.final, facts.exit
     own_exit = exit_ is not None and not facts.signalled
     if final is None:

@@ -8,6 +8,7 @@ whose value is unknown is ``null``, never missing. The JSON Schema is
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,9 @@ from wrapper.outcome import ProcessExit, Verdict
 from wrapper.policy import StopPolicy
 from wrapper.summary import RunSummary
 from wrapper.timefmt import iso
+
+#: How many of the agent's last stderr lines a failure's message may quote.
+STDERR_TAIL_LINES = 3
 
 
 @dataclass(slots=True, kw_only=True)
@@ -34,6 +38,13 @@ class AttemptRecord:
     spawn_error: str | None = None
     signals_sent: list[dict[str, Any]] = field(default_factory=list)
     tracker: CompletionTracker | None = None
+    #: The agent's last few non-blank stderr lines, for a failure's message.
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
+
+    def stderr_excerpt(self, limit: int = 300) -> str | None:
+        """The end of what the agent last said on stderr, on one line."""
+        text = " / ".join(self.stderr_tail)
+        return ("…" + text[-limit:] if len(text) > limit else text) or None
 
     def to_json(self) -> dict[str, Any]:
         tracker = self.tracker

@@ -374,6 +374,7 @@ class Run:
             "timeout": self.config.timeout,
             "attempt_timeout": self.config.attempt_timeout,
             "steer_failure": failure,
+            "stderr_tail": record.stderr_excerpt(),
         }
 
     async def _finish(self, verdict: Verdict) -> int:

@@ -25,6 +25,7 @@ from wrapper.artifacts import StreamFile
 from wrapper.completion import CompletionTracker, Effect, Limits, Phase, SendSignal
 from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig
 from wrapper.dialects import Dialect, SniffingDialect
+from wrapper.dialects.base import strip_escapes
 from wrapper.events import (
     Event,
     Exited,
@@ -275,10 +276,13 @@ class AttemptSupervisor:
 
     def _stderr_frame(self, frame: Frame) -> None:
         if isinstance(frame, Oversized):
-            text = frame.head.decode("utf-8", "replace") + f"… ({frame.size} bytes)"
+            raw, more = frame.head, f"… ({frame.size} bytes)"
         else:
-            text = frame.decode("utf-8", "replace").rstrip("\r")
-        self.emit(StderrLine(text=text))
+            raw, more = frame.rstrip(b"\r"), ""
+        self.emit(StderrLine(text=raw.decode("utf-8", "replace") + more))
+        plain = strip_escapes(raw).decode("utf-8", "replace").strip()
+        if plain and self.record is not None:
+            self.record.stderr_tail.append(plain + more)
         self.status.touch(trio.current_time(), time.time())
 
     def _frames(self, frames: list[Frame], now: float, wall: float) -> None:

@@ -31,6 +31,11 @@ _TYPE_FIELD = re.compile(rb'"type"\s*:\s*"([A-Za-z0-9_.:/-]{1,64})"')
 _ESCAPES = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 
+def strip_escapes(data: bytes) -> bytes:
+    """``data`` without terminal escape sequences."""
+    return _ESCAPES.sub(b"", data)
+
+
 class UsageError(Exception):
     """The run cannot start as asked; the message says what to change."""
 
