@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ json_values = st.recursive(
 )
 
 
-def objects(types: list[str], keys: list[str]) -> st.SearchStrategy[dict[str, Any]]:
+def objects(types: Sequence[str], keys: Sequence[str]) -> st.SearchStrategy[dict[str, Any]]:
     """JSON objects of the given types whose fields hold anything at all."""
     return st.builds(
         lambda kind, fields: {**fields, "type": kind},

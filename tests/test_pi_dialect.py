@@ -11,8 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wrapper.dialects import (
-    DIALECTS,
-    EXECUTABLES,
     SniffingDialect,
     UsageError,
     resolve_dialect,
@@ -228,59 +226,6 @@ def test_fields_of_the_wrong_type_do_not_raise() -> None:
         dialect.parse(line(obj))
 
 
-@given(st.binary(max_size=300))
-def test_arbitrary_bytes_never_raise(data: bytes) -> None:
-    PiDialect().parse(data)
-
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=8,
-)
-PI_TYPES = [
-    "message_end",
-    "message_update",
-    "tool_execution_start",
-    "tool_execution_end",
-    "auto_retry_start",
-    "auto_retry_end",
-    "agent_end",
-    "session",
-    "turn_start",
-]
-
-
-@settings(suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.sampled_from(PI_TYPES),
-    st.dictionaries(
-        st.sampled_from(
-            [
-                "message",
-                "assistantMessageEvent",
-                "toolName",
-                "args",
-                "willRetry",
-                "id",
-                "attempt",
-                "isError",
-                "role",
-                "content",
-                "stopReason",
-                "usage",
-            ]
-        ),
-        json_values,
-        max_size=6,
-    ),
-)
-def test_arbitrary_json_objects_never_raise(kind: str, fields: dict[str, Any]) -> None:
-    PiDialect().parse(json.dumps({"type": kind, **fields}).encode())
-
-
 # -- launching ---------------------------------------------------------------------
 
 
@@ -309,10 +254,6 @@ def test_task_too_long_for_one_argument_goes_through_a_file(tmp_path: Path) -> N
     path = tmp_path / "task.md"
     assert launch.argv == ["pi", "-p", f"@{path}"]
     assert launch.files == {path: task}
-
-
-def test_auto_dialect_from_executable_name() -> None:
-    assert isinstance(resolve_dialect("auto", ["/usr/local/bin/pi", "-p"], True), PiDialect)
 
 
 def test_auto_dialect_unknown_executable_with_task_is_a_usage_error() -> None:
@@ -380,13 +321,6 @@ def test_the_users_own_session_is_kept_and_no_session_cannot_resume(tmp_path: Pa
     assert plain.argv == ["pi", "-p", "Fix it"], "no session file unless the run may steer"
     with pytest.raises(CannotResume, match="--no-session"):
         PiDialect().resume(["pi", "--no-session"], "x", tmp_path, "id")
-
-
-def test_the_executable_table_matches_every_dialect() -> None:
-    for name, cls in DIALECTS.items():
-        assert cls.name == name
-        listed = {exe for exe, dialect in EXECUTABLES.items() if dialect == name}
-        assert listed == set(cls.executables), name
 
 
 def update_line(delta: str, kind: str = "text_delta") -> bytes:
