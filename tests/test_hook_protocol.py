@@ -338,6 +338,9 @@ def test_policy_settings_are_validated(tmp_path: Path) -> None:
     )
     loaded = load_settings([good])
     assert (loaded.on_stop, loaded.idle.attempts, loaded.idle.cooldown) == ("idle", None, 1.0)
+    assert loaded.observer_drain == 5.0
+    drained = load_settings([write(tmp_path, "drain.json", {"observers": {"drainTimeout": 0}})])
+    assert drained.observer_drain == 0.0
     for bad, where in [
         ({"onStop": "later"}, "onStop"),
         ({"onIdle": {"action": "sleep"}}, "onIdle.action"),
@@ -345,6 +348,10 @@ def test_policy_settings_are_validated(tmp_path: Path) -> None:
         ({"onIdle": {"tries": 1}}, "onIdle.tries"),
         ({"notify": {"command": []}}, "notify.command"),
         ({"summarizer": {}}, "summarizer"),
+        ({"summarizer": {"command": ["s"], "timeout": 0}}, "summarizer.timeout"),
+        ({"onIdle": {"cooldown": -1}}, "onIdle.cooldown"),
+        ({"observers": {"drainTimeout": "5"}}, "observers.drainTimeout"),
+        ({"observers": {"drain": 5}}, "observers.drain"),
     ]:
         with pytest.raises(SettingsError, match=where.replace(".", r"\.")):
             load_settings([write(tmp_path, "bad.json", bad)])

@@ -557,7 +557,9 @@ def test_post_tool_use_observers_follow_the_matcher(tmp_path: Path) -> None:
             ],
             "PostToolUseFailure": [{"matcher": "*", "hooks": [command(observer)]}],
             "PreCompact": [{"hooks": [command(observer)]}],
-        }
+        },
+        # Room for slow starts on a loaded machine: each observer must finish.
+        "observers": {"drainTimeout": 60},
     }
     steps: list[dict[str, Any]] = [
         {
@@ -588,6 +590,26 @@ def test_post_tool_use_observers_follow_the_matcher(tmp_path: Path) -> None:
     )
     failure = by_event["PostToolUseFailure"]
     assert (failure["tool_name"], failure["error"]) == ("write", "disk full")
+
+
+def test_an_observer_still_running_at_the_end_is_cut_after_the_drain(tmp_path: Path) -> None:
+    sleeper = hook_script(tmp_path, "sleeper.py", "import time; time.sleep(600)")
+    settings = {
+        "hooks": {"PostToolUse": [{"hooks": [command(sleeper)]}]},
+        "observers": {"drainTimeout": 0.5},
+    }
+    steps: list[dict[str, Any]] = [
+        {"assistant": {"text": "One tool.", "toolCalls": [{"name": "bash", "arguments": {}}]}},
+        {"tool": {"name": "bash", "result": "ok"}},
+        *answer("Done."),
+    ]
+    run = run_with(tmp_path, settings, steps)
+    assert run.result["success"] is True
+    cut = [w["message"] for w in run.result["warnings"] if w["code"] == "hook_observers_cut"]
+    assert cut == [
+        "observer hooks were still running when the run ended; "
+        "stopped them after 0.5s (observers.drainTimeout)"
+    ]
 
 
 def test_unenforceable_events_are_reported_loudly(tmp_path: Path) -> None:

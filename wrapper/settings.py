@@ -45,7 +45,17 @@ DEFAULT_MAX_RETRIES = 2
 NAME_CHARS = 160
 
 _WRAPPER_KEYS = frozenset(
-    {"hooks", "stop", "evaluator", "disableAllHooks", "onStop", "onIdle", "notify", "summarizer"}
+    {
+        "hooks",
+        "stop",
+        "evaluator",
+        "disableAllHooks",
+        "onStop",
+        "onIdle",
+        "notify",
+        "summarizer",
+        "observers",
+    }
 )
 #: What a run does when the agent stops and the hooks allowed it.
 ON_STOP_POLICIES = ("allow", "signal", "idle", "escalate")
@@ -54,6 +64,9 @@ IDLE_ACTIONS = ("nudge", "done", "fail", "escalate")
 DEFAULT_NUDGE = "Continue with the task, or signal completion."
 #: A summarizer's time limit unless the settings say.
 DEFAULT_SUMMARIZER_TIMEOUT = 30.0
+#: When the run ends, how long observer hooks still running may take to
+#: finish before they are killed (result.json waits for them meanwhile).
+DEFAULT_OBSERVER_DRAIN = 5.0
 _MATCHER_LIST = re.compile(r"[A-Za-z0-9_.-]+(?:\|[A-Za-z0-9_.-]+)*")
 
 
@@ -142,6 +155,7 @@ class Settings:
     desktop_notify: bool = True
     summarizer: tuple[str, ...] | None = None
     summarizer_timeout: float = DEFAULT_SUMMARIZER_TIMEOUT
+    observer_drain: float = DEFAULT_OBSERVER_DRAIN
     #: Things skipped or not enforced, to tell the user (stderr and result.json).
     notes: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
@@ -168,6 +182,7 @@ class Settings:
             "onIdle": self.idle.to_json(),
             "notify": list(self.notify) if self.notify is not None else None,
             "summarizer": list(self.summarizer) if self.summarizer is not None else None,
+            "observers": {"drainTimeout": self.observer_drain},
         }
 
 
@@ -188,7 +203,7 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
             raise SettingsError(f"{where}: disableAllHooks: expected true or false")
         for event, groups in _hooks(where, data.get("hooks", {}), notes).items():
             hooks.setdefault(event, []).extend(groups)
-        for key in ("stop", "evaluator", "onStop", "onIdle", "notify", "summarizer"):
+        for key in _WRAPPER_KEYS - {"hooks", "disableAllHooks"}:
             if key in data:
                 merged[key] = (where, data[key])
     if merged.get("disableAllHooks"):
@@ -216,6 +231,13 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
         policies.update(_notify(*merged["notify"]))
     if "summarizer" in merged:
         policies.update(_summarizer(*merged["summarizer"]))
+    if "observers" in merged:
+        where, value = merged["observers"]
+        value = _known_keys(where, "observers", value, {"drainTimeout"})
+        if "drainTimeout" in value:
+            policies["observer_drain"] = _seconds(
+                where, "observers.drainTimeout", value["drainTimeout"], zero=True
+            )
     return Settings(
         hooks={event: tuple(groups) for event, groups in hooks.items()},
         evaluator=evaluator,
@@ -289,21 +311,19 @@ def _handler(where: str, key: str, value: Any) -> Handler:
         raise SettingsError(
             f"{where}: {key}.type: {kind!r} is not a handler type (command, prompt, agent)"
         )
-    timeout = value.get("timeout", DEFAULT_HANDLER_TIMEOUTS[kind])
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise SettingsError(f"{where}: {key}.timeout: expected a positive number of seconds")
+    timeout = _seconds(
+        where, f"{key}.timeout", value.get("timeout", DEFAULT_HANDLER_TIMEOUTS[kind])
+    )
     origin = f"{where}: {key}"
     if kind == "command":
-        return _command_handler(where, key, value, origin, float(timeout))
+        return _command_handler(where, key, value, origin, timeout)
     prompt = value.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise SettingsError(f"{where}: {key}.prompt: a {kind} handler needs a prompt")
     agent = None
     if kind == "agent" and "command" in value:
         agent = _argv(where, f"{key}.command", value["command"])
-    return Handler(
-        type=kind, origin=origin, timeout=float(timeout), prompt=prompt, agent_command=agent
-    )
+    return Handler(type=kind, origin=origin, timeout=timeout, prompt=prompt, agent_command=agent)
 
 
 def _command_handler(
@@ -407,10 +427,7 @@ def _on_idle(where: str, value: Any) -> IdleSettings:
         else:
             out["attempts"] = attempts
     if "cooldown" in value:
-        cooldown = value["cooldown"]
-        if isinstance(cooldown, bool) or not isinstance(cooldown, int | float) or cooldown < 0:
-            raise SettingsError(f"{where}: onIdle.cooldown: expected seconds >= 0")
-        out["cooldown"] = float(cooldown)
+        out["cooldown"] = _seconds(where, "onIdle.cooldown", value["cooldown"], zero=True)
     return IdleSettings(**out)
 
 
@@ -432,8 +449,18 @@ def _summarizer(where: str, value: Any) -> dict[str, Any]:
         raise SettingsError(f'{where}: summarizer: expected {{"command": [...]}}')
     out: dict[str, Any] = {"summarizer": _argv(where, "summarizer.command", value["command"])}
     if "timeout" in value:
-        timeout = value["timeout"]
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise SettingsError(f"{where}: summarizer.timeout: expected a positive number")
-        out["summarizer_timeout"] = float(timeout)
+        out["summarizer_timeout"] = _seconds(where, "summarizer.timeout", value["timeout"])
     return out
+
+
+def _seconds(where: str, key: str, value: Any, *, zero: bool = False) -> float:
+    """A number of seconds: positive, or also 0 when ``zero``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value < 0
+        or (value == 0 and not zero)
+    ):
+        expected = "a number of seconds >= 0" if zero else "a positive number of seconds"
+        raise SettingsError(f"{where}: {key}: expected {expected}")
+    return float(value)

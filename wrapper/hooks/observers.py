@@ -20,8 +20,6 @@ from wrapper.settings import OBSERVED_EVENTS, Handler, Settings
 OBSERVER_CONCURRENCY = 4
 #: Observer jobs waiting to run; beyond this new ones are dropped (and counted).
 OBSERVER_QUEUE = 256
-#: When the run ends, how long running observers may take to finish.
-OBSERVER_DRAIN_TIMEOUT = 5.0
 
 _Job = tuple[str, list[Handler], dict[str, Any]]
 
@@ -92,7 +90,8 @@ class Observers:
         self._send.close()
         if not self.wanted:
             return
-        with trio.move_on_after(OBSERVER_DRAIN_TIMEOUT):
+        drain = self.settings.observer_drain
+        with trio.move_on_after(drain):
             await self._done.wait()
         if not self._done.is_set():
             self._scope.cancel()
@@ -100,7 +99,7 @@ class Observers:
                 WarningEvent(
                     code="hook_observers_cut",
                     message="observer hooks were still running when the run ended; "
-                    f"stopped them after {OBSERVER_DRAIN_TIMEOUT:g}s",
+                    f"stopped them after {drain:g}s (observers.drainTimeout)",
                 )
             )
         if self.dropped:
