@@ -113,12 +113,11 @@ def test_sigkilled_wrapper_takes_the_agent_tree_with_it(tmp_path: Path) -> None:
     try:
         # The three children (the marker is in their command lines).
         assert wait_until(lambda: len(marked(tmp_path)) == 3, timeout=20)
-        time.sleep(0.5)  # the guardian has listed them
+        time.sleep(1.0)  # the guardian, polling every 0.2 s, has listed them
         wrapper.kill()
         wrapper.wait(timeout=HANG_LIMIT)
-        started = time.monotonic()
-        assert wait_until(lambda: not marked(tmp_path), timeout=5), marked(tmp_path)
-        assert time.monotonic() - started < 3
+        # A couple of seconds when the machine is idle; the bound only catches a hang.
+        assert wait_until(lambda: not marked(tmp_path), timeout=15), marked(tmp_path)
         shown = subprocess.run(
             [sys.executable, "-m", "wrapper", "status", str(tmp_path / "run")],
             capture_output=True,
@@ -137,7 +136,7 @@ def test_the_guardian_does_nothing_after_a_clean_finish(tmp_path: Path) -> None:
     assert run.result["success"] is True
     assert not processes_matching("guardian.py " + str(os.getpid()))
     # No guardian is left behind for this run either.
-    assert wait_until(lambda: not _guardians_of_dead_parents(), timeout=3)
+    assert wait_until(lambda: not _guardians_of_dead_parents(), timeout=10)
 
 
 def _guardians_of_dead_parents() -> list[tuple[int, str]]:
@@ -334,5 +333,5 @@ def test_a_signal_while_the_wrapper_starts_still_ends_everything(
         # Killed before it could set anything up: nothing was started either.
         assert code == -signal.SIGTERM
         assert when != "agent started"
-    assert wait_until(lambda: not marked(tmp_path), timeout=5)
-    assert wait_until(lambda: not processes_matching(str(scenario)), timeout=5)
+    assert wait_until(lambda: not marked(tmp_path), timeout=15)
+    assert wait_until(lambda: not processes_matching(str(scenario)), timeout=15)
