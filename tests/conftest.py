@@ -204,7 +204,7 @@ def no_leaks(tmp_path: Path) -> Iterator[None]:
         return [p for needle in needles for p in processes_matching(needle)]
 
     # A process killed a moment ago may still be on its way out.
-    wait_until(lambda: not leaked_now(), timeout=2.0)
+    wait_until(lambda: not leaked_now(), timeout=10.0)
     leaked = leaked_now()
     for pid, _ in leaked:
         with contextlib.suppress(ProcessLookupError):
