@@ -85,6 +85,17 @@ def run_in(
 dialects = pytest.mark.parametrize("dialect", sorted(LAUNCHERS))
 
 
+def stop_gate(tmp_path: Path, body: str) -> Path:
+    """A settings file whose one Stop hook runs the Python ``body``."""
+    gate = tmp_path / "gate.py"
+    gate.write_text("import json, shutil, sys\n" + body)
+    settings = tmp_path / "settings.json"
+    settings.write_text(
+        json.dumps({"hooks": {"Stop": [{"hooks": [{"command": f"{sys.executable} {gate}"}]}]}})
+    )
+    return settings
+
+
 @dialects
 def test_final_answer_after_a_tool(dialect: str, tmp_path: Path) -> None:
     steps: list[dict[str, Any]] = [
@@ -131,15 +142,10 @@ def test_the_agents_own_failure(dialect: str, stop: str, kind: str, tmp_path: Pa
 
 @dialects
 def test_steering_resumes_the_same_session(dialect: str, tmp_path: Path) -> None:
-    gate = tmp_path / "gate.py"
-    gate.write_text(
-        "import json, sys\n"
+    settings = stop_gate(
+        tmp_path,
         "if not json.load(sys.stdin)['stop_hook_active']:\n"
-        "    print(json.dumps({'decision': 'block', 'reason': 'Run the tests.'}))\n"
-    )
-    settings = tmp_path / "settings.json"
-    settings.write_text(
-        json.dumps({"hooks": {"Stop": [{"hooks": [{"command": f"{sys.executable} {gate}"}]}]}})
+        "    print(json.dumps({'decision': 'block', 'reason': 'Run the tests.'}))\n",
     )
     code, result, _ = run_in(
         dialect,
@@ -160,15 +166,10 @@ def test_steering_resumes_the_same_session(dialect: str, tmp_path: Path) -> None
 def test_steering_into_a_session_the_agent_lost_fails_honestly(
     dialect: str, tmp_path: Path
 ) -> None:
-    gate = tmp_path / "gate.py"
-    gate.write_text(
-        "import json, shutil, sys\n"
+    settings = stop_gate(
+        tmp_path,
         f"shutil.rmtree({str(tmp_path / 'agent-home')!r}, ignore_errors=True)\n"
-        "print(json.dumps({'decision': 'block', 'reason': 'Run the tests.'}))\n"
-    )
-    settings = tmp_path / "settings.json"
-    settings.write_text(
-        json.dumps({"hooks": {"Stop": [{"hooks": [{"command": f"{sys.executable} {gate}"}]}]}})
+        "print(json.dumps({'decision': 'block', 'reason': 'Run the tests.'}))\n",
     )
     code, result, _ = run_in(
         dialect,
