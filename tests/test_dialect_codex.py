@@ -21,6 +21,7 @@ from wrapper.dialects import CannotResume
 from wrapper.dialects.codex import CodexDialect
 from wrapper.events import (
     AgentEnded,
+    AgentWarning,
     AssistantMessage,
     Event,
     Retry,
@@ -31,7 +32,6 @@ from wrapper.events import (
     ToolStarted,
     TurnStarted,
     Usage,
-    WarningEvent,
     is_terminal,
 )
 
@@ -123,8 +123,8 @@ def test_other_errors_are_warnings_never_terminal() -> None:
         item("item.completed", type="error", message="Falling back to HTTPS transport."),
     )
     assert events == [
-        WarningEvent(code="agent_error", message="Codex reported an error: unexpected status 401"),
-        WarningEvent(
+        AgentWarning(code="agent_error", message="Codex reported an error: unexpected status 401"),
+        AgentWarning(
             code="agent_error", message="Codex reported an error: Falling back to HTTPS transport."
         ),
     ]

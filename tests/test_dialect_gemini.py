@@ -21,6 +21,7 @@ from wrapper.dialects import CannotResume
 from wrapper.dialects.gemini import GeminiDialect
 from wrapper.events import (
     AgentEnded,
+    AgentWarning,
     AssistantMessage,
     Event,
     SessionStarted,
@@ -28,7 +29,6 @@ from wrapper.events import (
     ToolEnded,
     ToolStarted,
     Usage,
-    WarningEvent,
     is_terminal,
 )
 
@@ -100,7 +100,7 @@ def test_success_after_a_limit_error_is_not_a_stop(message: str, canonical: str)
 def test_other_error_events_are_warnings_and_do_not_change_a_success() -> None:
     events = parse_all(INIT, error_event("Loop detected, stopping execution", "warning"))
     assert events[1:] == [
-        WarningEvent(code="agent_warning", message="Gemini CLI: Loop detected, stopping execution")
+        AgentWarning(code="agent_warning", message="Gemini CLI: Loop detected, stopping execution")
     ]
     assert final(parse_all(error_event("Invalid stream"), result())).stop_reason == "stop"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.conftest import schema, validate
 from wrapper.artifacts import ArtifactErrors, StreamFile
-from wrapper.events import Event, TextDelta, TurnStarted, WarningEvent
+from wrapper.events import AgentWarning, Event, TextDelta, TurnStarted, WarningEvent
 from wrapper.sinks import COALESCE_MAX_CHARS, EventStream
 
 
@@ -77,3 +77,15 @@ def test_every_event_type_is_in_the_schema_with_its_source() -> None:
     for cls in classes:
         assert cls.TYPE in allowed, cls
         assert cls.SOURCE in ("agent", "wrapper")
+
+
+def test_warnings_say_whether_the_agent_or_the_wrapper_reported_them(tmp_path: Path) -> None:
+    stream, path = open_stream(tmp_path)
+    stream.emit(AgentWarning(code="agent_error", message="Codex: stream disconnected"), 1.0)
+    stream.emit(WarningEvent(code="hook_failed", message="gate.py crashed"), 2.0)
+    stream.flush()
+    assert [(e["type"], e["source"]) for e in logged(path)] == [
+        ("warning", "agent"),
+        ("warning", "wrapper"),
+    ]
+    assert [w["code"] for w in stream.warnings] == ["agent_error", "hook_failed"]

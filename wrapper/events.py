@@ -258,6 +258,16 @@ class StderrLine(Event):
     text: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentWarning(Event):
+    """An error or warning the agent reported without ending its turn (a
+    reconnect, a fallback, a loop detector): recorded, never terminal."""
+
+    TYPE: ClassVar[str] = "warning"
+    code: str
+    message: str
+
+
 # --- wrapper events ---------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ import orjson
 import trio
 
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write
-from wrapper.events import Event, TextDelta, WarningEvent
+from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent
 from wrapper.timefmt import iso
 
 #: How much unwritten output may pile up before the stream waits for the reader.
@@ -125,7 +125,7 @@ class EventStream:
             if self._live is not None:
                 self._live(event, self._encode(event, self.seq, now, self.attempt))
             return
-        if isinstance(event, WarningEvent):
+        if isinstance(event, WarningEvent | AgentWarning):
             self.warnings.append({"code": event.code, "message": event.message})
         self._flush_pending()
         line = self._encode(event, self.seq, now, self.attempt)

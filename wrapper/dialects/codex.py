@@ -19,7 +19,7 @@ the run is settled. The raw stop reason is the event's type.
 
 Errors that end nothing are never terminal: a top-level ``error`` reading
 ``Reconnecting... N/M`` is a ``Retry``; any other top-level ``error`` and an
-``error`` item (Codex calls those non-fatal) become a ``WarningEvent``
+``error`` item (Codex calls those non-fatal) become an ``AgentWarning``
 (``agent_error``), so they reach ``result.json``'s warnings without deciding
 the outcome. An interrupted turn emits no final event: ``on_exit`` reports
 exit 130/143 as ``aborted``, any other non-zero exit as ``error`` (with the
@@ -57,6 +57,7 @@ from wrapper.dialects.base import (
 )
 from wrapper.events import (
     AgentEnded,
+    AgentWarning,
     AssistantMessage,
     Event,
     Retry,
@@ -67,7 +68,6 @@ from wrapper.events import (
     ToolStarted,
     TurnStarted,
     Usage,
-    WarningEvent,
     canonical_stop_reason,
 )
 
@@ -190,7 +190,7 @@ class CodexDialect(Dialect):
                 )
             ]
         self._last_error = message
-        return [WarningEvent(code="agent_error", message=f"Codex reported an error: {message}")]
+        return [AgentWarning(code="agent_error", message=f"Codex reported an error: {message}")]
 
     def _item(self, obj: dict[str, Any]) -> list[Event]:
         item = obj.get("item")
@@ -206,7 +206,7 @@ class CodexDialect(Dialect):
             return [TextDelta(text=text)]
         if kind == "error" and completed:
             message = as_str(item.get("message")) or "an error item without a message"
-            return [WarningEvent(code="agent_error", message=f"Codex reported an error: {message}")]
+            return [AgentWarning(code="agent_error", message=f"Codex reported an error: {message}")]
         if kind not in _TOOL_ITEMS or obj.get("type") == "item.updated":
             return []
         item_id = as_str(item.get("id")) or ""

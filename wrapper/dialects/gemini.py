@@ -23,7 +23,7 @@ run is settled.
   (cancelled; also after an error result) and 143 are ``aborted``, 53 (turn
   limit) and any other non-zero status ``error``.
 
-``error`` events are also kept as ``WarningEvent`` (``agent_error`` or
+``error`` events are also kept as ``AgentWarning`` (``agent_error`` or
 ``agent_warning``) so that they reach ``result.json``'s warnings.
 
 The final text is the assistant's text after its last tool call. Gemini
@@ -55,6 +55,7 @@ from wrapper.dialects.base import (
 )
 from wrapper.events import (
     AgentEnded,
+    AgentWarning,
     AssistantMessage,
     Event,
     SessionStarted,
@@ -63,7 +64,6 @@ from wrapper.events import (
     ToolEnded,
     ToolStarted,
     Usage,
-    WarningEvent,
     canonical_stop_reason,
 )
 
@@ -182,7 +182,7 @@ class GeminiDialect(Dialect):
                 self._limit = (reason, message)
                 break
         severity = "warning" if obj.get("severity") == "warning" else "error"
-        return [WarningEvent(code=f"agent_{severity}", message=f"Gemini CLI: {message}")]
+        return [AgentWarning(code=f"agent_{severity}", message=f"Gemini CLI: {message}")]
 
     def _result(self, obj: dict[str, Any]) -> list[Event]:
         raw = as_str(obj.get("status"))
