@@ -520,6 +520,30 @@ def test_reused_run_dir_is_cleared_of_a_previous_result(tmp_path: Path) -> None:
     assert "stale" not in read_result(run_dir / "result.json")
 
 
+def test_status_exists_from_the_moment_the_agent_starts(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    scenario = write_scenario(tmp_path, [*tool_turn(duration=60)])
+    proc = subprocess.Popen(
+        wrapper_argv(run_dir, scenario),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=agent_env(tmp_path),
+    )
+    try:
+        assert wait_until((tmp_path / "record.jsonl").exists)
+        status = json.loads((run_dir / "status.json").read_text())
+        validate("status", status)
+        assert status["state"] in ("starting", "running")
+        assert status["wrapperPid"] == proc.pid
+        proc.terminate()
+        assert proc.wait(HANG_LIMIT) == 143
+    finally:
+        proc.kill()
+        proc.wait()
+    result = read_result(run_dir / "result.json")
+    assert result["startedAt"] == status["startedAt"]
+
+
 def test_runner_that_stops_reading_cannot_stall_timers_or_the_result(tmp_path: Path) -> None:
     stream = tmp_path / "big.jsonl"
     delta = {

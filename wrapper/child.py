@@ -9,11 +9,16 @@ the wrapper's (``early_start``). The supervisor watches it through
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import orjson
 
 from wrapper import proctree
 from wrapper.artifacts import ArtifactErrors, atomic_write, prepare_run_dir
@@ -52,6 +57,8 @@ class EarlyStart:
     guardian: subprocess.Popen[bytes] | None
     started: subprocess.Popen[bytes] | OSError
     signals: list[signal.Signals] = field(default_factory=list)
+    #: When the run began (wall clock), for result.json and status.json.
+    started_at: float = field(default_factory=time.time)
 
 
 def early_start(
@@ -73,8 +80,15 @@ def early_start(
     early_signals: list[signal.Signals] = []
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda signum, _frame: early_signals.append(signal.Signals(signum)))
+    started_at = time.time()
     errors = ArtifactErrors()
     dir_ok = prepare_run_dir(config.run_dir, config.runs_root, errors)
+    if dir_ok:
+        # Runners polling status.json see the run from its first moment; the
+        # run proper takes the file over once it is up.
+        status = config.starting_status(started_at, os.getpid())
+        with contextlib.suppress(OSError):
+            atomic_write(config.run_dir / "status.json", orjson.dumps(status), durable=False)
     try:
         for path, text in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -89,4 +103,4 @@ def early_start(
         started = spawn(launch_argv, child_env(config, 1, environ), config.cwd)
     except OSError as exc:
         started = exc
-    return EarlyStart(errors, dir_ok, guardian, started, early_signals)
+    return EarlyStart(errors, dir_ok, guardian, started, early_signals, started_at)

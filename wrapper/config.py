@@ -10,6 +10,7 @@ from typing import Any
 
 from wrapper.framing import DEFAULT_MAX_LINE_BYTES
 from wrapper.settings import Settings
+from wrapper.timefmt import iso
 
 #: After a terminal stop, how long the child may go on running before SIGTERM.
 DEFAULT_GRACE = 1.0
@@ -97,6 +98,25 @@ class RunConfig:
             or settings.retry_on_error
             or bool(settings.handlers(self.stop_event))
         )
+
+    def starting_status(self, started_at: float, wrapper_pid: int) -> dict[str, Any]:
+        """status.json before the agent runs (see ``wrapper/schemas/status.schema.json``)."""
+        return {
+            "schemaVersion": SCHEMA_VERSION,
+            "runId": self.run_id,
+            "state": "starting",
+            "attempt": 1,
+            "pid": None,
+            "wrapperPid": wrapper_pid,
+            "startedAt": iso(started_at),
+            "updatedAt": iso(started_at),
+            "lastEventAt": None,
+            "currentTool": None,
+            "label": self.label,
+            "question": None,
+            "escalationId": None,
+            "outcome": None,
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {

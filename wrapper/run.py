@@ -25,7 +25,6 @@ from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write, dump_jso
 from wrapper.child import STOP_SIGNALS, EarlyStart
 from wrapper.config import (
     OUTPUT_FLUSH_TIMEOUT,
-    SCHEMA_VERSION,
     STATUS_INTERVAL,
     OutputMode,
     RunConfig,
@@ -49,7 +48,6 @@ from wrapper.result import AttemptRecord, build_result
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
 from wrapper.supervisor import AttemptSupervisor
-from wrapper.timefmt import iso
 
 
 def resolve_output(mode: OutputMode) -> OutputMode:
@@ -99,7 +97,7 @@ class Run:
         self.dialect = dialect
         self.launch = launch
         self.environ = environ
-        self.started_at = time.time()
+        self.started_at = early.started_at if early is not None else time.time()
         self.clock_start = trio.current_time()
         self.errors = early.errors if early is not None else ArtifactErrors()
         self.attempts: list[AttemptRecord] = []
@@ -161,21 +159,7 @@ class Run:
             run_dir / "status.json", self.errors, STATUS_INTERVAL, enabled=self.dir_ok
         )
         self.status.update(
-            self.clock_start,
-            force=True,
-            schemaVersion=SCHEMA_VERSION,
-            runId=config.run_id,
-            state="starting",
-            attempt=1,
-            pid=None,
-            wrapperPid=os.getpid(),
-            startedAt=iso(self.started_at),
-            lastEventAt=None,
-            currentTool=None,
-            label=config.label,
-            question=None,
-            escalationId=None,
-            outcome=None,
+            self.clock_start, force=True, **config.starting_status(self.started_at, os.getpid())
         )
         self.gate = StopGate(
             config=config,
