@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -535,6 +536,11 @@ def test_status_exists_from_the_moment_the_agent_starts(tmp_path: Path) -> None:
         validate("status", status)
         assert status["state"] in ("starting", "running")
         assert status["wrapperPid"] == proc.pid
+        assert wait_until(lambda: "bash" in (run_dir / "status.json").read_text())
+        shown = invoke([sys.executable, "-m", "wrapper", "status", str(run_dir)], tmp_path)
+        assert re.search(
+            r": running, attempt 1, agent pid \d+, running tool bash", shown.stdout.decode()
+        )
         proc.terminate()
         assert proc.wait(HANG_LIMIT) == 143
     finally:

@@ -133,7 +133,8 @@ def status_main(run_dir: str, as_json: bool) -> int:
         ]
     else:
         tool = f", running tool {status['currentTool']}" if status.get("currentTool") else ""
-        lines = [f"{name}: {state}, attempt {status.get('attempt')}, pid {status.get('pid')}{tool}"]
+        agent = f", agent pid {status['pid']}" if status.get("pid") else ""
+        lines = [f"{name}: {state}, attempt {status.get('attempt')}{agent}{tool}"]
     print("\n".join(lines))
     return 0
 
