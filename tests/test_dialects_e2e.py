@@ -179,7 +179,10 @@ def test_steering_into_a_session_the_agent_lost_fails_honestly(
     )
     assert code == 1
     assert result["outcome"] == "error"
-    assert result["error"]["kind"] == "agent_error"
-    assert "no session found with id" in result["error"]["message"]
-    assert [a["exitCode"] for a in result["attempts"]] == [0, 1, 1]
-    assert result["stopAllowedBy"] == "max_steers"
+    assert result["error"]["kind"] == "steer_failed"
+    message = result["error"]["message"]
+    assert message.startswith("the agent could not be resumed to take the steer: it exited")
+    assert "no session found with id" in message
+    # One refused resume is enough: the wrapper does not steer into it again.
+    assert [a["exitCode"] for a in result["attempts"]] == [0, 1]
+    assert result["stopAllowedBy"] == "cannot_steer"

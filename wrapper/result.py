@@ -38,6 +38,8 @@ class AttemptRecord:
     spawn_error: str | None = None
     signals_sent: list[dict[str, Any]] = field(default_factory=list)
     tracker: CompletionTracker | None = None
+    #: How much the agent wrote on stdout (a resume that wrote nothing was refused).
+    stdout_bytes: int = 0
     #: The agent's last few non-blank stderr lines, for a failure's message.
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
 

@@ -273,6 +273,10 @@ class Run:
                     f"the agent could not be restarted to take the steer: {record.spawn_error}",
                 )
                 return RunFacts(**self._facts_so_far())
+            refused = _refused_resume(record) if number > 1 else None
+            if refused is not None:
+                self.steering.allow(AllowedBy.CANNOT_STEER, refused)
+                return RunFacts(**self._facts_so_far())
             facts = RunFacts(**self._facts_so_far())
             if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
                 return facts
@@ -411,6 +415,24 @@ class Run:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):
                 await pump.drain()
         return exit_status
+
+
+def _refused_resume(record: AttemptRecord) -> str | None:
+    """Why a resumed agent never took the steer: it exited non-zero on its own
+    without writing a byte (a session it no longer holds, say); else None."""
+    exit_, tracker = record.exit, record.tracker
+    if (
+        record.stdout_bytes
+        or exit_ is None
+        or not exit_.code
+        or (tracker is not None and tracker.signalled)
+    ):
+        return None
+    said = record.stderr_excerpt()
+    return (
+        f"the agent could not be resumed to take the steer: it {exit_.describe()} "
+        "without writing anything" + (f" (its stderr ends: {said})" if said else "")
+    )
 
 
 def _innermost(exc: BaseException) -> str:

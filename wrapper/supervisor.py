@@ -231,9 +231,12 @@ class AttemptSupervisor:
 
     async def _read_stdout(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineFramer(self.config.max_line_bytes)
+        record = self.record
+        assert record is not None
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
                 self.stdout_log.write(data)
+                record.stdout_bytes += len(data)
                 # One clock reading per chunk: its lines arrived together.
                 now, wall = trio.current_time(), time.time()
                 if self.tracker is not None:
