@@ -429,6 +429,9 @@ def test_reply_without_a_waiting_question_fails(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "no question has been asked" in proc.stderr
     assert cli(tmp_path, "reply", str(run.run_dir)).returncode == 2
+    nowhere = cli(tmp_path, "reply", str(tmp_path / "nowhere"), "hello")
+    assert nowhere.returncode == 1
+    assert "is not the directory of a wrapped run" in nowhere.stderr
     assert cli(tmp_path, "status", str(tmp_path / "nowhere")).returncode == 1
 
 

@@ -55,6 +55,8 @@ def reply_main(
     if sum((text is not None, go_on, stop)) != 1:
         return _fail("reply", "give exactly one of TEXT, --continue or --stop", 2)
     folder = Path(run_dir)
+    if not (folder / "status.json").is_file():
+        return _fail("reply", f"{folder} is not the directory of a wrapped run (no status.json)")
     target = escalation or mailbox.latest_escalation(folder)
     if target is None:
         return _fail("reply", f"no question has been asked in {folder}")
