@@ -129,6 +129,37 @@ def test_pretty_output_is_for_people(tmp_path: Path) -> None:
     assert not any(line.startswith("{") for line in out.splitlines())
 
 
+def test_a_failed_run_says_why_in_one_line_on_stderr_and_in_the_last_event(
+    tmp_path: Path,
+) -> None:
+    steps = [{"assistant": {"text": "", "stopReason": "error", "errorMessage": "quota gone"}}]
+    scenario = write_scenario(tmp_path, [*steps, *FINAL[1:]])
+    run_dir = tmp_path / "run"
+    proc = invoke(wrapper_argv(run_dir, scenario, task="hi"), tmp_path)
+    assert proc.returncode == 1
+    result = read_result(run_dir / "result.json")
+    last = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert (last["type"], last["error"]) == ("result_written", result["error"])
+    assert proc.stderr.decode().splitlines()[-1] == (
+        f"agent-wrapper: error: {result['error']['message']} (result: {run_dir}/result.json)"
+    )
+    pretty = invoke(
+        wrapper_argv(tmp_path / "run2", scenario, task="hi", options=["--output", "pretty"]),
+        tmp_path,
+    )
+    assert "■ error (error)" in pretty.stdout.decode()
+    assert "quota gone" in pretty.stdout.decode().splitlines()[-1]
+    assert b"agent-wrapper: error" not in pretty.stderr, "the live view already said it"
+
+
+def test_a_successful_run_is_silent_on_stderr(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, FINAL)
+    proc = invoke(wrapper_argv(tmp_path / "run", scenario, task="hi"), tmp_path)
+    assert proc.returncode == 0
+    assert proc.stderr == b""
+    assert json.loads(proc.stdout.decode().splitlines()[-1])["error"] is None
+
+
 def test_cli_module_does_not_import_the_run_machinery() -> None:
     # --version and usage errors must not pay for trio and psutil.
     code = "import sys, wrapper.cli; sys.exit('trio' in sys.modules or 'psutil' in sys.modules)"

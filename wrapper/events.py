@@ -379,3 +379,5 @@ class ResultWritten(WrapperEvent):
     path: str | None
     outcome: str
     exit_status: int
+    #: result.json's ``error`` (``kind``, ``message``), or None on success.
+    error: Mapping[str, str] | None = None

@@ -116,9 +116,12 @@ class PrettyView:
         if isinstance(event, ResultWritten):
             style = _GREEN if event.outcome == "ok" else _RED
             where = event.path or "(stderr)"
-            return self._c(_BOLD + style, f"■ {event.outcome}{self._stop}") + self._c(
+            line = self._c(_BOLD + style, f"■ {event.outcome}{self._stop}") + self._c(
                 _DIM, f" in {elapsed:.1f}s · {self._tokens:,} tokens · result: {where}"
             )
+            if event.error is not None:
+                line += "\n" + self._c(style, f"  {event.error['message']}")
+            return line
         return ""
 
 

@@ -406,7 +406,10 @@ class Run:
         written = write_result(self.config, render, self.errors, artifacts)
         exit_status = verdict.exit_status if written is not None else EXIT_NO_RESULT
         outcome = str(verdict.outcome)
-        self.stream.emit(ResultWritten(path=written, outcome=outcome, exit_status=exit_status))
+        error = verdict.error.to_json() if verdict.error is not None else None
+        self.stream.emit(
+            ResultWritten(path=written, outcome=outcome, exit_status=exit_status, error=error)
+        )
         self.stream.flush()
         for log in (self.stdout_log, self.stderr_log, self.events_log):
             log.close()
@@ -414,6 +417,15 @@ class Run:
         if pump is not None:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):
                 await pump.drain()
+        if error is not None and written is not None and self.output_mode is not OutputMode.PRETTY:
+            # The live view shows the error itself; elsewhere a person reading
+            # the log (a CI job, a runner's capture) gets one line on stderr.
+            with contextlib.suppress(OSError, ValueError):
+                print(
+                    f"agent-wrapper: {outcome}: {error['message']} (result: {written})",
+                    file=sys.stderr,
+                    flush=True,
+                )
         return exit_status
 
 
