@@ -55,7 +55,8 @@ def reply_main(
     if sum((text is not None, go_on, stop)) != 1:
         return _fail("reply", "give exactly one of TEXT, --continue or --stop", 2)
     folder = Path(run_dir)
-    if not (folder / "status.json").is_file():
+    status = mailbox.read_json(folder / "status.json")
+    if status is None:
         return _fail("reply", f"{folder} is not the directory of a wrapped run (no status.json)")
     target = escalation or mailbox.latest_escalation(folder)
     if target is None:
@@ -67,14 +68,12 @@ def reply_main(
     ):
         return _fail("reply", f"{folder} has no escalation {target!r}")
     earlier = mailbox.answer_of(folder, target)
-    if earlier is None:
-        status = mailbox.read_json(folder / "status.json") or {}
-        if not _alive(status.get("wrapperPid")):
-            return _fail(
-                "reply",
-                f"the wrapper of this run (pid {status.get('wrapperPid')}) is gone: "
-                f"nobody is waiting for an answer to {target}",
-            )
+    if earlier is None and not _alive(status.get("wrapperPid")):
+        return _fail(
+            "reply",
+            f"the wrapper of this run (pid {status.get('wrapperPid')}) is gone: "
+            f"nobody is waiting for an answer to {target}",
+        )
     kind = "text" if text is not None else "continue" if go_on else "stop"
     try:
         first = earlier is None and mailbox.answer(folder, target, kind, text)
