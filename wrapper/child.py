@@ -18,10 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from wrapper import proctree
-from wrapper.artifacts import ArtifactErrors, atomic_write, prepare_run_dir
+from wrapper.artifacts import ArtifactErrors, atomic_write, dump_json, prepare_run_dir
 from wrapper.config import RunConfig, child_depth, child_env
 
 
@@ -88,7 +86,7 @@ def early_start(
         # run proper takes the file over once it is up.
         status = config.starting_status(started_at, os.getpid())
         with contextlib.suppress(OSError):
-            atomic_write(config.run_dir / "status.json", orjson.dumps(status), durable=False)
+            atomic_write(config.run_dir / "status.json", dump_json(status), durable=False)
     try:
         for path, text in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)

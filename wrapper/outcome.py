@@ -191,8 +191,13 @@ def _agent_verdict(facts: RunFacts) -> Verdict:
     failed_exit = exit_ is not None and (exit_.code or exit_.signal is not None)
     if verdict.error is None or not facts.stderr_tail or not failed_exit or facts.signalled:
         return verdict
-    message = f"{verdict.error.message} (its stderr ends: {facts.stderr_tail})"
+    message = quoting_stderr(verdict.error.message, facts.stderr_tail)
     return replace(verdict, error=replace(verdict.error, message=message))
+
+
+def quoting_stderr(message: str, tail: str | None) -> str:
+    """``message`` followed by the end of the agent's stderr, when it said anything."""
+    return f"{message} (its stderr ends: {tail})" if tail else message
 
 
 def _agent_verdict_alone(facts: RunFacts) -> Verdict:

@@ -41,7 +41,15 @@ from wrapper.hooks.gate import StopGate
 from wrapper.hooks.observers import Observers
 from wrapper.hooks.runner import HookContext
 from wrapper.hooks.steering import AllowedBy
-from wrapper.outcome import EXIT_NO_RESULT, ErrorKind, RunError, RunFacts, Verdict, decide
+from wrapper.outcome import (
+    EXIT_NO_RESULT,
+    ErrorKind,
+    RunError,
+    RunFacts,
+    Verdict,
+    decide,
+    quoting_stderr,
+)
 from wrapper.pretty import PrettyView
 from wrapper.proctree import start_guardian, stop_guardian
 from wrapper.result import AttemptRecord, build_result
@@ -440,10 +448,10 @@ def _refused_resume(record: AttemptRecord) -> str | None:
         or (tracker is not None and tracker.signalled)
     ):
         return None
-    said = record.stderr_excerpt()
-    return (
+    return quoting_stderr(
         f"the agent could not be resumed to take the steer: it {exit_.describe()} "
-        "without writing anything" + (f" (its stderr ends: {said})" if said else "")
+        "without writing anything",
+        record.stderr_excerpt(),
     )
 
 
