@@ -62,6 +62,11 @@ def test_version() -> None:
         (["run", "--task-file", "/no/such/file", "--", "pi"], "cannot read it"),
         (["run", "--task", "x", "--", "my-agent", "--json"], "pass --dialect"),
         ([], "required"),
+        (["run", "--task", "x", "pi", "--mode", "json"], "put the agent's command after --"),
+        (["run", "--timout", "5", "--", "pi"], "did you mean --timeout?"),
+        (["run", "--task", "", "--", "pi"], "--task is empty"),
+        (["run", "--task", " \n", "--", "pi"], "--task is empty"),
+        (["status", "--jsn", "x"], "did you mean --json?"),
     ],
 )
 def test_usage_errors_exit_2_and_say_what_to_do(

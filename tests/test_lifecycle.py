@@ -275,6 +275,16 @@ def test_spawn_failure_writes_result(tmp_path: Path) -> None:
     assert result["pid"] is None
 
 
+def test_a_bare_command_name_not_on_path_says_so(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir"]
+    argv += [str(run_dir), "--dialect", "pi", "--task", "hi", "--", "no-such-agent-cli"]
+    proc = invoke(argv, tmp_path)
+    assert proc.returncode == 127
+    message = read_result(run_dir / "result.json")["error"]["message"]
+    assert message.startswith("no-such-agent-cli: not found on PATH")
+
+
 def test_unusable_run_dir_does_not_block_the_run_or_result(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
@@ -368,6 +378,35 @@ def test_task_file_too_long_for_argv_goes_through_a_file(tmp_path: Path) -> None
     [record] = [json.loads(x) for x in (tmp_path / "record.jsonl").read_text().splitlines()]
     assert record["prompt"] == task
     assert read_result(tmp_path / "run" / "result.json")["task"] == task
+
+
+def test_task_from_stdin_loses_the_newline_a_pipe_adds(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, [final(), *END])
+    argv = wrapper_argv(tmp_path / "run", scenario, task=None, options=["--task-file", "-"])
+    proc = subprocess.run(
+        argv,
+        input=b"Fix the bug.\n\n",
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # One newline is the pipe's; the rest is the user's.
+    assert read_result(tmp_path / "run" / "result.json")["task"] == "Fix the bug.\n"
+
+
+def test_an_empty_task_file_is_a_usage_error(tmp_path: Path) -> None:
+    task_file = tmp_path / "task.txt"
+    task_file.write_text("\n")
+    scenario = write_scenario(tmp_path, [final(), *END])
+    argv = wrapper_argv(
+        tmp_path / "run", scenario, task=None, options=["--task-file", str(task_file)]
+    )
+    proc = invoke(argv, tmp_path)
+    assert proc.returncode == 2
+    assert b"is empty" in proc.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_timeout_ends_the_run(tmp_path: Path) -> None:

@@ -37,7 +37,12 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.
 
 
 def spawn_error(argv: Sequence[str], exc: OSError) -> str:
-    return f"{argv[0]}: {exc.strerror or exc}"
+    """Why ``argv`` could not be started, in words a person can act on."""
+    name = argv[0]
+    if isinstance(exc, FileNotFoundError) and os.sep not in name:
+        # A bare name was looked up on PATH: "No such file" would point at a file.
+        return f"{name}: not found on PATH (install it, or give its path)"
+    return f"{name}: {exc.strerror or exc}"
 
 
 #: The wrapper's own signals that end a run (SIGHUP: tmux kill-pane, a closed terminal).

@@ -248,7 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     normalize.add_argument(
         "--summary",
         action="store_true",
-        help="print one JSON object: stopReason, rawStopReason, finalText, sessionId, usage",
+        help="print one JSON object instead: dialect, stopReason, rawStopReason, finalText, "
+        "sessionId, model, usage, toolsUsed",
     )
     normalize.add_argument(
         "--exit-code",
@@ -296,9 +297,19 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the latest)",
     )
 
-    status = sub.add_parser("status", help="show a run's state")
+    status = sub.add_parser(
+        "status",
+        help="show a run's state",
+        description="Say what a run is doing: running (attempt, agent pid, current tool), "
+        "waiting for a person (the question and how to reply), finished (outcome and "
+        "error), or ended without finishing because its wrapper is gone.",
+    )
     status.add_argument("run_dir", metavar="RUN_DIR")
-    status.add_argument("--json", action="store_true", help="status.json and result.json as JSON")
+    status.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"status": status.json, "result": result.json or null} instead',
+    )
 
     hook_test = sub.add_parser(
         "hook-test",
@@ -324,6 +335,37 @@ def _split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
     return args[:index], args[index + 1 :]
 
 
+def _unrecognized(
+    sub: argparse.ArgumentParser, subcommand: str, extras: list[str], had_separator: bool
+) -> str:
+    """The usage error for arguments no option takes: a likely fix first."""
+    import difflib
+
+    words = " ".join(extras)
+    options = [name for action in sub._actions for name in action.option_strings]
+    hints = []
+    for word in extras:
+        if word.startswith("-"):
+            name = word.split("=", 1)[0]
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+            if close:
+                hints.append(f"{name}: did you mean {close[0]}?")
+    if subcommand == "run" and not had_separator and not hints:
+        hints.append(
+            f"put the agent's command after --, e.g. {PROG} run --task 'Fix it' -- {words}"
+        )
+    message = f"unrecognized arguments: {words}"
+    return "; ".join([message, *hints])
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub: argparse.ArgumentParser = action.choices[name]
+            return sub
+    return parser
+
+
 def new_run_id() -> str:
     import secrets
     import time
@@ -334,7 +376,8 @@ def new_run_id() -> str:
 def _read_task_file(parser: argparse.ArgumentParser, path: str) -> str:
     try:
         if path == "-":
-            return sys.stdin.read()
+            # What a shell pipe or here-document adds, not part of the task.
+            return sys.stdin.read().removesuffix("\n")
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -371,7 +414,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: list[str] | None = None
     if args_in and args_in[0] == "run":
         args_in, command = _split_command(args_in)
-    args = parser.parse_args(args_in)
+    args, extras = parser.parse_known_args(args_in)
+    if extras:
+        sub = _subparser(parser, args.subcommand)
+        sub.error(_unrecognized(sub, args.subcommand, extras, command is not None))
     if args.subcommand == "run":
         return _run(parser, args, command)
     if args.subcommand in ("signal", "reply", "status"):
@@ -426,6 +472,12 @@ def _run(
     from wrapper.dialects import UsageError, resolve_dialect
 
     task = args.task if args.task_file is None else _read_task_file(parser, args.task_file)
+    if task is not None and not task.strip():
+        source = "--task" if args.task_file is None else f"--task-file {args.task_file}"
+        parser.error(
+            f"run: {source} is empty: give the agent something to do, or leave the "
+            "task out to run COMMAND as it is"
+        )
     try:
         dialect = resolve_dialect(args.dialect, command, task is not None)
     except UsageError as exc:
