@@ -256,7 +256,9 @@ def test_system_lines() -> None:
         "error": "overloaded",
     }
     assert dialect.parse(line(retry)) == [
-        Retry(phase="start", attempt=2, max_attempts=10, delay_ms=1500, message="529 overloaded")
+        Retry(
+            phase="start", retry_attempt=2, max_attempts=10, delay_ms=1500, message="529 overloaded"
+        )
     ]
     compact = {
         "type": "system",

@@ -111,7 +111,7 @@ def test_turn_failed_is_error_with_its_message() -> None:
 def test_reconnecting_error_is_a_retry() -> None:
     notice = "Reconnecting... 2/5 (stream disconnected before completion)"
     assert parse_all(line({"type": "error", "message": notice})) == [
-        Retry(phase="start", attempt=2, max_attempts=5, message=notice)
+        Retry(phase="start", retry_attempt=2, max_attempts=5, message=notice)
     ]
     [plain] = parse_all(line({"type": "error", "message": "Reconnecting... (401 Unauthorized)"}))
     assert plain == Retry(phase="start", message="Reconnecting... (401 Unauthorized)")

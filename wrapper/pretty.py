@@ -84,7 +84,11 @@ class PrettyView:
         if isinstance(event, Retry):
             if event.phase != "start":
                 return ""
-            what = f" (attempt {event.attempt}/{event.max_attempts})" if event.attempt else ""
+            what = (
+                f" (attempt {event.retry_attempt}/{event.max_attempts})"
+                if event.retry_attempt
+                else ""
+            )
             return self._c(_YELLOW, f"  ↻ retrying{what}: {event.message or ''}")
         if isinstance(event, Spawned):
             name = f"{self._label}: " if self._label else ""

@@ -190,7 +190,7 @@ class ClaudeDialect(Dialect):
             return [
                 Retry(
                     phase="start",
-                    attempt=as_int(obj.get("attempt")),
+                    retry_attempt=as_int(obj.get("attempt")),
                     max_attempts=as_int(obj.get("max_retries")),
                     delay_ms=as_int(obj.get("retry_delay_ms")),
                     message=detail or None,

@@ -184,7 +184,7 @@ class CodexDialect(Dialect):
             return [
                 Retry(
                     phase="start",
-                    attempt=int(attempt) if attempt else None,
+                    retry_attempt=int(attempt) if attempt else None,
                     max_attempts=int(most) if most else None,
                     message=message,
                 )
