@@ -27,7 +27,7 @@ _SAMPLES: dict[str, Any] = {
     "tuple[int, ...]": (1, 2),
     "tuple[str, ...]": ("a", "b"),
     "Any": None,
-    "Mapping[str, str] | None": {"kind": "agent_error", "message": "boom"},
+    "Mapping[str, Any] | None": {"kind": "agent_error", "message": "boom", "apiStatus": 401},
 }
 
 

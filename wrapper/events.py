@@ -191,6 +191,9 @@ class AssistantMessage(Event):
     model: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     error_message: str | None = None
+    #: The provider's HTTP status when the agent said its API call failed
+    #: (for result.json's ``error``; the agent's own stream keeps it).
+    api_status: int | None = field(default=None, metadata=NOT_LOGGED, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -399,8 +402,8 @@ class ResultWritten(WrapperEvent):
     path: str | None
     outcome: str
     exit_status: int
-    #: result.json's ``error`` (``kind``, ``message``), or None on success.
-    error: Mapping[str, str] | None = None
+    #: result.json's ``error`` (``kind``, ``message``, ``apiStatus``), or None on success.
+    error: Mapping[str, Any] | None = None
 
 
 def event_types() -> list[type[Event]]:

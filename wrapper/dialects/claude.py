@@ -17,7 +17,13 @@ progress: an ``assistant`` line becomes a non-terminal ``AssistantMessage``
 ``stop_reason`` stays as the raw one) without usage, so nothing arms the
 completion grace early and nothing is counted twice. The ``result`` line
 becomes the final message (its ``result`` text, the run's total usage and
-cost) and an ``AgentEnded`` that says the run is settled. Its stop reason is
+cost, the ``api_error_status`` of a failed API call) and an ``AgentEnded``
+that says the run is settled. The text of an ``assistant`` line that calls a
+tool is interim: when the process ends without a ``result`` line during that
+tool, the final text is empty, not that text. A failed run's ``result``
+text is the error (it goes to ``error_message``), and so are the
+``<synthetic>`` assistant lines Claude Code writes to report it: the final
+text is then what the model itself said after its last tool, if anything. Its stop reason is
 decided in this order:
 
 1. ``terminal_reason`` ``aborted_*`` (an interrupted turn): ``aborted``;
@@ -74,6 +80,9 @@ from wrapper.events import (
 )
 
 _Handler = Callable[[Any, dict[str, Any]], list[Event]]
+
+#: The model name of the assistant lines Claude Code makes up to report an error.
+_SYNTHETIC = "<synthetic>"
 
 #: Content blocks that call a tool (``server_tool_use``: web search and fetch).
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -206,6 +215,10 @@ class ClaudeDialect(Dialect):
         message = obj.get("message")
         if not isinstance(message, dict):
             return []
+        if message.get("model") == _SYNTHETIC:
+            # Claude Code's own report of a failed request, repeated on the
+            # result line: neither the model's words nor its name
+            return []
         self._model = as_str(message.get("model")) or self._model
         usage = anthropic_usage(message.get("usage"))
         if usage is not None:
@@ -233,7 +246,11 @@ class ClaudeDialect(Dialect):
         text = "\n".join(texts)
         if not text and not calls:
             return []  # thinking only: nothing a person or the tracker needs
-        if text:
+        if calls:
+            # the text of a message that hands off to a tool is interim: a
+            # run cut short during the tool has no final text
+            self._text = ""
+        elif text:
             self._text = text
         raw = as_str(message.get("stop_reason"))
         progress = AssistantMessage(
@@ -284,12 +301,18 @@ class ClaudeDialect(Dialect):
         final = AssistantMessage(
             stop_reason=stop_reason,
             raw_stop_reason=raw,
-            text=text if text is not None else self._text,
+            # a failed run's result text is the error, not an answer
+            text=self._text if error_message is not None else self.final_text(text),
             usage=usage if usage is not None else self._progress_usage(),
             model=self._model,
             error_message=error_message,
+            api_status=as_int(obj.get("api_error_status")),
         )
         return [final, AgentEnded(will_retry=False, settled=True)]
+
+    def final_text(self, result_text: str | None) -> str:
+        """The run's final text, given the ``result`` line's own."""
+        return result_text if result_text is not None else self._text
 
     def result_stop_reason(self, obj: Mapping[str, Any]) -> tuple[str | None, str | None]:
         """(canonical, raw) stop reason of a ``result`` line; see the module docstring."""
