@@ -19,6 +19,7 @@ from tests.dialect_support import (
 )
 from wrapper.dialects import CannotResume
 from wrapper.dialects.claude import ClaudeDialect
+from wrapper.dialects.cursor import CursorDialect
 from wrapper.events import (
     AgentEnded,
     AssistantMessage,
@@ -442,3 +443,21 @@ def test_the_text_of_a_tool_calling_message_is_never_the_final_text() -> None:
     assert isinstance(message, AssistantMessage)
     assert (message.stop_reason, message.raw_stop_reason) == ("aborted", "exit 143")
     assert message.text == ""
+
+
+# -- where Claude Code keeps its transcript --------------------------------------------
+
+
+def test_the_transcript_is_searched_under_the_agents_config_dir() -> None:
+    dialect = ClaudeDialect()
+    configured = {"CLAUDE_CONFIG_DIR": "/cfg", "HOME": "/home/me"}
+    assert dialect.transcript_search("abc-1", configured) == (
+        Path("/cfg"),
+        "projects/*/abc-1.jsonl",
+    )
+    at_home = dialect.transcript_search("abc-1", {"HOME": "/home/me"})
+    assert at_home == (Path("/home/me/.claude"), "projects/*/abc-1.jsonl")
+    # an id that could escape the directory or act as a pattern is not searched
+    for unsafe in ("../x", "*", "a/b", "", None):
+        assert dialect.transcript_search(unsafe, configured) is None
+    assert CursorDialect().transcript_search("abc-1", configured) is None

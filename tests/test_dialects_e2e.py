@@ -281,3 +281,31 @@ def test_an_error_without_a_status_has_a_null_api_status(dialect: str, tmp_path:
     code, result, _ = run_in(dialect, tmp_path, [final("", "error", errorMessage="boom"), *END])
     assert code == 1
     assert result["error"]["apiStatus"] is None
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["kept", "absent"])
+def test_claude_hooks_read_claudes_own_transcript(kept: bool, tmp_path: Path) -> None:
+    session = "0b6f3c1e-2d4a-4c8e-9f00-5a7b1c2d3e4f"
+    config_dir = tmp_path / "claude-config"
+    transcript = config_dir / "projects" / "-work-project" / f"{session}.jsonl"
+    if kept:
+        transcript.parent.mkdir(parents=True)
+        line = {"type": "assistant", "message": {"role": "assistant", "content": "Done."}}
+        transcript.write_text(json.dumps(line) + "\n")
+    seen = tmp_path / "hook-input.json"
+    settings = stop_gate(tmp_path, f"open({str(seen)!r}, 'w').write(sys.stdin.read())\n")
+    scenario = write_scenario(tmp_path, [final("Done."), *END], sessionId=session)
+    run_dir = tmp_path / "run"
+    agent = ROOT / "fixtures" / "fake_agent" / "claude"
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir", str(run_dir)]
+    argv += ["--settings", str(settings), "--task", "Fix it", "--"]
+    argv += [str(agent), "--scenario", str(scenario)]
+    env = agent_env(tmp_path, CLAUDE_CONFIG_DIR=str(config_dir))
+    proc = subprocess.run(
+        argv, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=HANG_LIMIT, check=False
+    )
+    assert proc.returncode == 0
+    hook_input = json.loads(seen.read_text())
+    assert hook_input["session_id"] == session
+    expected = transcript if kept else run_dir / "events.jsonl"
+    assert hook_input["transcript_path"] == str(expected)

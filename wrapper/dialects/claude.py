@@ -47,6 +47,7 @@ closes), so a task longer than one argument is a usage error.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -80,6 +81,9 @@ from wrapper.events import (
 )
 
 _Handler = Callable[[Any, dict[str, Any]], list[Event]]
+
+#: A session id that is safe in a file pattern (no path parts, no glob magic).
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 #: The model name of the assistant lines Claude Code makes up to report an error.
 _SYNTHETIC = "<synthetic>"
@@ -118,6 +122,9 @@ class ClaudeDialect(Dialect):
     agent_name: ClassVar[str] = "Claude Code"
     #: A flag in the user's command that means no session is kept.
     no_session_flag: ClassVar[str | None] = "--no-session-persistence"
+    #: The variable naming the agent's config directory, and its default under
+    #: $HOME, where session transcripts are kept; None when there are none.
+    transcript_dir: ClassVar[tuple[str, str] | None] = ("CLAUDE_CONFIG_DIR", ".claude")
 
     def __init__(self) -> None:
         self._reset()
@@ -173,6 +180,24 @@ class ClaudeDialect(Dialect):
                 f"so {self.agent_name} keeps no session to resume"
             )
         return session_id
+
+    def transcript_search(
+        self, session_id: str | None, env: Mapping[str, str]
+    ) -> tuple[Path, str] | None:
+        # Claude Code keeps a session as projects/<its cwd, encoded>/<id>.jsonl
+        # under its config directory; the encoding varies between versions,
+        # the file name does not.
+        if self.transcript_dir is None or not session_id or not _SAFE_ID.fullmatch(session_id):
+            return None
+        configured = env.get(self.transcript_dir[0])
+        home = env.get("HOME")
+        if configured:
+            root = Path(configured)
+        elif home:
+            root = Path(home) / self.transcript_dir[1]
+        else:
+            return None
+        return root, f"projects/*/{session_id}.jsonl"
 
     def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
         message = None

@@ -53,6 +53,7 @@ class CursorDialect(ClaudeDialect):
     executables: ClassVar[frozenset[str]] = frozenset({"cursor-agent", "cursor"})
     agent_name: ClassVar[str] = "Cursor Agent"
     no_session_flag: ClassVar[str | None] = None
+    transcript_dir: ClassVar[tuple[str, str] | None] = None
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
