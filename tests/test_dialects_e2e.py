@@ -309,3 +309,14 @@ def test_claude_hooks_read_claudes_own_transcript(kept: bool, tmp_path: Path) ->
     assert hook_input["session_id"] == session
     expected = transcript if kept else run_dir / "events.jsonl"
     assert hook_input["transcript_path"] == str(expected)
+
+
+def test_gemini_quotes_the_error_event_before_a_bare_failed_result(tmp_path: Path) -> None:
+    message = "Model stream ended with an invalid chunk or missing finish reason."
+    steps = [final("", "error", errorMessage=message, errorAsEvent=True), *END]
+    code, result, events = run_in("gemini", tmp_path, steps)
+    assert code == 1
+    assert result["error"]["kind"] == "agent_error"
+    assert result["error"]["message"] == f"the agent's last turn failed: {message}"
+    assert result["finalText"] is None
+    assert [e["message"] for e in events if e["type"] == "warning"] == [f"Gemini CLI: {message}"]
