@@ -29,9 +29,9 @@ run is settled.
 
 The final text is the assistant's text after its last tool call; a new
 ``init`` (the next attempt, when a resumed run's logs are read as one)
-starts it afresh. Gemini
-counts cached input inside ``input_tokens``; the normalized ``input`` is the
-uncached part (the stats' ``input``), ``cache_read`` the cached one.
+starts it afresh. Gemini counts cached input inside ``input_tokens``; the
+normalized ``input`` is the uncached part (the stats' ``input``),
+``cache_read`` the cached one.
 
 The task goes in as ``-p TASK``, a task starting with ``-`` with a leading
 space so that it is not read as a flag; resuming adds ``--resume
