@@ -15,6 +15,7 @@ from tests.conftest import (
     FAKE_AGENT,
     FAKE_PI,
     HANG_LIMIT,
+    ROOT,
     invoke,
     read_result,
     wrapper_argv,
@@ -196,3 +197,33 @@ def test_public_surface_is_pinned() -> None:
     )
     for name in wrapper.__all__:
         assert hasattr(wrapper, name)
+
+
+def test_pretty_output_of_a_claude_run_with_a_long_tool_and_a_question(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {
+            "assistant": {
+                "text": "Building.",
+                "toolCalls": [{"name": "bash", "arguments": {"command": "make"}}],
+            }
+        },
+        {"tool": {"name": "bash", "duration": 1.5, "result": "built"}},
+        {"assistant": {"text": "Should I also drop the old API?"}},
+        {"agent_end": {"willRetry": False}},
+        {"agent_settled": {}},
+    ]
+    scenario = write_scenario(tmp_path, steps)
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "pretty", "--run-dir"]
+    argv += [str(run_dir), "--on-stop", "escalate", "--escalation-timeout", "0.5"]
+    argv += ["--task", "Build it", "--", str(ROOT / "fixtures" / "fake_agent" / "claude")]
+    argv += ["--scenario", str(scenario)]
+    proc = invoke(argv, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode()
+    assert out.count("Should I also drop the old API?") == 2, "once said, once asked"
+    assert out.count("Building.") == 1
+    assert "no stop reason" not in out
+    assert " 0 tokens" not in out
+    assert "  ✓ Bash done · 1." in out
+    assert f"reply {run_dir} --escalation esc-1 'your answer'" in out

@@ -110,7 +110,7 @@ def test_provider_error_then_retry_survives_and_ends_on_the_later_final() -> Non
     assert tracker.phase is Phase.GRACE
     cancelled = tracker.observe(AgentEnded(will_retry=True), 1.01)
     assert [type(e) for e in cancelled] == [GraceCancelled]
-    tracker.observe(Retry(phase="start", attempt=1, delay_ms=5000), 1.02)
+    tracker.observe(Retry(phase="start", retry_attempt=1, delay_ms=5000), 1.02)
     # A long retry delay passes without any signal.
     assert tracker.tick(7.0) == []
     tracker.observe(TurnStarted(), 7.0)

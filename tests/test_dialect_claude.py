@@ -19,6 +19,7 @@ from tests.dialect_support import (
 )
 from wrapper.dialects import CannotResume
 from wrapper.dialects.claude import ClaudeDialect
+from wrapper.dialects.cursor import CursorDialect
 from wrapper.events import (
     AgentEnded,
     AssistantMessage,
@@ -33,6 +34,7 @@ from wrapper.events import (
     Usage,
     is_terminal,
 )
+from wrapper.outcome import ProcessExit, RunFacts, decide
 
 SESSION = "40e7b02d-c0f9-4876-9010-f514d4eb0603"
 
@@ -256,7 +258,9 @@ def test_system_lines() -> None:
         "error": "overloaded",
     }
     assert dialect.parse(line(retry)) == [
-        Retry(phase="start", attempt=2, max_attempts=10, delay_ms=1500, message="529 overloaded")
+        Retry(
+            phase="start", retry_attempt=2, max_attempts=10, delay_ms=1500, message="529 overloaded"
+        )
     ]
     compact = {
         "type": "system",
@@ -387,3 +391,73 @@ def test_resume_needs_a_session(tmp_path: Path) -> None:
         ClaudeDialect().resume(["claude", "-p"], "Go on", tmp_path, None)
     with pytest.raises(CannotResume, match="--no-session-persistence"):
         ClaudeDialect().resume(["claude", "-p", "--no-session-persistence"], "x", tmp_path, "s")
+
+
+# -- failed API calls and interim text ----------------------------------------------
+
+
+def test_a_401_keeps_the_api_status_and_reports_no_answer() -> None:
+    synthetic = assistant(
+        text("Failed to authenticate. API Error: 401 invalid x-api-key"), model="<synthetic>"
+    )
+    failed = result(
+        is_error=True,
+        api_error_status=401,
+        terminal_reason="completed",
+        result="Failed to authenticate. API Error: 401 invalid x-api-key",
+    )
+    message = last_message(init(), synthetic, failed)
+    assert (message.stop_reason, message.raw_stop_reason) == ("error", "is_error")
+    assert message.api_status == 401
+    assert message.error_message == "Failed to authenticate. API Error: 401 invalid x-api-key"
+    # the error is not an answer, and the synthetic line names no model
+    assert message.text == ""
+    assert message.model == "claude-x"
+    verdict = decide(RunFacts(final=message, exit=ProcessExit(1, None)))
+    assert verdict.error is not None
+    assert verdict.error.to_json() == {
+        "kind": "agent_error",
+        "message": "the agent's last turn failed: "
+        "Failed to authenticate. API Error: 401 invalid x-api-key",
+        "apiStatus": 401,
+    }
+
+
+def test_a_terminal_reason_that_says_more_than_completed_is_the_raw_reason() -> None:
+    message = last_message(init(), result(is_error=True, terminal_reason="prompt_too_long"))
+    assert (message.stop_reason, message.raw_stop_reason) == ("error", "prompt_too_long")
+    assert message.api_status is None
+
+
+def test_the_text_of_a_tool_calling_message_is_never_the_final_text() -> None:
+    events = replay(
+        ClaudeDialect(),
+        [
+            init(),
+            assistant(text("Running the command."), msg_id="m1"),
+            assistant(tool_use("t1", "Bash", command="make"), msg_id="m1"),
+        ],
+        143,
+    )
+    message = events[-1]
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.raw_stop_reason) == ("aborted", "exit 143")
+    assert message.text == ""
+
+
+# -- where Claude Code keeps its transcript --------------------------------------------
+
+
+def test_the_transcript_is_searched_under_the_agents_config_dir() -> None:
+    dialect = ClaudeDialect()
+    configured = {"CLAUDE_CONFIG_DIR": "/cfg", "HOME": "/home/me"}
+    assert dialect.transcript_search("abc-1", configured) == (
+        Path("/cfg"),
+        "projects/*/abc-1.jsonl",
+    )
+    at_home = dialect.transcript_search("abc-1", {"HOME": "/home/me"})
+    assert at_home == (Path("/home/me/.claude"), "projects/*/abc-1.jsonl")
+    # an id that could escape the directory or act as a pattern is not searched
+    for unsafe in ("../x", "*", "a/b", "", None):
+        assert dialect.transcript_search(unsafe, configured) is None
+    assert CursorDialect().transcript_search("abc-1", configured) is None

@@ -111,7 +111,7 @@ def test_turn_failed_is_error_with_its_message() -> None:
 def test_reconnecting_error_is_a_retry() -> None:
     notice = "Reconnecting... 2/5 (stream disconnected before completion)"
     assert parse_all(line({"type": "error", "message": notice})) == [
-        Retry(phase="start", attempt=2, max_attempts=5, message=notice)
+        Retry(phase="start", retry_attempt=2, max_attempts=5, message=notice)
     ]
     [plain] = parse_all(line({"type": "error", "message": "Reconnecting... (401 Unauthorized)"}))
     assert plain == Retry(phase="start", message="Reconnecting... (401 Unauthorized)")
@@ -308,3 +308,36 @@ def test_resume_needs_a_kept_session(tmp_path: Path) -> None:
         CodexDialect().resume(["codex", "exec", "--json"], "x", tmp_path, None)
     with pytest.raises(CannotResume, match="--ephemeral"):
         CodexDialect().resume(["codex", "exec", "--json", "--ephemeral"], "x", tmp_path, THREAD)
+
+
+# -- the output limit and the final text ----------------------------------------------
+
+
+def test_a_turn_cut_at_the_output_limit_is_length_with_its_partial_text() -> None:
+    limit = "Incomplete response returned, reason: max_output_tokens"
+    events = replay(
+        CodexDialect(),
+        [
+            *START,
+            item("item.updated", type="agent_message", text="The parser drops the"),
+            line({"type": "error", "message": limit}),
+            line({"type": "turn.failed", "error": {"message": limit}}),
+        ],
+        1,
+    )
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("length", "turn.failed")
+    assert message.text == "The parser drops the"
+    assert message.error_message == limit
+
+
+def test_text_before_a_tool_is_interim() -> None:
+    command = {"type": "command_execution", "command": "make", "status": "in_progress"}
+    events = replay(
+        CodexDialect(),
+        [*START, agent_message("Running make."), item("item.started", **command)],
+        130,
+    )
+    message = events[-1]
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.text) == ("aborted", "")

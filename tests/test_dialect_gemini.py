@@ -242,3 +242,29 @@ def test_resume_adds_the_session(tmp_path: Path) -> None:
     assert launch.argv == [*command, "--resume", "s-1", "-p", "Go on"]
     with pytest.raises(CannotResume, match="no session id"):
         GeminiDialect().resume(command, "Go on", tmp_path, None)
+
+
+# -- errors without a message, and attempts read as one stream -------------------------
+
+
+def test_an_error_result_without_an_error_object_quotes_the_error_event() -> None:
+    events = parse_all(
+        INIT, error_event("Model stream ended with an invalid chunk."), result("error")
+    )
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("error", "error")
+    assert message.error_message == "Model stream ended with an invalid chunk."
+    assert message.text == ""
+
+
+def test_a_second_session_in_the_same_log_starts_its_text_afresh() -> None:
+    second = line({"type": "init", "timestamp": "t", "session_id": "s-1", "model": "gemini-x"})
+    events = parse_all(
+        INIT, say("Hello from mock."), result(), second, say("Steered and done."), result()
+    )
+    assert [m.text for m in messages(events)] == ["Hello from mock.", "Steered and done."]
+
+
+def test_text_after_a_result_is_not_glued_to_the_last_answer() -> None:
+    events = parse_all(INIT, say("First."), result(), say("Second."), result())
+    assert [m.text for m in messages(events)] == ["First.", "Second."]

@@ -187,6 +187,14 @@ def test_exit_without_a_terminal_step(exit_code: int, canonical: str) -> None:
     assert (message.stop_reason, message.raw_stop_reason) == (canonical, f"exit {exit_code}")
 
 
+def test_an_exit_during_a_tool_reports_no_interim_text() -> None:
+    # opencode prints a tool only once it finished: the text may be interim
+    lines = [event("step_start"), event("text", part={"text": "Running the command."})]
+    message = replay(OpencodeDialect(), lines, 143)[-1]
+    assert isinstance(message, AssistantMessage)
+    assert (message.stop_reason, message.text) == ("aborted", "")
+
+
 def test_exit_after_a_terminal_step_or_cleanly_implies_nothing() -> None:
     assert not messages(replay(OpencodeDialect(), [event("step_start")], 0))
     finished = replay(OpencodeDialect(), [event("step_start"), step_finish("stop")], 1)

@@ -4,8 +4,10 @@ agent speaking each CLI's stream format, started and resumed with each CLI's arg
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from tests.conftest import (
     agent_env,
     read_events,
     read_result,
+    wait_until,
     write_scenario,
 )
 
@@ -85,6 +88,15 @@ def run_in(
 dialects = pytest.mark.parametrize("dialect", sorted(LAUNCHERS))
 
 
+def last_event_at(run_dir: Path) -> str | None:
+    """When status.json last saw an agent event; None before the first."""
+    try:
+        at = json.loads((run_dir / "status.json").read_text()).get("lastEventAt")
+    except (OSError, ValueError):
+        return None
+    return at if isinstance(at, str) else None
+
+
 def stop_gate(tmp_path: Path, body: str) -> Path:
     """A settings file whose one Stop hook runs the Python ``body``."""
     gate = tmp_path / "gate.py"
@@ -114,7 +126,8 @@ def test_final_answer_after_a_tool(dialect: str, tmp_path: Path) -> None:
     assert result["outcome"] == "ok"
     assert result["stopReason"] == "stop"
     assert result["rawStopReason"]
-    assert "Fixed it." in (result["finalText"] or "")
+    # the last message's text alone, never glued to the interim "Looking."
+    assert result["finalText"] == "Fixed it."
     assert result["sessionId"]
     assert len(result["toolsUsed"]) == 1
     assert any(e["type"] == "tool_start" for e in events)
@@ -138,6 +151,8 @@ def test_the_agents_own_failure(dialect: str, stop: str, kind: str, tmp_path: Pa
     assert result["outcome"] == "error"
     assert result["stopReason"] == stop
     assert result["error"]["kind"] == kind
+    # a failed turn without text has no final text: null, never ""
+    assert result["finalText"] is None
 
 
 @dialects
@@ -156,10 +171,62 @@ def test_steering_resumes_the_same_session(dialect: str, tmp_path: Path) -> None
     )
     assert code == 0, result["error"]
     assert result["steerCount"] == 1
-    assert "Tests pass." in (result["finalText"] or "")
+    assert result["finalText"] == "Tests pass."
+    # the saved stream of both attempts, read again, ends on the same text
+    summary = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wrapper",
+            "normalize",
+            "--summary",
+            "--dialect",
+            dialect,
+            str(tmp_path / "run" / "stdout.log"),
+        ],
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        check=True,
+    )
+    assert json.loads(summary.stdout)["finalText"] == "Tests pass."
     records = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
     assert [r["prompt"] for r in records] == ["Fix the parser", "Run the tests."]
     assert records[1]["resumed"] is True
+
+
+@dialects
+def test_interrupted_during_a_tool_has_no_final_text(dialect: str, tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {
+            "assistant": {
+                "text": "Running the command.",
+                "toolCalls": [{"name": "bash", "arguments": {"command": "make"}}],
+            }
+        },
+        {"tool": {"name": "bash", "duration": 60, "result": "built"}},
+        final("Built."),
+        *END,
+    ]
+    scenario = write_scenario(tmp_path, steps)
+    run_dir = tmp_path / "run"
+    agent = ROOT / "fixtures" / "fake_agent" / LAUNCHERS[dialect]
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir"]
+    argv += [str(run_dir), "--task", "Build it", "--", str(agent), "--scenario", str(scenario)]
+    proc = subprocess.Popen(argv, env=agent_env(tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL)
+    try:
+        # the agent is under way (opencode names a tool only once it finished,
+        # so wait for its first events, then give it time to start the tool)
+        assert wait_until(lambda: last_event_at(run_dir) is not None)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=HANG_LIMIT) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    result = read_result(run_dir / "result.json")
+    assert result["outcome"] == "aborted"
+    # the tool-calling turn's text is interim, not the answer
+    assert result["finalText"] is None
 
 
 @pytest.mark.parametrize("dialect", sorted(set(LAUNCHERS) - {"pi"}))
@@ -186,3 +253,70 @@ def test_steering_into_a_session_the_agent_lost_fails_honestly(
     # One refused resume is enough: the wrapper does not steer into it again.
     assert [a["exitCode"] for a in result["attempts"]] == [0, 1]
     assert result["stopAllowedBy"] == "cannot_steer"
+
+
+def test_a_rejected_api_call_keeps_its_status(tmp_path: Path) -> None:
+    steps = [
+        final(
+            "",
+            "error",
+            errorMessage="Failed to authenticate. API Error: 401 invalid x-api-key",
+            apiErrorStatus=401,
+        ),
+        *END,
+    ]
+    code, result, events = run_in("claude", tmp_path, steps)
+    assert code == 1
+    assert result["outcome"] == "error"
+    assert result["stopReason"] == "error"
+    assert result["error"]["kind"] == "agent_error"
+    assert result["error"]["apiStatus"] == 401
+    assert "401 invalid x-api-key" in result["error"]["message"]
+    assert result["finalText"] is None
+    assert events[-1]["error"]["apiStatus"] == 401
+
+
+@dialects
+def test_an_error_without_a_status_has_a_null_api_status(dialect: str, tmp_path: Path) -> None:
+    code, result, _ = run_in(dialect, tmp_path, [final("", "error", errorMessage="boom"), *END])
+    assert code == 1
+    assert result["error"]["apiStatus"] is None
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["kept", "absent"])
+def test_claude_hooks_read_claudes_own_transcript(kept: bool, tmp_path: Path) -> None:
+    session = "0b6f3c1e-2d4a-4c8e-9f00-5a7b1c2d3e4f"
+    config_dir = tmp_path / "claude-config"
+    transcript = config_dir / "projects" / "-work-project" / f"{session}.jsonl"
+    if kept:
+        transcript.parent.mkdir(parents=True)
+        line = {"type": "assistant", "message": {"role": "assistant", "content": "Done."}}
+        transcript.write_text(json.dumps(line) + "\n")
+    seen = tmp_path / "hook-input.json"
+    settings = stop_gate(tmp_path, f"open({str(seen)!r}, 'w').write(sys.stdin.read())\n")
+    scenario = write_scenario(tmp_path, [final("Done."), *END], sessionId=session)
+    run_dir = tmp_path / "run"
+    agent = ROOT / "fixtures" / "fake_agent" / "claude"
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir", str(run_dir)]
+    argv += ["--settings", str(settings), "--task", "Fix it", "--"]
+    argv += [str(agent), "--scenario", str(scenario)]
+    env = agent_env(tmp_path, CLAUDE_CONFIG_DIR=str(config_dir))
+    proc = subprocess.run(
+        argv, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=HANG_LIMIT, check=False
+    )
+    assert proc.returncode == 0
+    hook_input = json.loads(seen.read_text())
+    assert hook_input["session_id"] == session
+    expected = transcript if kept else run_dir / "events.jsonl"
+    assert hook_input["transcript_path"] == str(expected)
+
+
+def test_gemini_quotes_the_error_event_before_a_bare_failed_result(tmp_path: Path) -> None:
+    message = "Model stream ended with an invalid chunk or missing finish reason."
+    steps = [final("", "error", errorMessage=message, errorAsEvent=True), *END]
+    code, result, events = run_in("gemini", tmp_path, steps)
+    assert code == 1
+    assert result["error"]["kind"] == "agent_error"
+    assert result["error"]["message"] == f"the agent's last turn failed: {message}"
+    assert result["finalText"] is None
+    assert [e["message"] for e in events if e["type"] == "warning"] == [f"Gemini CLI: {message}"]

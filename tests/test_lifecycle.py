@@ -225,7 +225,19 @@ def test_exit_mid_tool_is_a_failure(tmp_path: Path) -> None:
     assert run.result["error"]["kind"] == "exited_early"
     assert "without a final message" in run.result["error"]["message"]
     assert run.result["finalText"] is None
-    assert run.result["stopReason"] is None
+    # the agent's last word is kept, though it ended nothing
+    assert (run.result["stopReason"], run.result["rawStopReason"]) == ("toolUse", "toolUse")
+    assert run.result["attempts"][0]["stopReason"] == "toolUse"
+
+
+def test_exit_after_an_unknown_stop_reason_keeps_it_as_the_last_word(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [final("Let me pause here.", stop="pause_turn"), {"exit": 0}]
+    run = run_wrapper(tmp_path, steps)
+    assert run.returncode == 1
+    assert run.result["outcome"] == "error"
+    assert run.result["error"]["kind"] == "exited_early"
+    assert (run.result["stopReason"], run.result["rawStopReason"]) == ("pause_turn", "pause_turn")
+    assert run.result["finalText"] is None
 
 
 def test_death_by_signal_is_a_failure(tmp_path: Path) -> None:

@@ -114,3 +114,27 @@ def test_real_captures_are_recognised(capture: str, dialect: str, stop: str) -> 
     summary = json.loads(normalize("--summary", str(SHARED_STREAMS / capture)).stdout)
     assert (summary["dialect"], summary["stopReason"]) == (dialect, stop)
     assert summary["sessionId"]
+
+
+def test_summary_of_a_failed_run_without_text_has_no_final_text() -> None:
+    stream = lines(
+        {"type": "thread.started", "thread_id": "t-1"},
+        {"type": "turn.started"},
+        {"type": "turn.failed", "error": {"message": "unexpected status 401"}},
+    )
+    proc = normalize("--summary", "--dialect", "codex", "-", stdin=stream)
+    summary = json.loads(proc.stdout)
+    assert (summary["stopReason"], summary["finalText"]) == ("error", None)
+
+
+def test_summary_keeps_the_last_word_of_a_run_that_never_ended() -> None:
+    stream = lines(
+        {
+            "type": "message_end",
+            "message": {"role": "assistant", "content": [], "stopReason": "pause_turn"},
+        }
+    )
+    proc = normalize("--summary", "--dialect", "pi", "-", stdin=stream)
+    summary = json.loads(proc.stdout)
+    assert (summary["stopReason"], summary["rawStopReason"]) == ("pause_turn", "pause_turn")
+    assert summary["finalText"] is None

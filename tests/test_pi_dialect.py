@@ -169,7 +169,7 @@ def test_lifecycle_events() -> None:
         "errorMessage": "x",
     }
     assert dialect.parse(line(retry)) == [
-        Retry(phase="start", attempt=1, max_attempts=3, delay_ms=2000, message="x")
+        Retry(phase="start", retry_attempt=1, max_attempts=3, delay_ms=2000, message="x")
     ]
     assert dialect.parse(line({"type": "agent_end", "willRetry": True})) == [
         AgentEnded(will_retry=True)

@@ -92,6 +92,9 @@ class CompletionTracker:
         self.phase = Phase.WORKING
         #: The terminal assistant message the run ended on, if any.
         self.final: AssistantMessage | None = None
+        #: The last assistant message of any kind: the agent's last word when
+        #: no terminal one came (an unknown stop reason kept as it was).
+        self.last_message: AssistantMessage | None = None
         #: The whole run's deadline passed.
         self.timed_out = False
         #: This attempt's own limit passed.
@@ -138,6 +141,7 @@ class CompletionTracker:
 
     def observe(self, event: Event, now: float) -> list[Effect]:
         if isinstance(event, AssistantMessage):
+            self.last_message = event
             if is_terminal(event.stop_reason):
                 self.final = event
                 self._paused = False

@@ -114,14 +114,33 @@ class Event:
         return {key: _jsonable(getattr(self, name)) for name, key in _field_names(type(self))}
 
 
+#: Keys the sinks put around every event's payload. A payload key among them
+#: would silently overwrite the envelope (a retry's number passing for the
+#: wrapper's attempt), so an event type that declares one is refused.
+ENVELOPE_KEYS: frozenset[str] = frozenset({"type", "seq", "ts", "attempt", "source"})
+
 _FIELD_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 def _field_names(cls: type[Event]) -> tuple[tuple[str, str], ...]:
     names = _FIELD_NAMES.get(cls)
     if names is None:
-        names = _FIELD_NAMES[cls] = tuple(
-            (f.name, _camel(f.name)) for f in fields(cls) if f.metadata.get("payload", True)
+        names = payload_keys(cls)
+        _FIELD_NAMES[cls] = names
+    return names
+
+
+def payload_keys(cls: type[Event]) -> tuple[tuple[str, str], ...]:
+    """(attribute, JSON key) of each payload field of ``cls``.
+
+    Raises ``TypeError`` when a JSON key clashes with the envelope.
+    """
+    names = tuple((f.name, _camel(f.name)) for f in fields(cls) if f.metadata.get("payload", True))
+    clashes = sorted(key for _, key in names if key in ENVELOPE_KEYS)
+    if clashes:
+        raise TypeError(
+            f"event type {cls.__name__} has payload field(s) {clashes} "
+            "that would overwrite the event envelope"
         )
     return names
 
@@ -172,6 +191,9 @@ class AssistantMessage(Event):
     model: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     error_message: str | None = None
+    #: The provider's HTTP status when the agent said its API call failed
+    #: (for result.json's ``error``; the agent's own stream keeps it).
+    api_status: int | None = field(default=None, metadata=NOT_LOGGED, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,7 +232,8 @@ class Retry(Event):
 
     TYPE: ClassVar[str] = "retry"
     phase: str = "start"
-    attempt: int | None = None
+    #: The agent's own retry number (``retryAttempt``), not the wrapper's attempt.
+    retry_attempt: int | None = None
     max_attempts: int | None = None
     delay_ms: int | None = None
     message: str | None = None
@@ -379,5 +402,23 @@ class ResultWritten(WrapperEvent):
     path: str | None
     outcome: str
     exit_status: int
-    #: result.json's ``error`` (``kind``, ``message``), or None on success.
-    error: Mapping[str, str] | None = None
+    #: result.json's ``error`` (``kind``, ``message``, ``apiStatus``), or None on success.
+    error: Mapping[str, Any] | None = None
+
+
+def event_types() -> list[type[Event]]:
+    """Every concrete event type, wrapper events included."""
+    found: list[type[Event]] = []
+    pending: list[type[Event]] = [Event]
+    while pending:
+        cls = pending.pop()
+        pending += cls.__subclasses__()
+        if cls.TYPE:
+            found.append(cls)
+    return found
+
+
+# Refuse an envelope clash when the module is loaded, not when the first such
+# event is written in the middle of a run.
+for _cls in event_types():
+    _field_names(_cls)

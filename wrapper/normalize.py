@@ -43,13 +43,14 @@ def normalize(
             out.write(orjson.dumps(line) + b"\n")
     if summary:
         final = tracker.final
+        last_word = final or tracker.last_message
         chosen = dialect.chosen if isinstance(dialect, SniffingDialect) else dialect
         usage = totals.usage
         report = {
             "dialect": chosen.name if chosen is not None else None,
-            "stopReason": final.stop_reason if final else None,
-            "rawStopReason": final.raw_stop_reason if final else None,
-            "finalText": final.text if final else None,
+            "stopReason": last_word.stop_reason if last_word else None,
+            "rawStopReason": last_word.raw_stop_reason if last_word else None,
+            "finalText": final.text or None if final else None,
             "sessionId": totals.session_id,
             "model": totals.model,
             "usage": usage.to_json() if usage is not None else None,

@@ -77,9 +77,11 @@ class ErrorKind(enum.StrEnum):
 class RunError:
     kind: ErrorKind
     message: str
+    #: The provider's HTTP status, when the agent's failed API call reported one.
+    api_status: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": str(self.kind), "message": self.message}
+        return {"kind": str(self.kind), "message": self.message, "apiStatus": self.api_status}
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +218,10 @@ def _agent_verdict_alone(facts: RunFacts) -> Verdict:
         )
     if final.stop_reason == StopReason.ERROR:
         detail = final.error_message or final.raw_stop_reason or "error"
-        return _failed(ErrorKind.AGENT_ERROR, f"the agent's last turn failed: {detail}")
+        error = RunError(
+            ErrorKind.AGENT_ERROR, f"the agent's last turn failed: {detail}", final.api_status
+        )
+        return Verdict(Outcome.ERROR, False, EXIT_FAILED, error)
     if final.stop_reason == StopReason.ABORTED:
         detail = final.error_message or "the agent reported its turn as aborted"
         return _failed(ErrorKind.AGENT_ABORTED, detail)

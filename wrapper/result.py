@@ -15,6 +15,7 @@ from typing import Any
 
 from wrapper.completion import CompletionTracker
 from wrapper.config import SCHEMA_VERSION, RunConfig
+from wrapper.events import AssistantMessage
 from wrapper.hooks.steering import Steering
 from wrapper.outcome import ProcessExit, Verdict
 from wrapper.policy import StopPolicy
@@ -48,9 +49,18 @@ class AttemptRecord:
         text = " / ".join(self.stderr_tail)
         return ("…" + text[-limit:] if len(text) > limit else text) or None
 
+    @property
+    def last_word(self) -> AssistantMessage | None:
+        """The message whose stop reason the attempt reports: its final one,
+        else the last one the agent sent (an unknown or non-terminal reason)."""
+        tracker = self.tracker
+        if tracker is None:
+            return None
+        return tracker.final or tracker.last_message
+
     def to_json(self) -> dict[str, Any]:
         tracker = self.tracker
-        final = tracker.final if tracker is not None else None
+        final = self.last_word
         return {
             "attempt": self.number,
             "pid": self.pid,
@@ -84,6 +94,7 @@ def build_result(
     ran = [attempt for attempt in attempts if attempt.pid is not None]
     last = ran[-1] if ran else (attempts[-1] if attempts else None)
     final = last.tracker.final if last is not None and last.tracker is not None else None
+    last_word = last.last_word if last is not None else None
     last_json = last.to_json() if last is not None else {}
     usage = summary.usage
     return {
@@ -93,9 +104,10 @@ def build_result(
         "success": verdict.success,
         "outcome": str(verdict.outcome),
         "exitStatus": verdict.exit_status,
-        "stopReason": final.stop_reason if final is not None else None,
-        "rawStopReason": final.raw_stop_reason if final is not None else None,
-        "finalText": final.text if final is not None else None,
+        "stopReason": last_word.stop_reason if last_word is not None else None,
+        "rawStopReason": last_word.raw_stop_reason if last_word is not None else None,
+        # only a terminal message has a final text, and an empty one is none
+        "finalText": final.text or None if final is not None else None,
         "error": verdict.error.to_json() if verdict.error is not None else None,
         "exitCode": last_json.get("exitCode"),
         "exitSignal": last_json.get("exitSignal"),

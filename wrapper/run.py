@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from wrapper.config import (
     child_env,
 )
 from wrapper.dialects import Dialect, Launch, SniffingDialect, UsageError
+from wrapper.escalation import wrapper_command
 from wrapper.events import (
     Event,
     ResultWritten,
@@ -50,7 +52,7 @@ from wrapper.outcome import (
     decide,
     quoting_stderr,
 )
-from wrapper.pretty import PrettyView
+from wrapper.pretty import TICK_SECONDS, PrettyView
 from wrapper.proctree import start_guardian, stop_guardian
 from wrapper.result import AttemptRecord, build_result
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
@@ -85,6 +87,8 @@ async def execute(
                 nursery.start_soon(run.relay_signals, signals)
                 if run.pump is not None:
                     nursery.start_soon(run.pump.run)
+                if run.view is not None and os.isatty(1):
+                    nursery.start_soon(run.tick_view)
                 exit_status = await run.execute()
                 nursery.cancel_scope.cancel()
         finally:
@@ -145,7 +149,11 @@ class Run:
         mode = self.output_mode = resolve_output(config.output)
         self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
         self.view = (
-            PrettyView(color=os.isatty(1), label=config.label)
+            PrettyView(
+                color=os.isatty(1),
+                label=config.label,
+                reply=f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))}",
+            )
             if mode is OutputMode.PRETTY
             else None
         )
@@ -192,6 +200,15 @@ class Run:
         return lambda event, line: pump.write(
             view.render(event, trio.current_time() - start).encode()
         )
+
+    async def tick_view(self) -> None:
+        """Keeps a long tool's elapsed time moving in the live view (terminals only)."""
+        view, pump = self.view, self.pump
+        if view is None or pump is None:
+            return
+        while True:
+            await trio.sleep(TICK_SECONDS)
+            pump.write(view.ticker(trio.current_time() - self.clock_start).encode())
 
     async def relay_signals(self, signals: Any) -> None:
         async for signum in signals:

@@ -43,6 +43,7 @@ class AmpDialect(ClaudeDialect):
     executables: ClassVar[frozenset[str]] = frozenset({"amp"})
     agent_name: ClassVar[str] = "Amp"
     no_session_flag: ClassVar[str | None] = None
+    transcript_dir: ClassVar[tuple[str, str] | None] = None
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:

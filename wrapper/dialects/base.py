@@ -255,3 +255,12 @@ class Dialect:
         carries meaning (an abort shown only as exit 130, say). Called once,
         after the last line was parsed; most dialects add nothing."""
         return []
+
+    def transcript_search(
+        self, session_id: str | None, env: Mapping[str, str]
+    ) -> tuple[Path, str] | None:
+        """Where the agent keeps its own transcript of ``session_id`` in an
+        agent environment ``env``: a directory and a glob pattern under it
+        (the caller searches; a dialect does no I/O). None when it keeps none
+        the wrapper can find."""
+        return None

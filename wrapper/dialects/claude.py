@@ -17,7 +17,13 @@ progress: an ``assistant`` line becomes a non-terminal ``AssistantMessage``
 ``stop_reason`` stays as the raw one) without usage, so nothing arms the
 completion grace early and nothing is counted twice. The ``result`` line
 becomes the final message (its ``result`` text, the run's total usage and
-cost) and an ``AgentEnded`` that says the run is settled. Its stop reason is
+cost, the ``api_error_status`` of a failed API call) and an ``AgentEnded``
+that says the run is settled. The text of an ``assistant`` line that calls a
+tool is interim: when the process ends without a ``result`` line during that
+tool, the final text is empty, not that text. A failed run's ``result``
+text is the error (it goes to ``error_message``), and so are the
+``<synthetic>`` assistant lines Claude Code writes to report it: the final
+text is then what the model itself said after its last tool, if anything. Its stop reason is
 decided in this order:
 
 1. ``terminal_reason`` ``aborted_*`` (an interrupted turn): ``aborted``;
@@ -41,6 +47,7 @@ closes), so a task longer than one argument is a usage error.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -74,6 +81,12 @@ from wrapper.events import (
 )
 
 _Handler = Callable[[Any, dict[str, Any]], list[Event]]
+
+#: A session id that is safe in a file pattern (no path parts, no glob magic).
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+#: The model name of the assistant lines Claude Code makes up to report an error.
+_SYNTHETIC = "<synthetic>"
 
 #: Content blocks that call a tool (``server_tool_use``: web search and fetch).
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -109,6 +122,9 @@ class ClaudeDialect(Dialect):
     agent_name: ClassVar[str] = "Claude Code"
     #: A flag in the user's command that means no session is kept.
     no_session_flag: ClassVar[str | None] = "--no-session-persistence"
+    #: The variable naming the agent's config directory, and its default under
+    #: $HOME, where session transcripts are kept; None when there are none.
+    transcript_dir: ClassVar[tuple[str, str] | None] = ("CLAUDE_CONFIG_DIR", ".claude")
 
     def __init__(self) -> None:
         self._reset()
@@ -165,6 +181,24 @@ class ClaudeDialect(Dialect):
             )
         return session_id
 
+    def transcript_search(
+        self, session_id: str | None, env: Mapping[str, str]
+    ) -> tuple[Path, str] | None:
+        # Claude Code keeps a session as projects/<its cwd, encoded>/<id>.jsonl
+        # under its config directory; the encoding varies between versions,
+        # the file name does not.
+        if self.transcript_dir is None or not session_id or not _SAFE_ID.fullmatch(session_id):
+            return None
+        configured = env.get(self.transcript_dir[0])
+        home = env.get("HOME")
+        if configured:
+            root = Path(configured)
+        elif home:
+            root = Path(home) / self.transcript_dir[1]
+        else:
+            return None
+        return root, f"projects/*/{session_id}.jsonl"
+
     def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
         message = None
         if not self._result_seen:
@@ -190,7 +224,7 @@ class ClaudeDialect(Dialect):
             return [
                 Retry(
                     phase="start",
-                    attempt=as_int(obj.get("attempt")),
+                    retry_attempt=as_int(obj.get("attempt")),
                     max_attempts=as_int(obj.get("max_retries")),
                     delay_ms=as_int(obj.get("retry_delay_ms")),
                     message=detail or None,
@@ -205,6 +239,10 @@ class ClaudeDialect(Dialect):
     def _assistant(self, obj: dict[str, Any]) -> list[Event]:
         message = obj.get("message")
         if not isinstance(message, dict):
+            return []
+        if message.get("model") == _SYNTHETIC:
+            # Claude Code's own report of a failed request, repeated on the
+            # result line: neither the model's words nor its name
             return []
         self._model = as_str(message.get("model")) or self._model
         usage = anthropic_usage(message.get("usage"))
@@ -233,7 +271,11 @@ class ClaudeDialect(Dialect):
         text = "\n".join(texts)
         if not text and not calls:
             return []  # thinking only: nothing a person or the tracker needs
-        if text:
+        if calls:
+            # the text of a message that hands off to a tool is interim: a
+            # run cut short during the tool has no final text
+            self._text = ""
+        elif text:
             self._text = text
         raw = as_str(message.get("stop_reason"))
         progress = AssistantMessage(
@@ -284,12 +326,18 @@ class ClaudeDialect(Dialect):
         final = AssistantMessage(
             stop_reason=stop_reason,
             raw_stop_reason=raw,
-            text=text if text is not None else self._text,
+            # a failed run's result text is the error, not an answer
+            text=self._text if error_message is not None else self.final_text(text),
             usage=usage if usage is not None else self._progress_usage(),
             model=self._model,
             error_message=error_message,
+            api_status=as_int(obj.get("api_error_status")),
         )
         return [final, AgentEnded(will_retry=False, settled=True)]
+
+    def final_text(self, result_text: str | None) -> str:
+        """The run's final text, given the ``result`` line's own."""
+        return result_text if result_text is not None else self._text
 
     def result_stop_reason(self, obj: Mapping[str, Any]) -> tuple[str | None, str | None]:
         """(canonical, raw) stop reason of a ``result`` line; see the module docstring."""

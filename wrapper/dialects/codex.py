@@ -15,7 +15,11 @@ Items are the turn's parts: ``agent_message`` (text, shown as a
 
 End of run: ``turn.completed`` is ``stop`` (with the turn's usage),
 ``turn.failed`` is ``error``; each is followed by an ``AgentEnded`` that says
-the run is settled. The raw stop reason is the event's type.
+the run is settled. The raw stop reason is the event's type. A turn that
+failed after an error saying ``Incomplete response returned, reason:
+max_output_tokens`` is ``length`` (raw still ``turn.failed``) with the text
+said so far. The final text is the last ``agent_message`` after the last tool
+started: what was said before a tool is interim.
 
 Errors that end nothing are never terminal: a top-level ``error`` reading
 ``Reconnecting... N/M`` is a ``Retry``; any other top-level ``error`` and an
@@ -91,6 +95,10 @@ _CODEX_TYPES = frozenset(
 
 _RECONNECTING = re.compile(r"Reconnecting\.*\s*(?:(\d+)/(\d+))?")
 
+#: How Codex says the model stopped at its output token limit (``Incomplete
+#: response returned, reason: max_output_tokens``) before failing the turn.
+_OUTPUT_LIMIT = re.compile(r"reason:\s*max_output_tokens")
+
 
 class CodexDialect(Dialect):
     name: ClassVar[str] = "codex"
@@ -109,6 +117,8 @@ class CodexDialect(Dialect):
         self._tools: dict[str, str] = {}
         self._ended = False
         self._last_error: str | None = None
+        #: The error that said the model's output was cut at its token limit.
+        self._output_limit: str | None = None
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -159,14 +169,29 @@ class CodexDialect(Dialect):
     def _turn_failed(self, obj: dict[str, Any]) -> list[Event]:
         error = obj.get("error")
         message = as_str(error.get("message")) if isinstance(error, dict) else None
-        return self._final("turn.failed", error_message=message or self._last_error)
+        if message is not None and _OUTPUT_LIMIT.search(message):
+            self._output_limit = message
+        stop_reason = StopReason.LENGTH if self._output_limit is not None else None
+        return self._final(
+            "turn.failed",
+            error_message=message or self._output_limit or self._last_error,
+            stop_reason=stop_reason,
+        )
 
     def _final(
-        self, raw: str, *, usage: Usage | None = None, error_message: str | None = None
+        self,
+        raw: str,
+        *,
+        usage: Usage | None = None,
+        error_message: str | None = None,
+        stop_reason: StopReason | None = None,
     ) -> list[Event]:
         self._ended = True
+        self._output_limit = None
         final = AssistantMessage(
-            stop_reason=canonical_stop_reason(raw, self.stop_reasons),
+            stop_reason=str(stop_reason)
+            if stop_reason is not None
+            else canonical_stop_reason(raw, self.stop_reasons),
             raw_stop_reason=raw,
             text=self._text,
             usage=usage,
@@ -184,12 +209,14 @@ class CodexDialect(Dialect):
             return [
                 Retry(
                     phase="start",
-                    attempt=int(attempt) if attempt else None,
+                    retry_attempt=int(attempt) if attempt else None,
                     max_attempts=int(most) if most else None,
                     message=message,
                 )
             ]
         self._last_error = message
+        if _OUTPUT_LIMIT.search(message):
+            self._output_limit = message
         return [AgentWarning(code="agent_error", message=f"Codex reported an error: {message}")]
 
     def _item(self, obj: dict[str, Any]) -> list[Event]:
@@ -200,18 +227,27 @@ class CodexDialect(Dialect):
         completed = obj.get("type") == "item.completed"
         if kind in ("agent_message", "assistant_message"):
             text = as_str(item.get("text"))
-            if not completed or not text:
+            if not text:
+                return []
+            if not completed:
+                # a message still being written: the text so far, should the
+                # turn be cut off before it completes
+                self._text = text
                 return []
             self._text = text
             return [TextDelta(text=text)]
         if kind == "error" and completed:
             message = as_str(item.get("message")) or "an error item without a message"
+            if _OUTPUT_LIMIT.search(message):
+                self._output_limit = message
             return [AgentWarning(code="agent_error", message=f"Codex reported an error: {message}")]
         if kind not in _TOOL_ITEMS or obj.get("type") == "item.updated":
             return []
         item_id = as_str(item.get("id")) or ""
         events: list[Event] = []
         if item_id not in self._tools:
+            # what was said before a tool ran is interim, never the final text
+            self._text = ""
             tool, args = _tool(kind, item)
             self._tools[item_id] = tool
             events.append(

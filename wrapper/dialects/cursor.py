@@ -16,7 +16,9 @@ Claude Code's, so this dialect is Claude's with these differences:
   ``error`` or ``rejected``;
 * the ``result`` line (``subtype`` ``success`` or ``error``, ``is_error``) is
   the end of the run, decided by Claude's rules; it has no stop reason, so
-  the raw reason is the subtype, and newer builds add camelCase ``usage``.
+  the raw reason is the subtype, and newer builds add camelCase ``usage``;
+  its ``result`` text joins every message of the run, so the final text is
+  the last assistant message after the last tool call instead.
 
 When the process fails it may exit non-zero without a ``result`` line (the
 error goes to stderr): ``on_exit`` then reports ``error`` (``aborted`` for
@@ -51,6 +53,7 @@ class CursorDialect(ClaudeDialect):
     executables: ClassVar[frozenset[str]] = frozenset({"cursor-agent", "cursor"})
     agent_name: ClassVar[str] = "Cursor Agent"
     no_session_flag: ClassVar[str | None] = None
+    transcript_dir: ClassVar[tuple[str, str] | None] = None
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -79,6 +82,11 @@ class CursorDialect(ClaudeDialect):
         argument = prompt_argument(self.agent_name, prompt, guard_dash=True)
         return Launch([*command, "--resume", session, argument])
 
+    def final_text(self, result_text: str | None) -> str:
+        # The result line's text joins every message of the run; the final
+        # text is the last message's alone.
+        return self._text
+
     # -- handlers ------------------------------------------------------------
 
     def _assistant_text(self, obj: dict[str, Any]) -> list[Event]:
@@ -105,6 +113,8 @@ class CursorDialect(ClaudeDialect):
         args = payload.get("args")
         subtype = obj.get("subtype")
         if subtype == "started":
+            # what was said before a tool call is interim, never the final text
+            self._text = ""
             return [
                 ToolStarted(
                     tool=tool, tool_call_id=call_id, summary=summarize_args(args), args=args

@@ -18,7 +18,8 @@ run is settled.
   session turn limit was hit (``Maximum session turns exceeded``: ``error``)
   or a token limit (``length``); the raw reason is then that message.
 * ``status: error`` is ``error`` (raw ``error``, the message in
-  ``error_message``), or ``aborted`` when its error type is a cancellation.
+  ``error_message``, else that of the last ``error`` event before it), or
+  ``aborted`` when its error type is a cancellation.
 * Without a ``result`` line ``on_exit`` decides from the exit status: 130
   (cancelled; also after an error result) and 143 are ``aborted``, 53 (turn
   limit) and any other non-zero status ``error``.
@@ -26,9 +27,11 @@ run is settled.
 ``error`` events are also kept as ``AgentWarning`` (``agent_error`` or
 ``agent_warning``) so that they reach ``result.json``'s warnings.
 
-The final text is the assistant's text after its last tool call. Gemini
-counts cached input inside ``input_tokens``; the normalized ``input`` is the
-uncached part (the stats' ``input``), ``cache_read`` the cached one.
+The final text is the assistant's text after its last tool call; a new
+``init`` (the next attempt, when a resumed run's logs are read as one)
+starts it afresh. Gemini counts cached input inside ``input_tokens``; the
+normalized ``input`` is the uncached part (the stats' ``input``),
+``cache_read`` the cached one.
 
 The task goes in as ``-p TASK``, a task starting with ``-`` with a leading
 space so that it is not read as a flag; resuming adds ``--resume
@@ -100,6 +103,8 @@ class GeminiDialect(Dialect):
         self._tools: dict[str, str] = {}
         self._limit: tuple[StopReason, str] | None = None
         self._result_stop: str | None = None
+        #: The last ``error`` event's message, for a result that names none.
+        self._last_error: str | None = None
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -138,6 +143,9 @@ class GeminiDialect(Dialect):
     # -- handlers ------------------------------------------------------------
 
     def _init(self, obj: dict[str, Any]) -> list[Event]:
+        # a new session (a resumed attempt in the same log) owes nothing to
+        # the text and errors of the one before
+        self._reset()
         self._model = as_str(obj.get("model"))
         return [SessionStarted(session_id=as_str(obj.get("session_id")))]
 
@@ -182,6 +190,8 @@ class GeminiDialect(Dialect):
                 self._limit = (reason, message)
                 break
         severity = "warning" if obj.get("severity") == "warning" else "error"
+        if severity == "error":
+            self._last_error = message
         return [AgentWarning(code=f"agent_{severity}", message=f"Gemini CLI: {message}")]
 
     def _result(self, obj: dict[str, Any]) -> list[Event]:
@@ -190,6 +200,8 @@ class GeminiDialect(Dialect):
         error = obj.get("error")
         error = error if isinstance(error, dict) else {}
         error_message = as_str(error.get("message"))
+        if raw == "error" and error_message is None:
+            error_message = self._last_error
         if raw == "success" and self._limit is not None:
             reason, raw = self._limit
             stop_reason, error_message = str(reason), raw
@@ -205,6 +217,8 @@ class GeminiDialect(Dialect):
             model=_model(stats) or self._model,
             error_message=error_message,
         )
+        # text after the result belongs to another turn
+        self._text = ""
         return [final, AgentEnded(will_retry=False, settled=True)]
 
 

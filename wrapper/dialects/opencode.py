@@ -22,7 +22,8 @@ message and a new ``step_start`` cancels it. An ``error`` line is a terminal
 reason: the error's name). ``done`` is an ``AgentEnded`` that says the run
 is settled. When the process exits with no terminal message since the last
 step began, ``on_exit`` reports exit 130/143 as ``aborted`` and any other
-non-zero exit as ``error``.
+non-zero exit as ``error``, without the step's text (it may belong to a
+message handing off to a tool that is still running).
 
 The task is the last argument, after ``--`` (opencode reads the words after
 ``--`` as the message, and ``--file`` takes several values and would
@@ -135,7 +136,9 @@ class OpencodeDialect(Dialect):
         return Launch([*command, "--session", session_id, "--", argument])
 
     def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
-        message = None if self._ended else exit_message(exit_code, text=self._text)
+        # No text: opencode reports a tool only once it finished, so the step's
+        # text may be that of a message handing off to a tool still running.
+        message = None if self._ended else exit_message(exit_code)
         self._reset()
         return [message] if message is not None else []
 

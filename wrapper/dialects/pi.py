@@ -227,7 +227,7 @@ class PiDialect(Dialect):
         return [
             Retry(
                 phase="start",
-                attempt=as_int(obj.get("attempt")),
+                retry_attempt=as_int(obj.get("attempt")),
                 max_attempts=as_int(obj.get("maxAttempts")),
                 delay_ms=as_int(obj.get("delayMs")),
                 message=as_str(obj.get("errorMessage")),
@@ -239,7 +239,7 @@ class PiDialect(Dialect):
         return [
             Retry(
                 phase="end",
-                attempt=as_int(obj.get("attempt")),
+                retry_attempt=as_int(obj.get("attempt")),
                 success=success if isinstance(success, bool) else None,
                 message=as_str(obj.get("finalError")),
             )

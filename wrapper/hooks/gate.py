@@ -56,6 +56,8 @@ class StopGate:
         self.started_at = started_at
         #: The agent's own transcript, when the launch names one.
         self.transcript = transcript
+        #: The agent's transcript found where the agent keeps it, by session id.
+        self._found_transcript: tuple[str, Path | None] | None = None
         self.steering = Steering(max_steers=config.max_steers)
         self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
 
@@ -248,7 +250,9 @@ class StopGate:
         config = self.config
         transcript = self.transcript
         if transcript is None or not transcript.is_file():
-            transcript = self.events_path
+            # a hook written for the agent reads the agent's own transcript;
+            # the wrapper's event log stands in only when there is none
+            transcript = self._agent_transcript() or self.events_path
         return {
             "session_id": self.summary.session_id,
             "transcript_path": str(transcript),
@@ -260,6 +264,28 @@ class StopGate:
             "task": config.task,
             **extra,
         }
+
+    def _agent_transcript(self) -> Path | None:
+        """The agent's own transcript of this session, where the agent keeps it."""
+        session_id = self.summary.session_id
+        if session_id is None:
+            return None
+        if self._found_transcript is not None and self._found_transcript[0] == session_id:
+            found = self._found_transcript[1]
+            if found is not None and found.is_file():
+                return found
+        search = self.dialect.transcript_search(session_id, self.hook_ctx.env)
+        if search is None:
+            return None
+        root, pattern = search
+        try:
+            matches = [path for path in root.glob(pattern) if path.is_file()]
+            newest = max(matches, key=lambda path: path.stat().st_mtime, default=None)
+        except OSError:
+            newest = None
+        if newest is not None:
+            self._found_transcript = (session_id, newest)
+        return newest
 
     def _warn_failed(
         self, event: str, handlers: list[Handler], results: list[HandlerResult], then: str
