@@ -14,7 +14,6 @@ to ``<run-dir>/task.md`` and passed as ``@<path>``.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,9 +26,11 @@ from wrapper.dialects.base import (
     CannotResume,
     Dialect,
     Launch,
+    as_count,
     as_float,
     as_int,
     as_str,
+    loads_standard,
     merge_deltas,
     sniff_type,
     summarize_args,
@@ -338,8 +339,13 @@ def _merged_deltas(raws: list[bytes]) -> list[Event]:
     except orjson.JSONDecodeError:  # a malformed one: decode them one by one
         texts = []
         for raw in raws:
-            with contextlib.suppress(orjson.JSONDecodeError):
+            try:
                 texts.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                # as the line's full decoding would: a lone surrogate is still text
+                text = loads_standard(raw)
+                if isinstance(text, str):
+                    texts.append(text)
     texts = [text for text in texts if text]
     if not texts:
         return []
@@ -359,11 +365,11 @@ def _usage(raw: Any) -> Usage | None:
         return None
     cost = raw.get("cost")
     return Usage(
-        input=as_int(raw.get("input")),
-        output=as_int(raw.get("output")),
-        cache_read=as_int(raw.get("cacheRead")),
-        cache_write=as_int(raw.get("cacheWrite")),
-        total_tokens=as_int(raw.get("totalTokens")),
+        input=as_count(raw.get("input")),
+        output=as_count(raw.get("output")),
+        cache_read=as_count(raw.get("cacheRead")),
+        cache_write=as_count(raw.get("cacheWrite")),
+        total_tokens=as_count(raw.get("totalTokens")),
         cost_usd=as_float(cost.get("total")) if isinstance(cost, dict) else None,
     )
 

@@ -1,0 +1,343 @@
+"""Hostile agent output: figures no JSON number can carry, JSON only the
+standard parser reads. Whatever the agent prints, the wrapper and
+``normalize`` end normally, with result.json and events a person can read."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.conftest import (
+    HANG_LIMIT,
+    ROOT,
+    agent_env,
+    read_events,
+    read_result,
+    validate,
+    write_scenario,
+)
+from wrapper.dialects import DIALECTS
+from wrapper.events import JSON_INT_MAX, JSON_INT_MIN, AssistantMessage, Usage
+from wrapper.normalize import normalize
+from wrapper.summary import USAGE_UNREPRESENTABLE, RunSummary
+
+#: dialect -> the fake agent's launcher for it
+LAUNCHERS = {
+    "pi": "pi",
+    "claude": "claude",
+    "codex": "codex",
+    "gemini": "gemini",
+    "opencode": "opencode",
+    "amp": "amp",
+    "cursor": "cursor-agent",
+}
+dialects = pytest.mark.parametrize("dialect", sorted(LAUNCHERS))
+
+HUGE = 2**64 - 1  # the largest count that can be written; two of them cannot
+
+END: list[dict[str, Any]] = [{"agent_end": {"willRetry": False}}, {"agent_settled": {}}]
+
+
+def representable(value: int) -> bool:
+    return JSON_INT_MIN <= value <= JSON_INT_MAX
+
+
+def wrapper(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "wrapper", *args],
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def normalized(stream: bytes, dialect: str, *, summary: bool) -> Any:
+    out = io.BytesIO()
+    normalize(
+        io.BytesIO(stream),
+        out,
+        dialect_name=dialect,
+        summary=summary,
+        exit_code=0,
+        max_line_bytes=1 << 26,
+    )
+    if summary:
+        return json.loads(out.getvalue())
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    for event in events:
+        assert "ts" not in event
+    return events
+
+
+def unrepresentable_warnings(warnings: list[dict[str, Any]]) -> list[str]:
+    return [w["message"] for w in warnings if w["code"] == USAGE_UNREPRESENTABLE]
+
+
+# -- usage as a value --------------------------------------------------------------------
+
+counts = st.one_of(st.none(), st.integers(), st.integers(min_value=2**63, max_value=2**66))
+costs = st.one_of(st.none(), st.floats(), st.floats(min_value=1e307))
+
+
+def expected_sum(values: list[Any], fits: Any) -> tuple[Any, bool]:
+    """What a running total of ``values`` must show, and whether a figure was lost:
+    once a figure or a partial sum does not fit, the total is unknown for good."""
+    total = None
+    for value in values:
+        if value is None:
+            continue
+        if not fits(value):
+            return None, True
+        total = value if total is None else total + value
+        if not fits(total):
+            return None, True
+    return total, False
+
+
+@given(st.lists(st.tuples(counts, counts, costs), min_size=1, max_size=4))
+def test_usage_of_any_size_sums_to_something_writable(figures: list[tuple[Any, ...]]) -> None:
+    usages = [Usage(input=a, total_tokens=b, cost_usd=c) for a, b, c in figures]
+    total = usages[0]
+    for usage in usages[1:]:
+        total = total + usage
+    written = orjson.loads(orjson.dumps(total.to_json()))  # raises if a figure cannot be written
+    for index, name, fits in (
+        (0, "input", representable),
+        (1, "totalTokens", representable),
+        (2, "costUsd", math.isfinite),
+    ):
+        value, lost = expected_sum([figure[index] for figure in figures], fits)
+        assert written[name] == value
+        assert (name in total.unrepresentable) == lost
+
+
+def test_a_lost_figure_stays_lost_and_is_warned_about_once() -> None:
+    summary = RunSummary()
+    message = AssistantMessage(stop_reason="toolUse", usage=Usage(input=HUGE, output=1))
+    assert summary.observe(message) == []
+    (warning,) = summary.observe(message)
+    assert warning.code == USAGE_UNREPRESENTABLE
+    assert "input" in warning.message
+    # A later message does not bring back a partial (wrong) sum, nor repeat the warning.
+    assert summary.observe(AssistantMessage(stop_reason="stop", usage=Usage(input=3))) == []
+    assert summary.usage is not None
+    assert summary.usage.to_json()["input"] is None
+    assert summary.usage.to_json()["output"] == 2
+
+
+# -- the live run and normalize, in every dialect ------------------------------------------
+
+
+def huge_usage_steps() -> list[dict[str, Any]]:
+    usage = {
+        "input": HUGE,
+        "output": HUGE,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "cost": {"total": 1e308},
+    }
+    return [
+        {
+            "assistant": {
+                "text": "Looking.",
+                "toolCalls": [{"name": "bash", "arguments": {"command": "ls"}}],
+                "usage": usage,
+            }
+        },
+        {"tool": {"name": "bash", "result": "a.py"}},
+        {"assistant": {"text": "Done.", "stopReason": "stop", "usage": usage}},
+        *END,
+    ]
+
+
+@pytest.mark.usefixtures("no_leaks")
+@dialects
+def test_usage_beyond_64_bits_in_a_live_run_and_in_normalize(dialect: str, tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, huge_usage_steps())
+    run_dir = tmp_path / "run"
+    agent = ROOT / "fixtures" / "fake_agent" / LAUNCHERS[dialect]
+    proc = wrapper(
+        "run", "--output", "jsonl", "--run-dir", str(run_dir), "--task", "Go",
+        "--", str(agent), "--scenario", str(scenario),
+        tmp_path=tmp_path,
+    )  # fmt: skip
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    assert proc.returncode == 0, proc.stderr.decode()
+    result = read_result(run_dir / "result.json")
+    assert result["outcome"] == "ok"
+    assert (result["finalText"] or "").endswith("Done.")
+    assert result["usage"]["input"] is None
+    assert result["usage"]["output"] is None
+    assert result["usage"]["costUsd"] is None
+    assert unrepresentable_warnings(result["warnings"])
+    events = read_events(run_dir / "events.jsonl")
+    assert [
+        e
+        for e in events
+        if e["code" if e["type"] == "warning" else "type"] == USAGE_UNREPRESENTABLE
+    ]
+    status = json.loads((run_dir / "status.json").read_text())
+    validate("status", status)
+    assert status["state"] == "finished"
+
+    # The same stream, saved, through normalize: the same figures, the same warning.
+    stream = (run_dir / "stdout.log").read_bytes()
+    summary = normalized(stream, dialect, summary=True)
+    assert summary["usage"]["input"] is None
+    assert (summary["finalText"] or "").endswith("Done.")
+    assert unrepresentable_warnings(summary["warnings"])
+    lines = normalized(stream, dialect, summary=False)
+    assert any(e["type"] == "warning" and e["code"] == USAGE_UNREPRESENTABLE for e in lines)
+    for event in lines:
+        validate("event", {**event, "ts": "2026-01-01T00:00:00Z", "attempt": 1})
+
+
+# -- crafted streams in each dialect's shape -----------------------------------------------
+
+#: Markers the fake agent prints that the tests then replace with hostile JSON.
+TEXT_MARK = b"XMARKX"
+COUNT_MARK = b"111111111"
+COST_MARK = b"0.123456"
+
+
+@pytest.fixture(scope="module")
+def marked_streams(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """One stream per dialect, as its fake agent prints it, with markers in
+    the final text, an input count and (where the dialect has one) the cost."""
+    tmp_path = tmp_path_factory.mktemp("streams")
+    usage: dict[str, Any] = {"input": int(COUNT_MARK), "output": 7, "cacheRead": 0}
+    usage |= {"cacheWrite": 0, "cost": {"total": float(COST_MARK)}}
+    text = f"Done {TEXT_MARK.decode()} now."
+    steps = [{"assistant": {"text": text, "stopReason": "stop", "usage": usage}}, *END]
+    scenario = write_scenario(tmp_path, steps)
+    streams = {}
+    for dialect, launcher in LAUNCHERS.items():
+        proc = subprocess.run(
+            [
+                str(ROOT / "fixtures" / "fake_agent" / launcher),
+                "--scenario",
+                str(scenario),
+                "--",
+                "Go",
+            ],
+            capture_output=True,
+            timeout=HANG_LIMIT,
+            env=agent_env(tmp_path),
+            stdin=subprocess.DEVNULL,
+            check=True,
+        )
+        assert TEXT_MARK in proc.stdout
+        assert COUNT_MARK in proc.stdout
+        streams[dialect] = proc.stdout
+    return streams
+
+
+#: Replacements that make a line JSON the fast decoder refuses but that is still JSON.
+LONE_SURROGATES = [
+    (TEXT_MARK, rb"\ud800"),  # a high surrogate with no low one after it
+    (TEXT_MARK, rb"\udfff\ud83d"),  # a low one first, then a high one at the end
+]
+
+
+@dialects
+@pytest.mark.parametrize("mark", LONE_SURROGATES, ids=["high", "low-high"])
+def test_a_lone_surrogate_is_still_read(
+    dialect: str, mark: tuple[bytes, bytes], marked_streams: dict[str, bytes]
+) -> None:
+    stream = marked_streams[dialect].replace(*mark)
+    summary = normalized(stream, dialect, summary=True)
+    count = mark[1].count(b"\\u")
+    assert summary["finalText"] is not None
+    assert "Done " + "\ufffd" * count + " now." in summary["finalText"]
+    assert summary["stopReason"] == "stop"
+    events = normalized(stream, dialect, summary=False)
+    assert not [e for e in events if e["type"] == "unparsed_line"]
+
+
+@dialects
+@pytest.mark.parametrize(
+    ("figure", "cost_lost"),
+    [
+        (b"1e400", True),
+        (b"184467440737095516160", False),  # a float cost, but no 64-bit count
+        (b"-1" + b"0" * 400, True),
+        (b"NaN", True),
+        (b"Infinity", True),
+    ],
+    ids=["exp-overflow", "beyond-64-bits", "400-digits", "NaN", "Infinity"],
+)
+def test_a_figure_no_number_can_carry_is_null_with_a_warning(
+    dialect: str, figure: bytes, cost_lost: bool, marked_streams: dict[str, bytes]
+) -> None:
+    stream = marked_streams[dialect].replace(COUNT_MARK, figure).replace(COST_MARK, figure)
+    summary = normalized(stream, dialect, summary=True)
+    assert summary["stopReason"] == "stop"
+    assert summary["finalText"] is not None
+    assert "XMARKX" in summary["finalText"]
+    assert summary["usage"]["input"] is None
+    if cost_lost and COST_MARK in marked_streams[dialect]:
+        assert summary["usage"]["costUsd"] is None
+    assert unrepresentable_warnings(summary["warnings"])
+
+
+@pytest.mark.usefixtures("no_leaks")
+@dialects
+def test_hostile_lines_replayed_by_cat_in_a_live_run(
+    dialect: str, marked_streams: dict[str, bytes], tmp_path: Path
+) -> None:
+    stream = marked_streams[dialect].replace(TEXT_MARK, rb"\ud800").replace(COUNT_MARK, b"1e400")
+    stream = stream.replace(COST_MARK, b"1e400")
+    (tmp_path / "stream.jsonl").write_bytes(stream)
+    run_dir = tmp_path / "run"
+    proc = wrapper(
+        "run", "--output", "jsonl", "--run-dir", str(run_dir), "--dialect", dialect,
+        "--", "cat", str(tmp_path / "stream.jsonl"),
+        tmp_path=tmp_path,
+    )  # fmt: skip
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    assert proc.returncode == 0, proc.stderr.decode()
+    result = read_result(run_dir / "result.json")
+    assert result["outcome"] == "ok"
+    assert result["finalText"] is not None
+    assert "Done \ufffd now." in result["finalText"]
+    assert result["usage"]["input"] is None
+    assert unrepresentable_warnings(result["warnings"])
+    assert (run_dir / "stdout.log").read_bytes() == stream, (
+        "the agent's bytes are kept as they were"
+    )
+    events = read_events(run_dir / "events.jsonl")
+    assert not [e for e in events if e["type"] == "unparsed_line"]
+    stdout_events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert any("\ufffd" in json.dumps(e, ensure_ascii=False) for e in stdout_events)
+
+
+def test_normalize_on_the_command_line_exits_0_without_a_traceback(tmp_path: Path) -> None:
+    big = {"input": HUGE, "output": 1, "cost": {"total": 1e308}}
+    message = {
+        "type": "message_end",
+        "message": {"role": "assistant", "content": [], "stopReason": "toolUse", "usage": big},
+    }
+    stream = b"".join(json.dumps(message).encode() + b"\n" for _ in range(2))
+    (tmp_path / "stream.jsonl").write_bytes(stream)
+    for args in (["--summary"], []):
+        proc = wrapper("normalize", "--dialect", "pi", *args, "stream.jsonl", tmp_path=tmp_path)
+        assert proc.returncode == 0
+        assert proc.stderr == b""
+        assert b'"usage_unrepresentable"' in proc.stdout
+
+
+def test_every_dialect_is_covered() -> None:
+    assert set(LAUNCHERS) == set(DIALECTS)
