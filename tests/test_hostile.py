@@ -5,6 +5,7 @@ standard parser reads. Whatever the agent prints, the wrapper and
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 import subprocess
@@ -27,7 +28,10 @@ from tests.conftest import (
     write_scenario,
 )
 from wrapper.dialects import DIALECTS
+from wrapper.dialects.base import Dialect, merge_deltas
+from wrapper.dialects.pi import PiDialect
 from wrapper.events import JSON_INT_MAX, JSON_INT_MIN, AssistantMessage, Usage
+from wrapper.framing import LineFramer
 from wrapper.normalize import normalize
 from wrapper.summary import USAGE_UNREPRESENTABLE, RunSummary
 
@@ -341,3 +345,127 @@ def test_normalize_on_the_command_line_exits_0_without_a_traceback(tmp_path: Pat
 
 def test_every_dialect_is_covered() -> None:
     assert set(LAUNCHERS) == set(DIALECTS)
+
+
+# -- one line, one meaning, however it is chunked ------------------------------------------
+
+
+def pi_update(
+    delta: str,
+    *,
+    event_extra: str = "",
+    before_event: str = "",
+    after_event: str = "",
+    event_type: str = "text_delta",
+    content_index: str = "0",
+) -> bytes:
+    """A pi ``message_update`` line, written as pi writes it unless told otherwise."""
+    message = (
+        '{"role":"assistant","content":[{"type":"text","text":"so \\"type\\": far"}],'
+        '"stopReason":"stop"}'
+    )
+    event = f'{{"type":"{event_type}","contentIndex":{content_index},"delta":{delta}{event_extra}}}'
+    return (
+        f'{{"type":"message_update","message":{message}{before_event},'
+        f'"assistantMessageEvent":{event}{after_event}}}'
+    ).encode()
+
+
+#: Deltas as JSON text: ordinary, escaped, empty, and some no decoder takes.
+delta_texts = st.one_of(
+    st.text(max_size=6).map(json.dumps),
+    st.text(max_size=6).map(lambda t: json.dumps(t, ensure_ascii=False)),
+    st.sampled_from(['""', '"\\ud800"', '"a\\x"', '"a\x01b"', '"\\"text_delta\\""']),
+)
+
+#: Ways to make a line mean something else than its first bytes say.
+update_lines = st.builds(
+    pi_update,
+    delta_texts,
+    event_extra=st.sampled_from(
+        [
+            "",
+            ',"delta":"second"',  # a duplicated key: the last one counts
+            ',"type":"thinking_delta"',
+            ',"partial":{"assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"x"}}',
+        ]
+    ),
+    before_event=st.sampled_from(
+        ["", ',"type":"message_end"', ',"typ\\u0065":"message_end"', ',"type" :"message_end"']
+    ),
+    after_event=st.sampled_from(["", ',"type":"message_end"', ',"note":"text_delta"']),
+    event_type=st.sampled_from(["text_delta", "thinking_delta", "text\\u005fdelta"]),
+    content_index=st.sampled_from(["0", "12", "007", "-1"]),
+)
+other_lines = st.sampled_from(
+    [
+        b'{"type":"turn_start"}',
+        b'{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"stop"}}',
+        b"not json",
+        b"",
+        b'{"type":"message_update","message":{}}',
+    ]
+)
+
+
+def full_parse(lines: list[bytes]) -> list[Any]:
+    """What decoding every line in full makes of them: the meaning to agree with."""
+    reference = PiDialect()
+    return [event for line in lines for event in Dialect.parse(reference, line)]
+
+
+def read_as_the_supervisor(stream: bytes, cuts: list[int], *, coalesce: bool) -> list[Any]:
+    dialect = PiDialect()
+    framer = LineFramer(1 << 20)
+    events: list[Any] = []
+    bounds = [0, *sorted(set(cuts)), len(stream)]
+    for start, end in itertools.pairwise(bounds):
+        region = framer.feed_region(stream[start:end])
+        if isinstance(region, bytes):
+            events += dialect.parse_region(region, coalesce=coalesce)
+        else:
+            events += dialect.parse_frames(region, coalesce=coalesce)
+    events += dialect.parse_frames(framer.close(), coalesce=coalesce)
+    return events
+
+
+@given(
+    st.lists(st.one_of(update_lines, other_lines), min_size=1, max_size=8),
+    st.lists(st.integers(min_value=0, max_value=4000), max_size=6),
+)
+def test_a_line_means_the_same_however_it_is_chunked(lines: list[bytes], cuts: list[int]) -> None:
+    stream = b"\n".join(lines) + b"\n"
+    cuts = [cut % (len(stream) + 1) for cut in cuts]
+    expected = full_parse(lines)
+    line_by_line = [event for line in lines for event in PiDialect().parse(line)]
+    assert line_by_line == expected
+    for chunking in ([], cuts, list(range(len(stream)))):
+        assert read_as_the_supervisor(stream, chunking, coalesce=False) == expected
+        coalesced = read_as_the_supervisor(stream, chunking, coalesce=True)
+        assert merge_deltas(coalesced) == merge_deltas(expected)
+
+
+@given(
+    st.lists(
+        st.tuples(update_lines, st.integers(min_value=0), st.binary(max_size=4)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.integers(min_value=0, max_value=4000), max_size=6),
+)
+def test_even_a_damaged_line_means_the_same_however_it_is_chunked(
+    damaged: list[tuple[bytes, int, bytes]], cuts: list[int]
+) -> None:
+    # Bytes spliced anywhere in a line (a pi line read from its two ends may
+    # then differ from a full decoding: see README), but never with chunking.
+    lines = []
+    for line, position, junk in damaged:
+        at = position % (len(line) + 1)
+        lines.append(line[:at] + junk.replace(b"\n", b"") + line[at:])
+    stream = b"\n".join(lines) + b"\n"
+    cuts = [cut % (len(stream) + 1) for cut in cuts]
+    whole = [event for line in lines for event in PiDialect().parse(line)]
+    for chunking in ([], cuts, list(range(len(stream)))):
+        assert read_as_the_supervisor(stream, chunking, coalesce=False) == whole
+        coalesced = read_as_the_supervisor(stream, chunking, coalesce=True)
+        assert merge_deltas(coalesced) == merge_deltas(whole)

@@ -88,8 +88,18 @@ def decode_object(line: bytes) -> dict[str, Any] | UnparsedLine:
     return value
 
 
-#: What ``loads_standard`` returns for text that is not JSON.
+#: What ``loads_standard`` and ``decode_value`` return for text that is not JSON.
 NOT_JSON: Any = object()
+
+
+def decode_value(data: bytes) -> Any:
+    """``data`` decoded as JSON the way ``decode_object`` decodes a line (the
+    fast decoder, then the standard one for what only it reads), or ``NOT_JSON``."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return loads_standard(data)
+
 
 # JSON that the fast decoder refuses but the standard one reads: a lone
 # UTF-16 surrogate escape (``\ud800``), a number beyond a double's range
