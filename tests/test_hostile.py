@@ -10,12 +10,13 @@ import json
 import math
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.conftest import (
@@ -27,10 +28,11 @@ from tests.conftest import (
     validate,
     write_scenario,
 )
-from wrapper.dialects import DIALECTS
+from wrapper.config import READ_CHUNK_BYTES
+from wrapper.dialects import DIALECTS, SNIFF_BYTES, SNIFF_LINES, SniffingDialect
 from wrapper.dialects.base import Dialect, merge_deltas
 from wrapper.dialects.pi import PiDialect
-from wrapper.events import JSON_INT_MAX, JSON_INT_MIN, AssistantMessage, Usage
+from wrapper.events import JSON_INT_MAX, JSON_INT_MIN, AssistantMessage, Usage, WarningEvent
 from wrapper.framing import LineFramer
 from wrapper.normalize import normalize
 from wrapper.summary import USAGE_UNREPRESENTABLE, RunSummary
@@ -469,3 +471,143 @@ def test_even_a_damaged_line_means_the_same_however_it_is_chunked(
         assert read_as_the_supervisor(stream, chunking, coalesce=False) == whole
         coalesced = read_as_the_supervisor(stream, chunking, coalesce=True)
         assert merge_deltas(coalesced) == merge_deltas(whole)
+
+
+# -- bounded memory -------------------------------------------------------------------------
+
+
+def unknown_line(size: int) -> bytes:
+    """A JSON object no agent's dialect claims, ``size`` bytes long."""
+    head = b'{"kind":"telemetry","blob":"'
+    return head + b"z" * (size - len(head) - 2) + b'"}'
+
+
+@given(st.lists(st.integers(min_value=1, max_value=400_000), min_size=1, max_size=40))
+@example([400_000] * 3)
+def test_auto_detection_holds_at_most_a_mebibyte(sizes: list[int]) -> None:
+    dialect = SniffingDialect()
+    events: list[Any] = []
+    for size in sizes:
+        events += dialect.parse(unknown_line(max(size, 40)))
+        assert sum(map(len, dialect._held)) <= SNIFF_BYTES
+    events += dialect.flush()
+    # Nothing is lost: every line is reported, and giving up is said once.
+    assert [type(e).__name__ for e in events].count("UnparsedLine") == len(sizes)
+    gave_up = [e for e in events if isinstance(e, WarningEvent)]
+    total = sum(max(size, 40) for size in sizes)
+    assert len(gave_up) == (1 if total > SNIFF_BYTES or len(sizes) >= SNIFF_LINES else 0)
+
+
+def test_recognition_within_the_bound_still_replays_what_was_held() -> None:
+    dialect = SniffingDialect()
+    assert dialect.parse(unknown_line(SNIFF_BYTES // 2)) == []
+    end = {"role": "assistant", "content": [{"type": "text", "text": "Hi"}], "stopReason": "stop"}
+    assert dialect.parse(json.dumps({"type": "message_end", "message": end}).encode()) == []
+    events = dialect.parse(b'{"type":"session","version":3,"id":"s1","cwd":"/w"}')
+    assert dialect.chosen is not None
+    assert dialect.chosen.name == "pi"
+    assert [type(e).__name__ for e in events] == ["AssistantMessage", "SessionStarted"]
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_an_unrecognisable_stream_of_big_lines_gives_up_after_a_mebibyte(tmp_path: Path) -> None:
+    lines = [unknown_line(600_000) for _ in range(3)]
+    lines.append(b'{"type":"session","version":3,"id":"s1","cwd":"/w"}')
+    stream = b"\n".join(lines) + b"\n"
+    (tmp_path / "stream.jsonl").write_bytes(stream)
+    run_dir = tmp_path / "run"
+    proc = wrapper(
+        "run", "--output", "quiet", "--run-dir", str(run_dir),
+        "--", "cat", str(tmp_path / "stream.jsonl"),
+        tmp_path=tmp_path,
+    )  # fmt: skip
+    assert b"Traceback" not in proc.stderr
+    result = read_result(run_dir / "result.json")
+    (warning,) = [w for w in result["warnings"] if w["code"] == "dialect_unknown"]
+    assert "2 lines" in warning["message"]
+    events = read_events(run_dir / "events.jsonl")
+    assert [e["type"] for e in events].count("unparsed_line") == 4
+    assert not [e for e in events if e["type"] == "session"], "no longer interpreted"
+    assert (run_dir / "stdout.log").read_bytes() == stream
+
+
+LINE_MIB = 16
+
+
+def long_line_chunks(kind: str, size: int) -> list[bytes]:
+    """One ``kind`` line of about ``size`` bytes of ASCII text, as the pipe delivers it."""
+    message = b'"message":{"role":"assistant","content":[{"type":"text","text":"'
+    if kind == "update":
+        head = b'{"type":"message_update",' + message
+        tail = b'"}]},"assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"d"}}\n'
+    else:
+        head = b'{"type":"message_end",' + message
+        tail = b'"}],"stopReason":"stop"}}\n'
+    body = b"x" * READ_CHUNK_BYTES
+    return [head, *[body] * ((size - len(head) - len(tail)) // len(body)), tail]
+
+
+def test_the_framer_holds_a_long_line_at_about_twice_its_size() -> None:
+    chunks = long_line_chunks("update", LINE_MIB << 20)
+    size = sum(map(len, chunks)) - 1
+    framer = LineFramer()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        regions = [framer.feed_region(chunk) for chunk in chunks]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [len(r) for r in regions if r] == [size]
+    assert peak <= 2.2 * size, f"{peak / size:.2f} times the line"
+
+
+PEAK_PROBE = """
+import sys
+from wrapper.dialects.pi import PiDialect
+from wrapper.framing import LineFramer
+from tests.test_hostile import LINE_MIB, long_line_chunks
+
+def memory(key):
+    with open("/proc/self/status") as status:
+        return next(int(l.split()[1]) * 1024 for l in status if l.startswith(key))
+
+chunks = long_line_chunks(sys.argv[1], LINE_MIB << 20)
+size = sum(map(len, chunks))
+dialect, framer = PiDialect(), LineFramer()
+with open("/proc/self/clear_refs", "w") as refs:
+    refs.write("5")  # the peak so far is forgotten: only reading the line counts
+base = memory("VmRSS:")
+events = []
+for chunk in chunks:
+    region = framer.feed_region(chunk)
+    if isinstance(region, bytes):
+        events += dialect.parse_region(region, coalesce=True)
+    else:
+        events += dialect.parse_frames(region, coalesce=True)
+del region, chunk
+print((memory("VmHWM:") - base) / size, [type(e).__name__ for e in events])
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize(
+    ("kind", "bound", "event"),
+    [
+        # read from its two ends: the line and one copy while it is completed
+        ("update", 2.4, "TextDelta"),
+        # decoded in full: the line, the decoder's working copy, the text
+        ("end", 3.4, "AssistantMessage"),
+    ],
+)
+def test_peak_memory_of_one_long_ascii_line(kind: str, bound: float, event: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK_PROBE, kind],
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        cwd=ROOT,
+        check=True,
+    )
+    ratio, events = proc.stdout.decode().split(" ", 1)
+    assert event in events
+    assert float(ratio) <= bound, f"{float(ratio):.2f} times the line"
