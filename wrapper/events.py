@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -53,9 +54,26 @@ def is_terminal(stop_reason: str | None) -> bool:
     return stop_reason in TERMINAL_STOP_REASONS
 
 
+#: The integers every JSON file the wrapper writes can carry: its encoder
+#: writes 64-bit integers, signed or unsigned, and nothing wider (nor could
+#: most readers take a wider one back). A figure outside this range, or a
+#: cost that is not a finite number, cannot be represented.
+JSON_INT_MIN = -(2**63)
+JSON_INT_MAX = 2**64 - 1
+
+_COUNTS = ("input", "output", "cache_read", "cache_write", "total_tokens")
+_FIGURES = (*_COUNTS, "cost_usd")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
-    """Token counts and cost; ``None`` where the agent did not say."""
+    """Token counts and cost; ``None`` where the agent did not say.
+
+    A figure that cannot be represented in JSON (see ``JSON_INT_MAX``) is
+    ``None`` and named in ``unrepresentable``, so that whoever reports the
+    usage can warn; such a figure stays unknown in every sum it enters, since
+    a partial sum would be a wrong number.
+    """
 
     input: int | None = None
     output: int | None = None
@@ -63,14 +81,39 @@ class Usage:
     cache_write: int | None = None
     total_tokens: int | None = None
     cost_usd: float | None = None
+    #: Fields (by their JSON names) that could not be represented; never written.
+    unrepresentable: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        lost = [
+            name
+            for name in _COUNTS
+            if (value := getattr(self, name)) is not None
+            and not JSON_INT_MIN <= value <= JSON_INT_MAX
+        ]
+        cost = self.cost_usd
+        if cost is not None and not math.isfinite(cost):
+            lost.append("cost_usd")
+        if lost:
+            for name in lost:
+                object.__setattr__(self, name, None)
+            names = dict.fromkeys((*self.unrepresentable, *map(_camel, lost)))
+            object.__setattr__(self, "unrepresentable", tuple(names))
 
     def __add__(self, other: Usage) -> Usage:
+        lost = self.unrepresentable + other.unrepresentable
         return Usage(
-            **{f.name: _add(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)}
+            **{
+                name: None
+                if _camel(name) in lost
+                else _add(getattr(self, name), getattr(other, name))
+                for name in _FIGURES
+            },
+            unrepresentable=tuple(dict.fromkeys(lost)),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {_camel(f.name): getattr(self, f.name) for f in fields(self)}
+        return {_camel(name): getattr(self, name) for name in _FIGURES}
 
 
 def _add(a: Any, b: Any) -> Any:

@@ -70,8 +70,9 @@ class LineFramer:
                 frames.append(self._skipped_line(first))
             elif self._partial:
                 self._partial += first
-                frames.append(self._finish(bytes(self._partial)))
-                self._partial.clear()
+                line = bytes(self._partial)
+                self._partial = bytearray()  # the buffer goes before the line is parsed
+                frames.append(self._finish(line))
             else:
                 frames.append(self._finish(first))
             limit = self._max
@@ -87,17 +88,20 @@ class LineFramer:
         handle a whole chunk at once; otherwise as the frames ``feed`` returns."""
         if self._skipped is not None or len(self._partial) + len(data) > self._max:
             return self.feed(data)
-        data = bytes(data)
         cut = data.rfind(b"\n")
         if cut < 0:
             self._partial += data
             return []
         if self._partial:
-            region = bytes(self._partial) + data[:cut]
-            self._partial.clear()
+            # One copy of a long line, not two: it is completed in place and
+            # copied out once, and the old buffer is dropped before parsing,
+            # so the line costs about twice its size at most.
+            self._partial += memoryview(data)[:cut]
+            region = bytes(self._partial)
+            self._partial = bytearray()
         else:
-            region = data[:cut]
-        self._partial += data[cut + 1 :]
+            region = bytes(data[:cut])
+        self._partial += memoryview(data)[cut + 1 :]
         return region
 
     def close(self) -> list[Frame]:
@@ -106,7 +110,7 @@ class LineFramer:
             return [self._skipped_line(b"")]
         if self._partial:
             line = bytes(self._partial)
-            self._partial.clear()
+            self._partial = bytearray()
             return [self._finish(line)]
         return []
 

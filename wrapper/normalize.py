@@ -17,7 +17,7 @@ import orjson
 from wrapper.completion import CompletionTracker, Limits
 from wrapper.config import READ_CHUNK_BYTES
 from wrapper.dialects import DIALECTS, Dialect, SniffingDialect
-from wrapper.events import Event, TextDelta
+from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent
 from wrapper.framing import LineFramer
 from wrapper.summary import RunSummary
 
@@ -34,13 +34,20 @@ def normalize(
     dialect: Dialect = SniffingDialect() if dialect_name == "auto" else DIALECTS[dialect_name]()
     totals = RunSummary()
     tracker = CompletionTracker(Limits(grace=math.inf, settle_grace=math.inf, kill_after=0), 0.0)
-    for seq, event in enumerate(_events(source, dialect, exit_code, max_line_bytes), start=1):
+    warnings: list[dict[str, str]] = []
+    seq = 0
+    for event in _events(source, dialect, exit_code, max_line_bytes):
+        noted: list[WarningEvent] = []
         if type(event) is not TextDelta:
-            totals.observe(event)
+            noted = totals.observe(event)
             tracker.observe(event, 0.0)
-        if not summary:
-            line = {"type": event.TYPE, "seq": seq, "source": event.SOURCE, **event.payload()}
-            out.write(orjson.dumps(line) + b"\n")
+        for shown in (event, *noted):
+            seq += 1
+            if isinstance(shown, WarningEvent | AgentWarning):
+                warnings.append({"code": shown.code, "message": shown.message})
+            if not summary:
+                line = {"type": shown.TYPE, "seq": seq, "source": shown.SOURCE, **shown.payload()}
+                out.write(orjson.dumps(line) + b"\n")
     if summary:
         final = tracker.final
         last_word = final or tracker.last_message
@@ -55,6 +62,7 @@ def normalize(
             "model": totals.model,
             "usage": usage.to_json() if usage is not None else None,
             "toolsUsed": totals.tools_used,
+            "warnings": warnings,
         }
         out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
 

@@ -11,8 +11,12 @@ from wrapper.events import (
     ToolEnded,
     ToolStarted,
     Usage,
-    sum_usage,
+    WarningEvent,
 )
+
+#: The warning code for usage figures that cannot be written as JSON numbers.
+USAGE_UNREPRESENTABLE = "usage_unrepresentable"
+_WHY = "an integer beyond 64 bits or a cost that is not a finite number"
 
 #: Recent tool runs kept for a person's notification (``Edit(src/foo.ts)``).
 RECENT_TOOLS = 5
@@ -30,6 +34,7 @@ class RunSummary:
         "session_id",
         "tool_runs",
         "tools",
+        "total",
         "usages",
     )
 
@@ -39,6 +44,9 @@ class RunSummary:
         #: Tool names in first-use order (a dict keeps insertion order).
         self.tools: dict[str, None] = {}
         self.usages: list[Usage] = []
+        #: The usage summed so far (kept as it goes: a figure lost to a sum
+        #: must be noticed when it happens).
+        self.total: Usage | None = None
         self.current_tool: str | None = None
         self.last_assistant: AssistantMessage | None = None
         #: Tools started over the whole run (progress, for the idle policy).
@@ -46,14 +54,17 @@ class RunSummary:
         self.recent_tools: deque[str] = deque(maxlen=RECENT_TOOLS)
         self.recent_messages: deque[dict[str, str]] = deque(maxlen=RECENT_MESSAGES)
 
-    def observe(self, event: Event) -> None:
+    def observe(self, event: Event) -> list[WarningEvent]:
+        """Take ``event`` into account; returns warnings to report after it
+        (usage that cannot be represented), usually none."""
+        warnings: list[WarningEvent] = []
         if isinstance(event, AssistantMessage):
             self.last_assistant = event
             self.current_tool = None
             if event.model:
                 self.model = event.model
             if event.usage is not None:
-                self.usages.append(event.usage)
+                warnings = self._add_usage(event.usage)
             if event.text:
                 self.recent_messages.append({"role": "assistant", "text": event.text})
         elif isinstance(event, ToolStarted):
@@ -67,10 +78,40 @@ class RunSummary:
             self.current_tool = None
         elif isinstance(event, SessionStarted) and event.session_id:
             self.session_id = event.session_id
+        return warnings
+
+    def _add_usage(self, usage: Usage) -> list[WarningEvent]:
+        self.usages.append(usage)
+        before = self.total.unrepresentable if self.total is not None else ()
+        self.total = usage if self.total is None else self.total + usage
+        # Once a figure is lost it stays null in the total, so each is warned
+        # about once per run however many messages repeat it.
+        lost = [name for name in self.total.unrepresentable if name not in before]
+        reported = [name for name in lost if name in usage.unrepresentable]
+        summed = [name for name in lost if name not in usage.unrepresentable]
+        warnings = []
+        if reported:
+            warnings.append(
+                WarningEvent(
+                    code=USAGE_UNREPRESENTABLE,
+                    message=f"the agent reported usage that cannot be represented "
+                    f"({', '.join(reported)}: {_WHY}); it is null in that message "
+                    "and in the run's total",
+                )
+            )
+        if summed:
+            warnings.append(
+                WarningEvent(
+                    code=USAGE_UNREPRESENTABLE,
+                    message=f"the run's summed usage cannot be represented "
+                    f"({', '.join(summed)}: {_WHY}); it is null in the run's total",
+                )
+            )
+        return warnings
 
     @property
     def usage(self) -> Usage | None:
-        return sum_usage(self.usages)
+        return self.total
 
     @property
     def tools_used(self) -> list[str]:

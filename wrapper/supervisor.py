@@ -298,8 +298,10 @@ class AttemptSupervisor:
             self.stream.emit(event, wall)
             self.status.touch(now, wall)
             return
-        self.summary.observe(event)
+        warnings = self.summary.observe(event)
         self.stream.emit(event, wall)
+        for warning in warnings:
+            self.stream.emit(warning, wall)
         if self.on_event is not None:
             self.on_event(event)
         assert self.tracker is not None

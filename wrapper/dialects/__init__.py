@@ -63,6 +63,11 @@ DIALECTS: Mapping[str, type[Dialect]] = _Registry()
 
 #: Lines a stream may open with before its dialect must be recognised.
 SNIFF_LINES = 200
+#: Bytes of unrecognised lines held meanwhile, in all: agents announce
+#: themselves in their first small lines (a session header, an init event),
+#: so a stream that has not after 1 MiB is not going to, and holding more
+#: would let a stream of big unknown lines take the wrapper's memory.
+SNIFF_BYTES = 1024 * 1024
 
 __all__ = [
     "DIALECTS",
@@ -109,8 +114,9 @@ def resolve_dialect(name: str, command: Sequence[str], has_task: bool) -> Dialec
 class SniffingDialect(Dialect):
     """Recognises the agent from its first events, then hands over to it.
 
-    Lines seen before recognition are held (at most ``SNIFF_LINES``) and
-    replayed through the recognised dialect so no event is lost.
+    Lines seen before recognition are held (at most ``SNIFF_LINES`` lines and
+    ``SNIFF_BYTES`` bytes) and replayed through the recognised dialect so no
+    event is lost; beyond either bound it gives up.
     """
 
     name = "auto"
@@ -118,6 +124,7 @@ class SniffingDialect(Dialect):
     def __init__(self) -> None:
         self.chosen: Dialect | None = None
         self._held: list[bytes] = []
+        self._held_bytes = 0
         self._gave_up = False
 
     def parse(self, line: bytes) -> list[Event]:
@@ -137,16 +144,19 @@ class SniffingDialect(Dialect):
                     events.extend(self.chosen.parse(line))
                     return events
         self._held.append(line)
-        if len(self._held) < SNIFF_LINES:
+        self._held_bytes += len(line)
+        if len(self._held) < SNIFF_LINES and self._held_bytes <= SNIFF_BYTES:
             return []
         self._gave_up = True
-        backlog, self._held = self._held, []
+        backlog, self._held, self._held_bytes = self._held, [], 0
         known = ", ".join(sorted(DIALECTS))
         events = [
             WarningEvent(
                 code="dialect_unknown",
-                message=f"could not recognise the agent's stream in {SNIFF_LINES} lines; "
-                f"its events are not interpreted: pass --dialect ({known})",
+                message=f"could not recognise the agent's stream in {len(backlog)} lines "
+                f"({sum(map(len, backlog))} bytes; at most {SNIFF_LINES} lines and "
+                f"{SNIFF_BYTES} bytes are held to find out); its events are not "
+                f"interpreted: pass --dialect ({known})",
             )
         ]
         events.extend(decode_or_unparsed(h) for h in backlog)
@@ -154,7 +164,7 @@ class SniffingDialect(Dialect):
 
     def flush(self) -> list[Event]:
         """End of stream: lines still held are reported as not understood."""
-        held, self._held = self._held, []
+        held, self._held, self._held_bytes = self._held, [], 0
         return [decode_or_unparsed(h) for h in held]
 
     def launch(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +13,15 @@ from typing import Any, ClassVar
 
 import orjson
 
-from wrapper.events import Event, OversizedLine, StopReason, TextDelta, UnparsedLine
+from wrapper.events import (
+    JSON_INT_MAX,
+    JSON_INT_MIN,
+    Event,
+    OversizedLine,
+    StopReason,
+    TextDelta,
+    UnparsedLine,
+)
 from wrapper.framing import Frame, Oversized
 
 #: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
@@ -64,15 +74,99 @@ def decode_object(line: bytes) -> dict[str, Any] | UnparsedLine:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         cleaned = _ESCAPES.sub(b"", line).strip(b"\x00 \t\r")
-        value = None
+        value = NOT_JSON
         if cleaned != line:
             with contextlib.suppress(orjson.JSONDecodeError):
                 value = orjson.loads(cleaned)
-        if value is None:
+        if value is NOT_JSON:
+            value = loads_standard(cleaned)
+        if value is NOT_JSON:
             reason = "blank line" if not line.strip() else "not JSON"
             return unparsed(line, reason)
     if not isinstance(value, dict):
         return unparsed(line, f"JSON {type(value).__name__}, not an object")
+    return value
+
+
+#: What ``loads_standard`` and ``decode_value`` return for text that is not JSON.
+NOT_JSON: Any = object()
+
+
+def decode_value(data: bytes) -> Any:
+    """``data`` decoded as JSON the way ``decode_object`` decodes a line (the
+    fast decoder, then the standard one for what only it reads), or ``NOT_JSON``."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return loads_standard(data)
+
+
+# JSON that the fast decoder refuses but the standard one reads: a lone
+# UTF-16 surrogate escape (``\ud800``), a number beyond a double's range
+# (``1e400``), and the ``NaN``/``Infinity`` that Python's own encoder writes
+# by default (an agent written in Python may well print them). Only text with
+# one of these shapes is worth a second, slower decoding.
+_STANDARD_ONLY = re.compile(rb"\\u[dD][89a-fA-F]|[eE][+]?[0-9]{3}|[0-9]{309}|NaN|Infinity")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _decode_int(text: str) -> int | float:
+    # As the fast decoder does: an integer beyond 64 bits becomes a float, so
+    # that every integer the dialects see can be written back out. A float is
+    # also what spares Python's limit on converting long digit strings.
+    value = int(text) if len(text) <= _INT_DIGITS else JSON_INT_MAX + 1
+    return value if JSON_INT_MIN <= value <= JSON_INT_MAX else float(text)
+
+
+#: Digits of the longest integer that can be within the 64-bit range (a sign
+#: included): longer digit strings are out of range without converting them.
+_INT_DIGITS = 21
+
+
+_STANDARD_DECODER = json.JSONDecoder(parse_int=_decode_int)
+
+
+def loads_standard(data: bytes) -> Any:
+    """``data`` decoded by the standard library's JSON parser, for the few
+    JSON texts the fast decoder refuses (call it once that one failed), or
+    ``NOT_JSON``. Lone surrogates in strings become U+FFFD, so that whatever
+    the wrapper writes from them can be encoded."""
+    if _STANDARD_ONLY.search(data) is None:
+        return NOT_JSON
+    try:
+        value = _STANDARD_DECODER.decode(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return NOT_JSON
+    return _replace_surrogates(value) if _SURROGATE_ESCAPE.search(data) else value
+
+
+def _fix(text: str) -> str:
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def _replace_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys included)
+    replaced by U+FFFD; containers are changed in place, without recursion
+    (the parser allows nesting deeper than Python's stack would)."""
+    if isinstance(value, str):
+        return _fix(value)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                if isinstance(item, str):
+                    node[index] = _fix(item)
+                elif isinstance(item, list | dict):
+                    stack.append(item)
+        elif isinstance(node, dict):
+            items = list(node.items())
+            node.clear()
+            for key, item in items:
+                if isinstance(item, list | dict):
+                    stack.append(item)
+                node[_fix(key)] = _fix(item) if isinstance(item, str) else item
     return value
 
 
@@ -168,9 +262,26 @@ def as_int(value: Any) -> int | None:
 
 
 def as_float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if type(value) is float:
+        return value
+    if type(value) is not int:
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # too large for a double: Usage reports it as unrepresentable
+        return math.inf if value > 0 else -math.inf
+
+
+def as_count(value: Any) -> int | None:
+    """A token count. A JSON integer beyond 64 bits reaches the dialects as a
+    float (see ``_decode_int``); it comes back as an integer outside that
+    range, so that ``Usage`` reports it as unrepresentable rather than losing
+    it silently. Any other non-integer is no count."""
+    if type(value) is int:
+        return value
+    if type(value) is float and not JSON_INT_MIN <= value <= JSON_INT_MAX:
+        return int(value) if math.isfinite(value) else JSON_INT_MAX + 1
+    return None
 
 
 def as_str(value: Any) -> str | None:

@@ -57,6 +57,7 @@ from wrapper.dialects.base import (
     CannotResume,
     Dialect,
     Launch,
+    as_count,
     as_float,
     as_int,
     as_str,
@@ -366,7 +367,7 @@ def anthropic_usage(raw: Any, cost: float | None = None) -> Usage | None:
 
     def first(*keys: str) -> int | None:
         for key in keys:
-            value = as_int(raw.get(key))
+            value = as_count(raw.get(key))
             if value is not None:
                 return value
         return None

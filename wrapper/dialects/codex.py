@@ -54,6 +54,7 @@ from wrapper.dialects.base import (
     CannotResume,
     Dialect,
     Launch,
+    as_count,
     as_int,
     as_str,
     summarize_args,
@@ -315,10 +316,10 @@ def _result(item: Mapping[str, Any]) -> str | None:
 def _usage(raw: Any) -> Usage | None:
     if not isinstance(raw, dict):
         return None
-    given = as_int(raw.get("input_tokens"))
-    cached = as_int(raw.get("cached_input_tokens"))
-    output = as_int(raw.get("output_tokens"))
-    total = as_int(raw.get("total_tokens"))
+    given = as_count(raw.get("input_tokens"))
+    cached = as_count(raw.get("cached_input_tokens"))
+    output = as_count(raw.get("output_tokens"))
+    total = as_count(raw.get("total_tokens"))
     if total is None and given is not None and output is not None:
         total = given + output
     return Usage(

@@ -51,7 +51,7 @@ from wrapper.dialects.base import (
     CannotResume,
     Dialect,
     Launch,
-    as_int,
+    as_count,
     as_str,
     summarize_args,
     tool_result_text,
@@ -225,16 +225,16 @@ class GeminiDialect(Dialect):
 def _usage(stats: Any) -> Usage | None:
     if not isinstance(stats, dict):
         return None
-    given = as_int(stats.get("input_tokens"))
-    cached = as_int(stats.get("cached"))
-    uncached = as_int(stats.get("input"))
+    given = as_count(stats.get("input_tokens"))
+    cached = as_count(stats.get("cached"))
+    uncached = as_count(stats.get("input"))
     if uncached is None and given is not None:
         uncached = given - cached if cached is not None else given
     return Usage(
         input=uncached,
-        output=as_int(stats.get("output_tokens")),
+        output=as_count(stats.get("output_tokens")),
         cache_read=cached,
-        total_tokens=as_int(stats.get("total_tokens")),
+        total_tokens=as_count(stats.get("total_tokens")),
     )
 
 

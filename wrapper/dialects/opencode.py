@@ -43,8 +43,8 @@ from wrapper.dialects.base import (
     CannotResume,
     Dialect,
     Launch,
+    as_count,
     as_float,
-    as_int,
     as_str,
     decode_object,
     summarize_args,
@@ -216,11 +216,11 @@ def _usage(tokens: Any, cost: float | None) -> Usage | None:
     cache = tokens.get("cache")
     cache = cache if isinstance(cache, dict) else {}
     return Usage(
-        input=as_int(tokens.get("input")),
-        output=as_int(tokens.get("output")),
-        cache_read=as_int(cache.get("read")),
-        cache_write=as_int(cache.get("write")),
-        total_tokens=as_int(tokens.get("total")),
+        input=as_count(tokens.get("input")),
+        output=as_count(tokens.get("output")),
+        cache_read=as_count(cache.get("read")),
+        cache_write=as_count(cache.get("write")),
+        total_tokens=as_count(tokens.get("total")),
         cost_usd=cost,
     )
 

@@ -14,7 +14,6 @@ to ``<run-dir>/task.md`` and passed as ``@<path>``.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -24,12 +23,15 @@ import orjson
 
 from wrapper.dialects.base import (
     MAX_ARG_BYTES,
+    NOT_JSON,
     CannotResume,
     Dialect,
     Launch,
+    as_count,
     as_float,
     as_int,
     as_str,
+    decode_value,
     merge_deltas,
     sniff_type,
     summarize_args,
@@ -77,7 +79,7 @@ class PiDialect(Dialect):
 
     def parse(self, line: bytes) -> list[Event]:
         if line.startswith(_UPDATE_PREFIX):
-            events = _fast_update(line)
+            events = _update_events(line)
             if events is not None:
                 return events
         return super().parse(line)
@@ -92,25 +94,34 @@ class PiDialect(Dialect):
     def parse_frames(self, frames: Sequence[Frame], *, coalesce: bool) -> list[Event]:
         if not coalesce:
             return super().parse_frames(frames, coalesce=False)
-        # Line by line: a text delta line is reduced to the raw JSON string of
-        # its delta, and a run of them is decoded with one call.
+        # Line by line: a delta line is reduced to the raw JSON string of its
+        # delta, and a run of them is decoded with one call.
         events: list[Event] = []
-        raws: list[bytes] = []
+        raws: list[tuple[bytes, bytes]] = []
+        pending: list[bytes] = []
         for frame in frames:
-            if type(frame) is bytes and frame.startswith(_UPDATE_PREFIX):
-                at = frame.rfind(_TEXT_DELTA_EVENT)
-                match = _DELTA_VALUE.search(frame, at) if at >= 0 else None
+            if type(frame) is bytes and frame.startswith(_UPDATE_PREFIX) and _one_type_key(frame):
+                at = frame.rfind(_DELTA_EVENT_START)
+                match = _DELTA_AT_END.fullmatch(frame, at) if at >= 0 else None
                 if match is not None:
-                    raws.append(match.group(1))
+                    raws.append((match[1], match[2]))
+                    pending.append(frame)
                     continue
             if raws:
-                events += _merged_deltas(raws)
-                raws = []
+                events += self._deltas(raws, pending)
+                raws, pending = [], []
             events += self.parse(frame) if isinstance(frame, bytes) else self.oversized(frame)
         if raws:
-            events += _merged_deltas(raws)
+            events += self._deltas(raws, pending)
         # Deltas that took the full decoding path (another JSON layout) merge too.
         return merge_deltas(events)
+
+    def _deltas(self, raws: list[tuple[bytes, bytes]], lines: list[bytes]) -> list[Event]:
+        merged = _merged_deltas(raws)
+        if merged is not None:
+            return merged
+        # A delta no decoder takes makes its line malformed: each line as a whole says what.
+        return [event for line in lines for event in self.parse(line)]
 
     def parse_region(self, region: bytes, *, coalesce: bool) -> list[Event]:
         if coalesce:
@@ -292,58 +303,101 @@ def _with_prompt(argv: list[str], prompt: str, spill: Path, transcript: Path | N
 # ``assistantMessageEvent`` at their end matters. pi writes it as the last key,
 # so it is decoded on its own when the line has that shape, and the whole line
 # is decoded otherwise.
+#
+# Reading a line by its two ends must mean what decoding all of it would: in
+# JSON the last of duplicated keys counts, so a second top-level ``type`` in
+# the middle makes it another event. Every path below (one line, a chunk's
+# lines, a whole region) first checks ``_one_type_key``, and each reads the
+# same event from the end, so a line means the same however the pipe cut it.
 _UPDATE_PREFIX = b'{"type":"message_update"'
 _UPDATE_KEY = b'"assistantMessageEvent":'
+_TYPE = b'"type"'
+_FIRST_TYPE_KEY = b'{"type":'
+# A key or value spelled with an escaped printable character (``"typ\u0065"``),
+# which JSON writers never produce, so such a line is simply decoded in full.
+_ESCAPED_PRINTABLE = re.compile(rb"\\u00[2-7]")
 
 
-def _fast_update(line: bytes) -> list[Event] | None:
+def _one_type_key(data: bytes) -> bool:
+    """Whether every ``type`` key in ``data`` (whole lines) is the first key of
+    its object, so that a line starting with one has no other at top level.
+
+    Inside a JSON string a quote is escaped, so the bytes ``"type"`` are always
+    a whole string, a key or (harmlessly) a value: counting is enough. An
+    escaped spelling of the key is not counted, hence ``_ESCAPED_PRINTABLE``.
+    """
+    # Each ``{"type":`` holds a ``"type"`` of its own: equal counts mean that
+    # every ``"type"`` is such a first key.
+    if data.count(_TYPE) != data.count(_FIRST_TYPE_KEY):
+        return False
+    return b"\\u00" not in data or _ESCAPED_PRINTABLE.search(data) is None
+
+
+def _update_events(line: bytes) -> list[Event] | None:
+    """The events of a ``message_update`` line read from its end, or None
+    when only decoding all of it can tell."""
+    if not _one_type_key(line):
+        return None
     start = line.rfind(_UPDATE_KEY)
     if start < 0:
         return None
     tail = line[start + len(_UPDATE_KEY) :].rstrip()
     if not tail.endswith(b"}"):
         return None
-    try:
-        update = orjson.loads(tail[:-1])
-    except orjson.JSONDecodeError:
-        return None
+    # Decoded as the whole line would be; a valid end closing the object makes
+    # this the last top-level key, the one that counts.
+    update = decode_value(tail[:-1])
     return _delta_events(update) if isinstance(update, dict) else None
 
 
-_TEXT_DELTA_EVENT = b'"assistantMessageEvent":{"type":"text_delta"'
 _NEXT_UPDATE = b"\n" + _UPDATE_PREFIX
-_DELTA_VALUE_IN_CHUNK = re.compile(
-    rb'"assistantMessageEvent":\{"type":"text_delta","contentIndex":\d+,"delta":("[^"\\]*(?:\\.[^"\\]*)*")'
+_DELTA_EVENT_START = b'"assistantMessageEvent":{"type":"'
+# pi's delta events (text, thinking, ...), exactly: three keys, nothing after
+# them but the line's end. The delta string is checked by decoding it.
+_DELTA_EVENT = (
+    rb'"assistantMessageEvent":\{"type":"([a-z_]{1,32})","contentIndex":(?:0|[1-9][0-9]{0,8}),'
+    rb'"delta":("[^"\\]*(?:\\.[^"\\]*)*")\}\}'
 )
-_DELTA_VALUE = re.compile(rb'"delta":("[^"\\]*(?:\\.[^"\\]*)*")')
+_DELTA_AT_END = re.compile(_DELTA_EVENT)
+_DELTA_AT_LINE_END = re.compile(_DELTA_EVENT + rb"(?=\n|\Z)")
 
 
 def _only_updates(region: bytes) -> list[Event] | None:
-    """The events of complete lines that are all ``message_update`` (most of a
-    stream), found with a few scans of the whole region instead of a loop
-    over its lines; None when the region holds anything else."""
-    if not region.startswith(_UPDATE_PREFIX) or region.count(b"\n") != region.count(_NEXT_UPDATE):
+    """The events of complete lines that are all ``message_update`` deltas in
+    pi's layout (most of a stream), found with a few scans of the whole region
+    instead of a loop over its lines; None when the region holds anything
+    else. The checks are those of the line path, summed over the region: each
+    line's count of ``type`` keys is at least its count of first keys, so
+    equal sums mean equal counts on every line."""
+    lines = region.count(b"\n") + 1
+    if not region.startswith(_UPDATE_PREFIX) or lines - 1 != region.count(_NEXT_UPDATE):
         return None
-    raws = _DELTA_VALUE_IN_CHUNK.findall(region)
-    if len(raws) != region.count(_TEXT_DELTA_EVENT):
-        return None  # a text delta of another shape: let the line path decode it
-    # Updates that are not text deltas (thinking, tool-call arguments) add no event.
-    return _merged_deltas(raws) if raws else []
+    if not _one_type_key(region):
+        return None
+    raws = _DELTA_AT_LINE_END.findall(region)
+    if len(raws) != lines:
+        return None  # an update of another shape: let the line path decode it
+    return _merged_deltas(raws)
 
 
-def _merged_deltas(raws: list[bytes]) -> list[Event]:
-    """One delta for a run of raw JSON strings (empty ones dropped, as line by line)."""
+def _merged_deltas(raws: list[tuple[bytes, bytes]]) -> list[Event] | None:
+    """One text delta for a run of (event type, raw JSON string) pairs, the
+    empty and non-text ones dropped as line by line; None when one of the
+    strings is not JSON at all (its line is then malformed as a whole)."""
     try:
-        texts = orjson.loads(b"[" + b",".join(raws) + b"]")
+        texts = orjson.loads(b"[" + b",".join([raw for _, raw in raws]) + b"]")
     except orjson.JSONDecodeError:  # a malformed one: decode them one by one
-        texts = []
-        for raw in raws:
-            with contextlib.suppress(orjson.JSONDecodeError):
-                texts.append(orjson.loads(raw))
-    texts = [text for text in texts if text]
-    if not texts:
+        texts = [decode_value(raw) for _, raw in raws]
+        if any(text is NOT_JSON for text in texts):
+            return None
+    kept = [
+        text
+        for (kind, _), text in zip(raws, texts, strict=True)
+        if kind == b"text_delta" and isinstance(text, str) and text
+    ]
+    if not kept:
         return []
-    return [TextDelta(text="".join(texts), coalesced=len(texts))]
+    return [TextDelta(text="".join(kept), coalesced=len(kept))]
 
 
 def _delta_events(update: Any) -> list[Event]:
@@ -359,11 +413,11 @@ def _usage(raw: Any) -> Usage | None:
         return None
     cost = raw.get("cost")
     return Usage(
-        input=as_int(raw.get("input")),
-        output=as_int(raw.get("output")),
-        cache_read=as_int(raw.get("cacheRead")),
-        cache_write=as_int(raw.get("cacheWrite")),
-        total_tokens=as_int(raw.get("totalTokens")),
+        input=as_count(raw.get("input")),
+        output=as_count(raw.get("output")),
+        cache_read=as_count(raw.get("cacheRead")),
+        cache_write=as_count(raw.get("cacheWrite")),
+        total_tokens=as_count(raw.get("totalTokens")),
         cost_usd=as_float(cost.get("total")) if isinstance(cost, dict) else None,
     )
 
