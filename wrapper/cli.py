@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--summary",
         action="store_true",
         help="print one JSON object instead: dialect, stopReason, rawStopReason, finalText, "
-        "sessionId, model, usage, toolsUsed",
+        "sessionId, model, usage, toolsUsed, warnings",
     )
     normalize.add_argument(
         "--exit-code",
