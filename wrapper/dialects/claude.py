@@ -79,8 +79,16 @@ _Handler = Callable[[Any, dict[str, Any]], list[Event]]
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
+#: Claude Code exits 0.05-0.2 s after its ``result`` line (which settles the
+#: run); 0.2 s left it no margin on a loaded machine.
+GRACE = 2.0
+SETTLE_GRACE = 2.0
+
+
 class ClaudeDialect(Dialect):
     name: ClassVar[str] = "claude"
+    default_grace: ClassVar[float] = GRACE
+    default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"claude"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         # the API's stop reasons, on the result line since 2.1.2xx
