@@ -21,11 +21,16 @@ cost) and an ``AgentEnded`` that says the run is settled. Its stop reason is
 decided in this order:
 
 1. ``terminal_reason`` ``aborted_*`` (an interrupted turn): ``aborted``;
-2. ``is_error: true``, whatever the subtype (a missing model arrives as
+2. ``is_error: true`` after an assistant line whose ``error`` is
+   ``max_output_tokens`` (Claude Code 2.1.197 ends a turn that hit the
+   output-token limit with an error result, "Claude's response exceeded the
+   32000 output token maximum", and exit 1): ``length``, raw
+   ``max_output_tokens``;
+3. ``is_error: true``, whatever the subtype (a missing model arrives as
    ``subtype: success, is_error: true``): ``error``, the raw reason being
    ``terminal_reason`` or the subtype (``is_error`` when neither says more);
-3. an ``error_*`` subtype: ``error``;
-4. ``stop_reason`` (absent before 2.1.2xx) through the table below, else the
+4. an ``error_*`` subtype: ``error``;
+5. ``stop_reason`` (absent before 2.1.2xx) through the table below, else the
    subtype (``success`` is ``stop``).
 
 When the process exits without a ``result`` line, ``on_exit`` reports exit
@@ -74,6 +79,9 @@ from wrapper.events import (
 )
 
 _Handler = Callable[[Any, dict[str, Any]], list[Event]]
+
+#: ``error`` values of an assistant line that mean the output-token limit.
+_LENGTH_ERRORS = frozenset({"max_output_tokens", "max_tokens"})
 
 #: Content blocks that call a tool (``server_tool_use``: web search and fetch).
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -130,6 +138,9 @@ class ClaudeDialect(Dialect):
         self._usages: dict[str, Usage] = {}
         self._text = ""
         self._result_seen = False
+        #: The ``error`` of the last assistant line (Claude Code's own
+        #: synthetic message says why a turn failed, e.g. ``max_output_tokens``).
+        self._assistant_error: str | None = None
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -215,6 +226,7 @@ class ClaudeDialect(Dialect):
         if not isinstance(message, dict):
             return []
         self._model = as_str(message.get("model")) or self._model
+        self._assistant_error = as_str(obj.get("error"))
         usage = anthropic_usage(message.get("usage"))
         if usage is not None:
             key = as_str(message.get("id")) or f"#{len(self._usages)}"
@@ -306,6 +318,10 @@ class ClaudeDialect(Dialect):
         if terminal is not None and terminal.startswith("aborted"):
             return str(StopReason.ABORTED), terminal
         if obj.get("is_error") is True:
+            if self._assistant_error in _LENGTH_ERRORS:
+                # The output-token limit, which Claude Code reports as a failed
+                # turn ("exceeded the ... output token maximum").
+                return str(StopReason.LENGTH), self._assistant_error
             if terminal is not None and terminal != "completed":
                 return str(StopReason.ERROR), terminal
             said = subtype if subtype not in (None, "success") else "is_error"
