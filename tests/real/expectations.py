@@ -75,4 +75,47 @@ def _row(
 #: cli -> scenario -> what the user sees.
 EXPECTED: dict[str, dict[str, Expect]] = {
     "pi": _row("bash", "stop", "length", "error"),
+    "claude": _row(
+        "Bash",
+        "end_turn",
+        "max_tokens",
+        "is_error",
+        # Claude Code turns the API's max_tokens into an error result ("Claude's
+        # response exceeded the 32000 output token maximum", the assistant line
+        # says error: max_output_tokens) and exits 1: the limit is still the
+        # stop reason; the non-zero exit after it makes the run an error.
+        length=Expect("error", "length", "max_output_tokens", 1, None),
+    ),
+    "codex": _row(
+        "command_execution",
+        "turn.completed",
+        "turn.failed",
+        "turn.failed",
+        # An incomplete response (max_output_tokens) ends the turn with
+        # turn.failed and exit 1: stop reason length, the run an error.
+        length=Expect("error", "length", "turn.failed", 1, None),
+    ),
+    "gemini": _row(
+        "run_shell_command",
+        "success",
+        "success",
+        "error",
+        # Gemini CLI 0.61's stream-json mode drops the model's finish reason
+        # (MAX_TOKENS leaves no trace on stdout or in its session file): the
+        # run looks like a plain success. Recorded as the CLI shows it.
+        length=Expect("ok", "stop", "success", 0, m.LENGTH_TEXT),
+        # The case's own --grace 1 is shorter than the 3-8 s Gemini takes to
+        # exit after a shell tool: the wrapper ends it, as the user asked.
+        slow=Expect(
+            "ok",
+            "stop",
+            "success",
+            0,
+            m.TOOL_ANSWER,
+            tools=("run_shell_command",),
+            files={m.SLOW_FILE: "slow-ok"},
+            signals=True,
+        ),
+    ),
+    "opencode": _row("bash", "stop", "length", "APIError"),
 }

@@ -34,7 +34,8 @@ VERSIONS_ENV = "AGENT_WRAPPER_CLI_VERSIONS"
 CAPTURE_ENV = "AGENT_WRAPPER_TIER_CAPTURE"
 
 #: Only there to catch a hang: a case normally takes a few seconds.
-CASE_LIMIT = 180.0
+RUN_LIMIT = 120
+CASE_LIMIT = RUN_LIMIT + 60.0
 
 #: The Stop hook of the steering scenarios: blocks the first stop, allows the next.
 STEER_HOOK = f"""\
@@ -98,6 +99,8 @@ class Case:
     stderr: str
     workdir: Path
     run_dir: Path
+    #: The directory the wrapper's inherited PWD named; nothing may land there.
+    stale_pwd: Path
     requests: list[dict[str, Any]]
     leftover: list[str] = field(default_factory=list)
     elapsed: float = 0.0
@@ -145,7 +148,8 @@ def run_case(
     nonce = secrets.token_hex(6)
     task = f"[scenario:{scenario}:{nonce}] Do the scripted task."
     argv = [sys.executable, "-m", "wrapper", "run", "--output", "jsonl", "--run-dir", str(run_dir)]
-    argv += ["--dialect", cli.dialect]
+    # A hung CLI ends as the wrapper's own timeout, with a result to read.
+    argv += ["--dialect", cli.dialect, "--timeout", str(RUN_LIMIT)]
     if scenario.startswith("steer"):
         hook = base / "steer_hook.py"
         hook.write_text(STEER_HOOK)
@@ -158,11 +162,13 @@ def run_case(
         argv += ["--grace", "1"]
     argv += options or []
     argv += ["--task", task, "--", *setup.argv]
-    # The wrapper itself runs from the repository with its own interpreter;
-    # the agent's directory is its working directory (PWD left stale on
-    # purpose: the wrapper must give the agent the right one).
+    # The wrapper runs from the repository with its own interpreter. PWD names
+    # another directory on purpose, as when a runner exec()s the wrapper after
+    # a chdir: the agent must work in (and write to) its working directory.
+    stale = base / "stale-pwd"
+    stale.mkdir(exist_ok=True)
     env["PYTHONPATH"] = str(ROOT)
-    env["PWD"] = str(ROOT)
+    env["PWD"] = str(stale)
     started = time.monotonic()
     proc = subprocess.run(
         argv,
@@ -174,7 +180,13 @@ def run_case(
         check=False,
     )
     elapsed = time.monotonic() - started
-    result = json.loads((run_dir / "result.json").read_text())
+    try:
+        result = json.loads((run_dir / "result.json").read_text())
+    except OSError as exc:
+        raise AssertionError(
+            f"{cli_name} {scenario}: no result.json (exit {proc.returncode}): "
+            f"{proc.stderr.decode(errors='replace')[-2000:]}"
+        ) from exc
     events = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]
     case = Case(
         cli=cli_name,
@@ -186,6 +198,7 @@ def run_case(
         stderr=proc.stderr.decode(errors="replace"),
         workdir=work,
         run_dir=run_dir,
+        stale_pwd=stale,
         requests=mock.requests(nonce),
         elapsed=elapsed,
     )

@@ -532,6 +532,9 @@ class Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, body: Any) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
+        if status == 401:
+            # What the real APIs say: retrying cannot help.
+            self.send_header("x-should-retry", "false")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -51,6 +51,7 @@ def test_scenario(cli: str, scenario: str, mock: Mock, tmp_path: Path) -> None:
     assert result["steerCount"] == expect.steers, where
     assert tuple(result["toolsUsed"]) == expect.tools, where
     assert case.files() == expect.files, where
+    assert list(case.stale_pwd.iterdir()) == [], f"{where}\nthe agent wrote where PWD pointed"
     assert case.leftover == [], where
     if not expect.signals:
         sent = [a["signalsSent"] for a in result["attempts"]]
