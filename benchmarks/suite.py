@@ -21,7 +21,9 @@ from benchmarks import procs
 from benchmarks.procs import Measured, median
 from benchmarks.report import Row, Verdict
 from benchmarks.streams import Stream, file_digest, write_pi_stream, write_scenario
-from wrapper.config import DEFAULT_GRACE, DEFAULT_KILL_AFTER, DEFAULT_SETTLE_GRACE
+from wrapper.config import DEFAULT_KILL_AFTER
+from wrapper.dialects.pi import GRACE as PI_GRACE
+from wrapper.dialects.pi import SETTLE_GRACE as PI_SETTLE_GRACE
 
 MB = 1e6
 #: Cleanup may take this long beyond what the policy itself waits (the issue's figure).
@@ -296,27 +298,27 @@ CLEANUP_CASES = (
     CleanupCase(
         "lingers after agent_end + agent_settled",
         [*_SETTLED, {"linger": {"seconds": 30}}],
-        DEFAULT_SETTLE_GRACE,
-        f"{DEFAULT_SETTLE_GRACE:g} s settle grace",
-        DEFAULT_SETTLE_GRACE,
+        PI_SETTLE_GRACE,
+        f"{PI_SETTLE_GRACE:g} s settle grace",
+        PI_SETTLE_GRACE,
         True,
         False,
     ),
     CleanupCase(
         "lingers after a terminal message only",
         [_ANSWER, {"linger": {"seconds": 30}}],
-        DEFAULT_GRACE,
-        f"{DEFAULT_GRACE:g} s grace",
-        DEFAULT_GRACE,
+        PI_GRACE,
+        f"{PI_GRACE:g} s grace",
+        PI_GRACE,
         True,
         False,
     ),
     CleanupCase(
         "lingers, ignores SIGTERM",
         [*_SETTLED, {"linger": {"seconds": 30, "ignoreSigterm": True}}],
-        DEFAULT_SETTLE_GRACE + DEFAULT_KILL_AFTER,
-        f"{DEFAULT_SETTLE_GRACE:g} s settle grace + {DEFAULT_KILL_AFTER:g} s kill-after",
-        DEFAULT_SETTLE_GRACE,
+        PI_SETTLE_GRACE + DEFAULT_KILL_AFTER,
+        f"{PI_SETTLE_GRACE:g} s settle grace + {DEFAULT_KILL_AFTER:g} s kill-after",
+        PI_SETTLE_GRACE,
         True,
         True,
     ),
@@ -372,7 +374,7 @@ def cleanup(bench: Bench) -> list[Row]:
         settled = any("agent_settled" in step for step in case.steps)
         target = case.policy + CLEANUP_SLACK
         if case.policy == 0:  # an agent that exits is settled: the settled target applies
-            target = DEFAULT_SETTLE_GRACE + CLEANUP_SLACK
+            target = PI_SETTLE_GRACE + CLEANUP_SLACK
         ratio = f"{latency / case.policy:.2f}× " if case.policy else ""
         rows.append(
             Row(

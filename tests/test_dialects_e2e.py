@@ -136,7 +136,8 @@ def test_final_answer_after_a_tool(dialect: str, tmp_path: Path) -> None:
 @dialects
 def test_lingering_after_the_end_is_cleaned_up(dialect: str, tmp_path: Path) -> None:
     steps = [final("Done."), *END, {"linger": {"seconds": 60}}]
-    code, result, _ = run_in(dialect, tmp_path, steps, options=("--grace", "1"))
+    options = ("--grace", "1", "--settle-grace", "1")
+    code, result, _ = run_in(dialect, tmp_path, steps, options=options)
     assert code == 0, result["error"]
     assert result["forcedCleanup"] is True
     assert result["signalsSent"][0]["signal"] == "SIGTERM"

@@ -354,6 +354,29 @@ def test_child_environment_stdin_and_depth(tmp_path: Path) -> None:
     assert run.result["label"] == "env check"
 
 
+def test_agent_gets_pwd_of_its_working_directory(tmp_path: Path) -> None:
+    # The caller's PWD names another directory, as when a runner exec()s the
+    # wrapper from a process that changed directory without updating PWD.
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    scenario = write_scenario(tmp_path, [final(), *END])
+    env = agent_env(tmp_path, PWD=str(tmp_path / "stale"))
+    proc = subprocess.run(
+        wrapper_argv(tmp_path / "run", scenario),
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=env,
+        cwd=workdir,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    [record] = [json.loads(x) for x in (tmp_path / "record.jsonl").read_text().splitlines()]
+    assert record["cwd"] == str(workdir)
+    assert record["pwdEnv"] == str(workdir)
+    assert read_result(tmp_path / "run" / "result.json")["cwd"] == str(workdir)
+
+
 def test_nested_run_gets_depth_and_parent(tmp_path: Path) -> None:
     env = agent_env(tmp_path, AGENT_WRAPPER_DEPTH="1", AGENT_WRAPPER_RUN_ID="parent-run")
     run_wrapper(tmp_path, [final(), *END], env=env)

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from wrapper import __version__
 
@@ -120,17 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--grace",
         metavar="SECONDS",
         type=_seconds,
-        default=DEFAULT_GRACE,
+        default=None,
         help="how long the agent may keep running after its final message "
-        f"(default {DEFAULT_GRACE:g})",
+        f"(default: the agent's, see README; {DEFAULT_GRACE:g} for an unknown agent)",
     )
     run.add_argument(
         "--settle-grace",
         metavar="SECONDS",
         type=_seconds,
-        default=DEFAULT_SETTLE_GRACE,
+        default=None,
         help="the same, once the agent said it is completely done "
-        f"(default {DEFAULT_SETTLE_GRACE:g})",
+        f"(default: the agent's, see README; {DEFAULT_SETTLE_GRACE:g} for an unknown agent)",
     )
     run.add_argument(
         "--kill-after",
@@ -389,7 +389,10 @@ def _on_stop(*choices: str | None) -> str:
     return next((choice for choice in choices if choice), "allow")
 
 
-def _first(*values: int | None) -> int:
+_T = TypeVar("_T")
+
+
+def _first(*values: _T | None) -> _T:
     return next(value for value in values if value is not None)
 
 
@@ -502,8 +505,8 @@ def _run(
         result_path=result_path,
         runs_root=runs_root,
         cwd=cwd,
-        grace=args.grace,
-        settle_grace=args.settle_grace,
+        grace=_first(args.grace, dialect.default_grace),
+        settle_grace=_first(args.settle_grace, dialect.default_settle_grace),
         kill_after=args.kill_after,
         timeout=args.timeout,
         drain_timeout=args.drain_timeout,

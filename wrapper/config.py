@@ -168,4 +168,8 @@ def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[
     env["AGENT_WRAPPER_RUN_DIR"] = str(config.run_dir)
     env["AGENT_WRAPPER_ATTEMPT"] = str(attempt)
     env["AGENT_WRAPPER_DEPTH"] = str(child_depth(base))
+    # A shell keeps PWD in step with its directory; exec() does not, so the
+    # inherited value would name the wrapper's caller's directory, and agents
+    # that trust PWD over getcwd() would work (and write files) there.
+    env["PWD"] = str(config.cwd)
     return env

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from wrapper.config import DEFAULT_GRACE, DEFAULT_SETTLE_GRACE
 from wrapper.events import (
     JSON_INT_MAX,
     JSON_INT_MIN,
@@ -300,6 +301,12 @@ class Dialect:
     executables: ClassVar[frozenset[str]] = frozenset()
     #: Raw stop reason -> canonical one. Unlisted values are kept as they are.
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {}
+    #: Defaults of ``--grace`` and ``--settle-grace`` for this agent: long
+    #: enough to cover the time the real CLI takes to exit by itself after its
+    #: final message (measured by the conformance tier), so that an agent
+    #: shutting down normally is never signalled.
+    default_grace: ClassVar[float] = DEFAULT_GRACE
+    default_settle_grace: ClassVar[float] = DEFAULT_SETTLE_GRACE
 
     #: Raw event ``type`` -> the method that normalizes such an event.
     handlers: ClassVar[Mapping[str, Callable[[Any, dict[str, Any]], list[Event]]]] = {}

@@ -27,11 +27,16 @@ text is then what the model itself said after its last tool, if anything. Its st
 decided in this order:
 
 1. ``terminal_reason`` ``aborted_*`` (an interrupted turn): ``aborted``;
-2. ``is_error: true``, whatever the subtype (a missing model arrives as
+2. ``is_error: true`` after an assistant line whose ``error`` is
+   ``max_output_tokens`` (Claude Code 2.1.197 ends a turn that hit the
+   output-token limit with an error result, "Claude's response exceeded the
+   32000 output token maximum", and exit 1): ``length``, raw
+   ``max_output_tokens``;
+3. ``is_error: true``, whatever the subtype (a missing model arrives as
    ``subtype: success, is_error: true``): ``error``, the raw reason being
    ``terminal_reason`` or the subtype (``is_error`` when neither says more);
-3. an ``error_*`` subtype: ``error``;
-4. ``stop_reason`` (absent before 2.1.2xx) through the table below, else the
+4. an ``error_*`` subtype: ``error``;
+5. ``stop_reason`` (absent before 2.1.2xx) through the table below, else the
    subtype (``success`` is ``stop``).
 
 When the process exits without a ``result`` line, ``on_exit`` reports exit
@@ -89,12 +94,23 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 #: The model name of the assistant lines Claude Code makes up to report an error.
 _SYNTHETIC = "<synthetic>"
 
+#: ``error`` values of an assistant line that mean the output-token limit.
+_LENGTH_ERRORS = frozenset({"max_output_tokens", "max_tokens"})
+
 #: Content blocks that call a tool (``server_tool_use``: web search and fetch).
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
+#: Claude Code exits 0.05-0.2 s after its ``result`` line (which settles the
+#: run); 0.2 s left it no margin on a loaded machine.
+GRACE = 2.0
+SETTLE_GRACE = 2.0
+
+
 class ClaudeDialect(Dialect):
     name: ClassVar[str] = "claude"
+    default_grace: ClassVar[float] = GRACE
+    default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"claude"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         # the API's stop reasons, on the result line since 2.1.2xx
@@ -139,6 +155,9 @@ class ClaudeDialect(Dialect):
         self._usages: dict[str, Usage] = {}
         self._text = ""
         self._result_seen = False
+        #: The ``error`` of the last assistant line (Claude Code's own
+        #: synthetic message says why a turn failed, e.g. ``max_output_tokens``).
+        self._assistant_error: str | None = None
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -241,6 +260,8 @@ class ClaudeDialect(Dialect):
         message = obj.get("message")
         if not isinstance(message, dict):
             return []
+        # Set on the made-up report of a failed request too: it names the cause.
+        self._assistant_error = as_str(obj.get("error"))
         if message.get("model") == _SYNTHETIC:
             # Claude Code's own report of a failed request, repeated on the
             # result line: neither the model's words nor its name
@@ -324,11 +345,13 @@ class ClaudeDialect(Dialect):
         if stop_reason in (StopReason.ERROR, StopReason.ABORTED):
             error_message = _error_text(obj.get("errors")) or as_str(obj.get("error")) or text
         usage = anthropic_usage(obj.get("usage"), as_float(obj.get("total_cost_usd")))
+        # A failed run's result text is the error, not an answer; so is the
+        # notice that the answer was cut at the output limit.
+        cut = stop_reason == StopReason.LENGTH and obj.get("is_error") is True
         final = AssistantMessage(
             stop_reason=stop_reason,
             raw_stop_reason=raw,
-            # a failed run's result text is the error, not an answer
-            text=self._text if error_message is not None else self.final_text(text),
+            text=self._text if error_message is not None or cut else self.final_text(text),
             usage=usage if usage is not None else self._progress_usage(),
             model=self._model,
             error_message=error_message,
@@ -347,6 +370,10 @@ class ClaudeDialect(Dialect):
         if terminal is not None and terminal.startswith("aborted"):
             return str(StopReason.ABORTED), terminal
         if obj.get("is_error") is True:
+            if self._assistant_error in _LENGTH_ERRORS:
+                # The output-token limit, which Claude Code reports as a failed
+                # turn ("exceeded the ... output token maximum").
+                return str(StopReason.LENGTH), self._assistant_error
             if terminal is not None and terminal != "completed":
                 return str(StopReason.ERROR), terminal
             said = subtype if subtype not in (None, "success") else "is_error"

@@ -101,8 +101,16 @@ _RECONNECTING = re.compile(r"Reconnecting\.*\s*(?:(\d+)/(\d+))?")
 _OUTPUT_LIMIT = re.compile(r"reason:\s*max_output_tokens")
 
 
+#: Codex usually exits within 0.1 s of ``turn.completed`` but sometimes takes
+#: more than 0.2 s; its shutdown must not be cut short.
+GRACE = 2.0
+SETTLE_GRACE = 2.0
+
+
 class CodexDialect(Dialect):
     name: ClassVar[str] = "codex"
+    default_grace: ClassVar[float] = GRACE
+    default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"codex"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "turn.completed": StopReason.STOP,

@@ -85,8 +85,19 @@ _LIMITS: tuple[tuple[str, StopReason], ...] = (
 )
 
 
+#: Gemini CLI 0.61 exits 0.2-0.7 s after its ``result`` line when it used no
+#: tool, but 3-8 s after it (17-26 s seen on a loaded machine) once a shell
+#: tool ran: its exit clean-up disposes of the tool services. A kill meanwhile
+#: can lose the session a steer resumes, so its grace is long; a Gemini that
+#: really lingers is ended all the same, only later.
+GRACE = 30.0
+SETTLE_GRACE = 30.0
+
+
 class GeminiDialect(Dialect):
     name: ClassVar[str] = "gemini"
+    default_grace: ClassVar[float] = GRACE
+    default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"gemini"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "success": StopReason.STOP,

@@ -73,8 +73,16 @@ _OPENCODE_TYPES = frozenset(
 )
 
 
+#: opencode disposes of its instance after the last step and exits 0.3-1.6 s
+#: after its final event on a loaded machine.
+GRACE = 5.0
+SETTLE_GRACE = 5.0
+
+
 class OpencodeDialect(Dialect):
     name: ClassVar[str] = "opencode"
+    default_grace: ClassVar[float] = GRACE
+    default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"opencode"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         # step_finish reasons (the AI SDK's finish reasons)

@@ -63,8 +63,18 @@ _PI_TYPES = frozenset(
 )
 
 
+#: pi 0.73 ends its print mode with ``agent_end`` (no ``willRetry``, so the
+#: ordinary grace applies) and exits 0.1-0.7 s later on a loaded machine.
+GRACE = 3.0
+#: ``agent_settled`` means pi has nothing left to do: a pi that still runs
+#: after it is lingering and is ended at once.
+SETTLE_GRACE = 0.2
+
+
 class PiDialect(Dialect):
     name: ClassVar[str] = "pi"
+    default_grace: ClassVar[float] = GRACE
+    default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"pi"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "stop": StopReason.STOP,

@@ -1,0 +1,238 @@
+"""The real agent CLIs of the conformance tier: package, pinned version, and
+how to run each one offline against the mock model server.
+
+Each CLI gets an isolated HOME (and its own config directory inside it)
+holding a configuration that points it at the mock on 127.0.0.1, with its
+telemetry, update checks and model-list fetching switched off. ``argv`` is the
+COMMAND a user would give the wrapper: the agent in its JSON mode with the
+flags an unattended run needs; the wrapper inserts the task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Where scripts/conformance installs the CLIs: one directory per
+#: ``<package>@<version>`` (the scope's ``/`` becomes ``+``).
+DEFAULT_CACHE = Path.home() / ".cache" / "agent-wrapper" / "clis"
+
+#: The model name every CLI is told to use; the mock answers for any name.
+MOCK_MODEL = "mock-model"
+MOCK_KEY = "mock-key-not-secret"
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What one run of a CLI needs: extra environment and its COMMAND."""
+
+    env: dict[str, str]
+    argv: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Cli:
+    name: str
+    #: The wrapper's dialect for it.
+    dialect: str
+    package: str
+    version: str
+    #: The executable in the package's ``node_modules/.bin``.
+    bin: str
+    #: (home, mock base URL without a trailing slash, executable) -> Setup.
+    configure: Callable[[Path, str, str], Setup]
+
+    def install_dir(self, cache: Path, version: str | None = None) -> Path:
+        spec = f"{self.package}@{version or self.version}"
+        return cache / spec.lstrip("@").replace("/", "+")
+
+    def executable(self, cache: Path, version: str | None = None) -> Path:
+        return self.install_dir(cache, version) / "node_modules" / ".bin" / self.bin
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+#: Variables every CLI gets: no colours, no update notices from npm itself.
+COMMON_ENV = {
+    "NO_COLOR": "1",
+    "NO_UPDATE_NOTIFIER": "1",
+    "NPM_CONFIG_UPDATE_NOTIFIER": "false",
+    "CI": "1",
+}
+
+
+def _pi(home: Path, base: str, exe: str) -> Setup:
+    agent_dir = home / ".pi" / "agent"
+    models = {
+        "providers": {
+            "mock": {
+                "baseUrl": f"{base}/v1",
+                "api": "openai-completions",
+                "apiKey": MOCK_KEY,
+                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+                "models": [{"id": MOCK_MODEL, "reasoning": False, "maxTokens": 4096}],
+            }
+        }
+    }
+    _write(agent_dir / "models.json", json.dumps(models, indent=2))
+    _write(agent_dir / "settings.json", json.dumps({"enableInstallTelemetry": False}))
+    env = {
+        "PI_CODING_AGENT_DIR": str(agent_dir),
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+        "PI_TELEMETRY": "0",
+    }
+    argv = [exe, "--mode", "json", "-p", "--provider", "mock", "--model", MOCK_MODEL]
+    return Setup(env, argv)
+
+
+def _claude(home: Path, base: str, exe: str) -> Setup:
+    config = home / ".claude"
+    config.mkdir(parents=True, exist_ok=True)
+    env = {
+        "ANTHROPIC_BASE_URL": base,
+        "ANTHROPIC_API_KEY": MOCK_KEY,
+        "CLAUDE_CONFIG_DIR": str(config),
+        # Root may skip permission prompts only inside a declared sandbox.
+        "IS_SANDBOX": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_BUG_COMMAND": "1",
+        "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+    }
+    argv = [
+        exe,
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--dangerously-skip-permissions",
+        "--model",
+        "claude-sonnet-4-5",
+    ]
+    return Setup(env, argv)
+
+
+def _codex(home: Path, base: str, exe: str) -> Setup:
+    codex_home = home / ".codex"
+    config = f"""\
+model = "{MOCK_MODEL}"
+model_provider = "mock"
+check_for_update_on_startup = false
+
+[model_providers.mock]
+name = "mock"
+base_url = "{base}/v1"
+wire_api = "responses"
+env_key = "MOCK_API_KEY"
+request_max_retries = 4
+stream_max_retries = 2
+stream_idle_timeout_ms = 30000
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[otel]
+exporter = "none"
+"""
+    _write(codex_home / "config.toml", config)
+    env = {"CODEX_HOME": str(codex_home), "MOCK_API_KEY": MOCK_KEY}
+    argv = [
+        exe,
+        "exec",
+        "--json",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--skip-git-repo-check",
+    ]
+    return Setup(env, argv)
+
+
+def _gemini(home: Path, base: str, exe: str) -> Setup:
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+    }
+    _write(home / ".gemini" / "settings.json", json.dumps(settings, indent=2))
+    env = {
+        "GOOGLE_GEMINI_BASE_URL": base,
+        "GEMINI_API_KEY": MOCK_KEY,
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+    }
+    argv = [
+        exe,
+        "--output-format",
+        "stream-json",
+        "--skip-trust",
+        "--yolo",
+        "-m",
+        "gemini-2.5-flash",
+    ]
+    return Setup(env, argv)
+
+
+def _opencode(home: Path, base: str, exe: str) -> Setup:
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"mock/{MOCK_MODEL}",
+        "provider": {
+            "mock": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Mock",
+                "options": {"baseURL": f"{base}/v1", "apiKey": MOCK_KEY},
+                "models": {MOCK_MODEL: {"name": "Mock model", "tool_call": True}},
+            }
+        },
+    }
+    path = _write(home / ".config" / "opencode" / "opencode.json", json.dumps(config, indent=2))
+    env = {
+        "OPENCODE_CONFIG": str(path),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+    }
+    argv = [exe, "run", "--format", "json", "-m", f"mock/{MOCK_MODEL}"]
+    return Setup(env, argv)
+
+
+CLIS: dict[str, Cli] = {
+    cli.name: cli
+    for cli in (
+        Cli("pi", "pi", "@mariozechner/pi-coding-agent", "0.73.1", "pi", _pi),
+        Cli("claude", "claude", "@anthropic-ai/claude-code", "2.1.197", "claude", _claude),
+        Cli("codex", "codex", "@openai/codex", "0.169.0", "codex", _codex),
+        Cli("gemini", "gemini", "@google/gemini-cli", "0.61.0", "gemini", _gemini),
+        Cli("opencode", "opencode", "opencode-ai", "1.18.33", "opencode", _opencode),
+    )
+}
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """The environment every CLI starts from: the test's PATH and locale, an
+    isolated HOME, nothing of the machine's own agent configuration."""
+    keep = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER", "LOGNAME", "SHELL")
+    env = {key: os.environ[key] for key in keep if key in os.environ}
+    env.update(COMMON_ENV)
+    env["HOME"] = str(home)
+    return env

@@ -1,0 +1,9 @@
+"""The conformance tier is collected only when scripts/conformance (or a
+person) points ``AGENT_WRAPPER_CLIS`` at installed CLIs, so that the suite's
+own command never downloads or runs a real agent."""
+
+from __future__ import annotations
+
+import os
+
+collect_ignore = [] if os.environ.get("AGENT_WRAPPER_CLIS") else ["test_conformance.py"]

@@ -1,0 +1,60 @@
+"""Each agent gets its own default grace: long enough for the real CLI's own
+shutdown after its final event (figures in the README), so that an agent
+exiting by itself is never signalled, while a pi that says it is settled and
+lingers is still ended at once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_dialects_e2e import END, LAUNCHERS, final, run_in
+from wrapper.dialects import DIALECTS
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+#: dialect -> (grace, settle grace) a user gets without the flags.
+EXPECTED_DEFAULTS = {
+    "pi": (3.0, 0.2),
+    "claude": (2.0, 2.0),
+    "codex": (2.0, 2.0),
+    "gemini": (30.0, 30.0),
+    "opencode": (5.0, 5.0),
+    "amp": (2.0, 2.0),
+    "cursor": (2.0, 2.0),
+}
+
+
+def test_every_dialect_has_its_defaults_listed() -> None:
+    assert set(EXPECTED_DEFAULTS) == set(LAUNCHERS) == set(DIALECTS)
+
+
+@pytest.mark.parametrize("dialect", sorted(EXPECTED_DEFAULTS))
+def test_run_uses_the_agents_default_grace(dialect: str, tmp_path: Path) -> None:
+    code, result, _ = run_in(dialect, tmp_path, [final("Done."), *END])
+    assert code == 0, result["error"]
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["grace"], config["settleGrace"]) == EXPECTED_DEFAULTS[dialect]
+    assert result["signalsSent"] == []
+
+
+def test_flags_override_the_agents_defaults(tmp_path: Path) -> None:
+    steps = [final("Done."), *END, {"linger": {"seconds": 60}}]
+    options = ("--grace", "0.5", "--settle-grace", "0.3")
+    code, result, events = run_in("gemini", tmp_path, steps, options=options)
+    assert code == 0, result["error"]
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["grace"], config["settleGrace"]) == (0.5, 0.3)
+    assert [e["seconds"] for e in events if e["type"] == "grace_started"][-1] == 0.3
+    assert result["forcedCleanup"] is True
+
+
+def test_settled_pi_that_lingers_is_ended_quickly(tmp_path: Path) -> None:
+    steps = [final("Done."), *END, {"linger": {"seconds": 60}}]
+    code, result, events = run_in("pi", tmp_path, steps)
+    assert code == 0, result["error"]
+    assert [e["seconds"] for e in events if e["type"] == "grace_started"][-1] == 0.2
+    assert result["forcedCleanup"] is True
+    assert result["signalsSent"][0]["signal"] == "SIGTERM"
