@@ -807,3 +807,36 @@ def test_hooks_see_the_run_identity_in_their_environment(tmp_path: Path) -> None
     assert env["CLAUDE_PROJECT_DIR"] == str(tmp_path)
     assert env["state"] == "stopping", "status.json says the Stop handlers are running"
     assert os.environ.get("AGENT_WRAPPER_RUN_ID") is None
+
+
+def test_a_hook_being_started_is_never_taken_for_the_agents_leftovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leftover sweep at the end of an attempt runs while observer hooks
+    may be starting; a hook it saw as the agent's would be killed (and its
+    run reported as a leftover)."""
+    import trio
+
+    from wrapper import proctree
+    from wrapper.hooks.runner import run_process
+
+    monkeypatch.setattr(proctree, "_subreaper", True)
+    seen: list[int] = []
+
+    async def main() -> None:
+        async def sweep() -> None:
+            while True:
+                seen.extend(p.pid for p in proctree.leftovers())
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sweep)
+            for _ in range(5):
+                done = await run_process(
+                    [sys.executable, "-c", "pass"], b"", dict(os.environ), tmp_path, HANG_LIMIT
+                )
+                assert done.exit_code == 0
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert seen == [], "hook processes were listed as the agent's leftovers"
