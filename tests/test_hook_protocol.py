@@ -21,7 +21,15 @@ from wrapper.hooks.protocol import (
 )
 from wrapper.hooks.steering import AllowedBy, Steering
 from wrapper.policy import Allow, Escalate, Fail, Nudge, StopPolicy
-from wrapper.settings import IdleSettings, MatcherGroup, SettingsError, load_settings
+from wrapper.settings import (
+    KNOWN_EVENTS,
+    IdleSettings,
+    MatcherGroup,
+    SettingsError,
+    edit_distance,
+    load_settings,
+    near_miss,
+)
 from wrapper.transcript import TAIL_BLOCK_BYTES, last_assistant_message
 
 # -- the answer of a command handler -------------------------------------------------
@@ -355,3 +363,37 @@ def test_policy_settings_are_validated(tmp_path: Path) -> None:
     ]:
         with pytest.raises(SettingsError, match=where.replace(".", r"\.")):
             load_settings([write(tmp_path, "bad.json", bad)])
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("stop", "Stop"),
+        ("Stopp", "Stop"),
+        ("Sotp", "Stop"),
+        ("SubagentStrat", "SubagentStart"),
+        ("userpromptsubmit", "UserPromptSubmit"),
+        ("PreCompcat", "PreCompact"),
+        ("BeforeDeploy", None),
+        ("Start", None),
+    ],
+)
+def test_near_misses_of_known_events(name: str, meant: str | None) -> None:
+    assert near_miss(name) == meant
+
+
+def test_every_known_event_loads_even_when_close_to_another(tmp_path: Path) -> None:
+    """``Setup`` is two edits from ``Stop``: a known name is never a typo."""
+    for event in sorted(KNOWN_EVENTS):
+        path = write(tmp_path, f"{event}.json", {"hooks": {event: [{"hooks": [{"command": "x"}]}]}})
+        load_settings([path])
+
+
+@given(st.text(max_size=12), st.text(max_size=12), st.text(max_size=12))
+def test_edit_distance_is_a_distance(a: str, b: str, c: str) -> None:
+    assert edit_distance(a, a) == 0
+    assert edit_distance(a, b) == edit_distance(b, a)
+    assert edit_distance(a, b) <= max(len(a), len(b))
+    assert abs(len(a) - len(b)) <= edit_distance(a, b)
+    if a != b:
+        assert edit_distance(a, b) >= 1

@@ -612,6 +612,31 @@ def test_an_observer_still_running_at_the_end_is_cut_after_the_drain(tmp_path: P
     ]
 
 
+def test_an_event_name_far_from_any_known_one_stays_a_note(tmp_path: Path) -> None:
+    settings = {"hooks": {"BeforeDeploy": [{"hooks": [command("true")]}]}}
+    run = run_with(tmp_path, settings, answer("Done."))
+    assert run.returncode == 0
+    notes = [w["message"] for w in run.result["warnings"] if w["code"] == "settings_note"]
+    assert any("hooks.BeforeDeploy: unknown hook event" in n for n in notes)
+
+
+def test_hook_failures_and_settings_notes_end_a_quiet_run_on_stderr(tmp_path: Path) -> None:
+    gate = hook_script(tmp_path, "gate.py", "json.load(sys.stdin)\nsys.exit(5)\n")
+    settings = {**stop_hooks(command(gate)), "permissions": {"allow": ["Bash"]}}
+    run = run_with(tmp_path, settings, answer("Done."), options=("--output", "quiet"))
+    assert run.returncode == 0
+    lines = run.stderr.splitlines()
+    tail = lines[-2:]
+    assert tail[0].startswith("agent-wrapper: warning: ")
+    assert "'permissions'" in tail[0]
+    assert tail[1].startswith("agent-wrapper: warning: Stop handler ")
+    assert "exited with status 5" in tail[1]
+    assert "the stop was allowed" in tail[1]
+    codes = [w["code"] for w in run.result["warnings"]]
+    assert codes.count("hook_failed") == 1
+    assert codes.count("settings_note") == 1
+
+
 def test_unenforceable_events_are_reported_loudly(tmp_path: Path) -> None:
     settings = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [command("true")]}]}}
     run = run_with(tmp_path, settings, answer("Done."))
@@ -717,6 +742,9 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ('{"hooks": {"Stop": [{"hooks": [{"type": "http"}]}]}}', "not a handler type"),
         ('{"stop": {"maxRetries": -1}}', "stop.maxRetries"),
         ('{"stop": {"retry": true}}', "stop.retry: unknown key"),
+        ('{"hooks": {"Stopp": []}}', 'hooks: unknown event "Stopp"; did you mean "Stop"?'),
+        ('{"hooks": {"stop": []}}', 'unknown event "stop"; did you mean "Stop"?'),
+        ('{"hooks": {"PostTooluse": []}}', 'did you mean "PostToolUse"?'),
     ],
 )
 def test_a_malformed_settings_file_is_a_usage_error(

@@ -32,6 +32,31 @@ UNENFORCEABLE_EVENTS = frozenset(
     {"PreToolUse", "PermissionRequest", "Notification", "SessionStart", "SessionEnd"}
 )
 HOOK_EVENTS = STOP_EVENTS | PROMPT_EVENTS | OBSERVED_EVENTS
+#: Newer Claude Code events, tied to its own features (teams, worktrees,
+#: MCP): the wrapper does not run them, and knowing them keeps them from
+#: being taken for misspellings of the events above.
+OTHER_CLAUDE_EVENTS = frozenset(
+    {
+        "PostCompact",
+        "Setup",
+        "TeammateIdle",
+        "TaskCreated",
+        "TaskCompleted",
+        "InstructionsLoaded",
+        "ConfigChange",
+        "WorktreeCreate",
+        "WorktreeRemove",
+        "PermissionDenied",
+        "Elicitation",
+        "ElicitationResult",
+        "StopFailure",
+    }
+)
+KNOWN_EVENTS = HOOK_EVENTS | UNENFORCEABLE_EVENTS | OTHER_CLAUDE_EVENTS
+#: An unknown event name this close to a known one (edits, ignoring case) is
+#: taken for a typo: a gate that silently never runs is worse than an error.
+#: Names further off stay a note, since Claude Code keeps adding events.
+NEAR_MISS_EDITS = 2
 #: Events whose matcher selects tools by name.
 TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
@@ -276,11 +301,49 @@ def _hooks(where: str, value: Any, notes: list[str]) -> dict[str, list[MatcherGr
                 f"{where}: {key}: NOT ENFORCED: the wrapper only sees the agent's output "
                 f"stream and cannot run {event} handlers; they are ignored"
             )
+        elif event in OTHER_CLAUDE_EVENTS:
+            notes.append(
+                f"{where}: {key}: a Claude Code event the wrapper does not run; "
+                "its handlers are ignored"
+            )
         elif event not in HOOK_EVENTS:
+            meant = near_miss(event)
+            if meant is not None:
+                raise SettingsError(
+                    f'{where}: hooks: unknown event "{event}"; did you mean "{meant}"? '
+                    "(event names are case-sensitive)"
+                )
             notes.append(f"{where}: {key}: unknown hook event; its handlers are ignored")
         else:
             found[event] = parsed
     return found
+
+
+def near_miss(name: str) -> str | None:
+    """The known event ``name`` is most likely a misspelling of, if any."""
+    folded = name.casefold()
+    best: tuple[int, str] | None = None
+    for known in sorted(KNOWN_EVENTS):
+        distance = edit_distance(folded, known.casefold())
+        if distance <= NEAR_MISS_EDITS and (best is None or distance < best[0]):
+            best = (distance, known)
+    return best[1] if best is not None else None
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours that turn
+    ``a`` into ``b`` (optimal string alignment distance)."""
+    older: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], older[j - 2] + 1)
+        older, prev = prev, row
+    return prev[len(b)]
 
 
 def _group(where: str, key: str, event: str, value: Any) -> MatcherGroup:
