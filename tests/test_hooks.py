@@ -293,6 +293,50 @@ def test_a_broken_hook_allows_the_stop_with_a_warning(
     assert "the stop was allowed" in failed["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "options", "settings", "warning"),
+    [
+        ("raise RuntimeError('boom')", ("--hooks-fail-closed",), {}, "exited with status 1"),
+        ("print('{not json')", (), {"stop": {"failClosed": True}}, "malformed JSON"),
+        ("time.sleep(120)", ("--hooks-fail-closed",), {}, "timed out after 1s"),
+    ],
+    ids=["crash-flag", "garbage-settings", "timeout-flag"],
+)
+def test_fail_closed_hooks_end_the_run_when_a_stop_handler_fails(
+    tmp_path: Path, body: str, options: tuple[str, ...], settings: dict[str, Any], warning: str
+) -> None:
+    gate = hook_script(tmp_path, "gate.py", "json.load(sys.stdin)\n" + body + "\n")
+    ran = tmp_path / "second-ran"
+    second = hook_script(tmp_path, "second.py", f"open({str(ran)!r}, 'w').close()\n")
+    hooks = stop_hooks(command(gate, timeout=1), command(second))
+    run = run_with(tmp_path, {**hooks, **settings}, answer("Done."), options=options)
+    result = run.result
+    assert run.returncode == 1
+    assert (result["outcome"], result["success"]) == ("error", False)
+    assert result["error"]["kind"] == "hook_failed"
+    assert f"Stop handler {gate}" in result["error"]["message"]
+    assert warning in result["error"]["message"]
+    assert result["stopAllowedBy"] == "hook_failed"
+    assert "agent-wrapper: error: Stop handler " in run.stderr
+    assert not ran.exists(), "the handlers after the failed one do not run"
+    config = json.loads((run.run_dir / "config.json").read_text())
+    assert config["hooksFailClosed"] is True
+
+
+def test_fail_closed_hooks_still_block_and_allow_as_usual(tmp_path: Path) -> None:
+    gate = hook_script(tmp_path, "gate.py", BLOCK_ONCE)
+    run = run_with(
+        tmp_path,
+        stop_hooks(command(gate)),
+        answer("Claimed."),
+        resumes=[running_tests()],
+        options=("--hooks-fail-closed",),
+    )
+    assert run.returncode == 0
+    assert run.result["steerCount"] == 1
+    assert run.result["stopAllowedBy"] == "handlers"
+
+
 def test_a_hanging_hook_is_killed_at_its_timeout(tmp_path: Path) -> None:
     gate = hook_script(tmp_path, "gate.py", "time.sleep(120)\n")
     started = time.monotonic()
@@ -742,6 +786,7 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ('{"hooks": {"Stop": [{"hooks": [{"type": "http"}]}]}}', "not a handler type"),
         ('{"stop": {"maxRetries": -1}}', "stop.maxRetries"),
         ('{"stop": {"retry": true}}', "stop.retry: unknown key"),
+        ('{"stop": {"failClosed": "yes"}}', "stop.failClosed: expected true or false"),
         ('{"hooks": {"Stopp": []}}', 'hooks: unknown event "Stopp"; did you mean "Stop"?'),
         ('{"hooks": {"stop": []}}', 'unknown event "stop"; did you mean "Stop"?'),
         ('{"hooks": {"PostTooluse": []}}', 'did you mean "PostToolUse"?'),

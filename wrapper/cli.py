@@ -175,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: stop.maxSteers from the settings, else {DEFAULT_MAX_STEERS})",
     )
     run.add_argument(
+        "--hooks-fail-closed",
+        action="store_true",
+        help="a Stop handler that crashes, times out or answers garbage ends the run as "
+        "an error (hook_failed) instead of allowing the stop (default: stop.failClosed "
+        "from the settings, else fail open)",
+    )
+    run.add_argument(
         "--subagent",
         action="store_true",
         help="run as a subagent: stops fire SubagentStop handlers instead of Stop "
@@ -462,6 +469,7 @@ def _run(
         idle_timeout=args.idle_timeout,
         settings=settings,
         max_steers=_first(args.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
+        hooks_fail_closed=args.hooks_fail_closed or settings.fail_closed,
         subagent=args.subagent or child_depth(os.environ) > 1,
         on_stop=_on_stop(args.on_stop, settings.on_stop, CONTEXT_POLICIES.get(args.context)),
         context=args.context,

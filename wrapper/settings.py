@@ -172,6 +172,9 @@ class Settings:
     retry_on_error: bool = False
     max_retries: int = DEFAULT_MAX_RETRIES
     max_steers: int | None = None
+    #: A Stop handler that fails (crash, timeout, an answer that cannot be
+    #: understood) ends the run as an error instead of allowing the stop.
+    fail_closed: bool = False
     evaluator: tuple[str, ...] | None = None
     on_stop: str | None = None
     idle: IdleSettings = field(default_factory=IdleSettings)
@@ -201,6 +204,7 @@ class Settings:
                 "retryOnError": self.retry_on_error,
                 "maxRetries": self.max_retries,
                 "maxSteers": self.max_steers,
+                "failClosed": self.fail_closed,
             },
             "evaluator": list(self.evaluator) if self.evaluator is not None else None,
             "onStop": self.on_stop,
@@ -429,17 +433,18 @@ def _argv(where: str, key: str, value: Any) -> tuple[str, ...]:
 def _stop(where: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SettingsError(f"{where}: stop: expected an object")
-    known = {"retryOnError", "maxRetries", "maxSteers"}
+    known = {"retryOnError", "maxRetries", "maxSteers", "failClosed"}
     for key in value:
         if key not in known:
             raise SettingsError(
                 f"{where}: stop.{key}: unknown key (known: {', '.join(sorted(known))})"
             )
     out: dict[str, Any] = {}
-    if "retryOnError" in value:
-        if not isinstance(value["retryOnError"], bool):
-            raise SettingsError(f"{where}: stop.retryOnError: expected true or false")
-        out["retry_on_error"] = value["retryOnError"]
+    for key, name in (("retryOnError", "retry_on_error"), ("failClosed", "fail_closed")):
+        if key in value:
+            if not isinstance(value[key], bool):
+                raise SettingsError(f"{where}: stop.{key}: expected true or false")
+            out[name] = value[key]
     for key, name in (("maxRetries", "max_retries"), ("maxSteers", "max_steers")):
         if key in value:
             number = value[key]

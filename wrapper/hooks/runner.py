@@ -78,9 +78,11 @@ async def run_chain(
     ctx: HookContext,
     *,
     blocking: bool,
+    stop_at_failure: bool = False,
 ) -> list[HandlerResult]:
     """Run ``handlers`` in order. With ``blocking`` the first block or end wins
-    and the rest are skipped, so the outcome does not depend on timing."""
+    and the rest are skipped, so the outcome does not depend on timing; with
+    ``stop_at_failure`` so does the first handler that failed."""
     results = []
     for handler in handlers:
         ctx.emit(HookStarted(event=event, handler=handler.name))
@@ -99,6 +101,8 @@ async def run_chain(
         )
         results.append(result)
         if blocking and result.decision is not Decision.ALLOW:
+            break
+        if stop_at_failure and result.warning is not None:
             break
     return results
 
