@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from wrapper.hooks.command import ShellSyntax, split_command
@@ -397,3 +398,34 @@ def test_edit_distance_is_a_distance(a: str, b: str, c: str) -> None:
     assert abs(len(a) - len(b)) <= edit_distance(a, b)
     if a != b:
         assert edit_distance(a, b) >= 1
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+EVENT_KEYS = st.sampled_from(
+    ["hook_event_name", "cwd", "transcript_path", "tool_name", "last_assistant_message"]
+)
+
+
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=JSON | st.dictionaries(EVENT_KEYS, JSON, max_size=4))
+def test_hook_test_takes_any_json_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: object
+) -> None:
+    from wrapper.hooks.hook_test import hook_test
+    from wrapper.settings import Settings
+
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(value))
+    status = hook_test(Settings(), str(path))
+    out, err = capsys.readouterr()
+    assert status in (0, 2)
+    if status == 2:
+        assert len(err.splitlines()) == 1
+    else:
+        assert json.loads(out)["decision"] == "allow"

@@ -222,8 +222,9 @@ async def run_process(
     result = ProcessResult()
     try:
         proc = _start_helper(argv, env, cwd)
-    except OSError as exc:
-        result.error = f"{argv[0]}: {exc.strerror or exc}"
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        result.error = f"{argv[0]}: {reason}"
         return result
     out, err = bytearray(), bytearray()
     try:
