@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import (
     FAKE_PI,
     HANG_LIMIT,
+    ROOT,
     Run,
     agent_env,
     read_result,
@@ -763,6 +764,78 @@ def test_commands_expand_variables_and_shell_is_opt_in(tmp_path: Path) -> None:
     assert run.result["warnings"] == []
 
 
+@pytest.mark.parametrize(
+    ("hook", "path"),
+    [
+        (command(f"{sys.executable} gates/missing.py"), "its script gates/missing.py"),
+        (command("python3 -u missing.py --strict"), "its script missing.py"),
+        (command("./gates/missing-gate --fast"), "./gates/missing-gate does not exist"),
+        ({"args": ["bash", "gates/nope.sh"]}, "its script gates/nope.sh does not exist"),
+        (command("no-such-gate-program"), "no-such-gate-program is not found on PATH"),
+    ],
+)
+def test_a_hook_whose_program_or_script_is_missing_is_a_settings_error(
+    tmp_path: Path, hook: dict[str, Any], path: str
+) -> None:
+    settings = settings_file(tmp_path, stop_hooks(hook))
+    scenario = write_scenario(tmp_path, answer("Done."))
+    proc = run_cli(
+        tmp_path,
+        "run",
+        "--settings",
+        str(settings),
+        "--task",
+        "x",
+        "--",
+        str(FAKE_PI),
+        "--scenario",
+        str(scenario),
+    )
+    assert proc.returncode == 2
+    assert f"{settings}: hooks.Stop[0].hooks[0]: command " in proc.stderr
+    assert path in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / ".agent-wrapper").exists(), "no run was started"
+
+
+def test_the_bundled_example_finds_its_script_through_claude_project_dir(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "hooks" / "settings.json"
+    assert "$CLAUDE_PROJECT_DIR/" in example.read_text()
+    scenario = ROOT / "fixtures" / "fake_agent" / "scenarios" / "steer.json"
+    argv = wrapper_argv(
+        tmp_path / "run", scenario, task="Fix the parser", options=["--settings", str(example)]
+    )
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = read_result(tmp_path / "run" / "result.json")
+    assert result["steerCount"] == 1
+    assert result["steers"][0]["reason"].startswith("You have not run the tests.")
+
+    # Started where the script is not, the run refuses at once and says why,
+    # instead of reading the interpreter's exit status 2 as a block.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=elsewhere,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert f"{elsewhere}/examples/hooks/require-tests.py does not exist" in proc.stderr
+
+
 def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "wrapper", *args],
@@ -859,6 +932,34 @@ def test_hook_test_prints_the_decision(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(event))
     assert proc.returncode == 2
     assert "not a JSON object" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ('{"hook_event_name": 5}', 'hook_event_name: expected a string such as "Stop"'),
+        ('{"hook_event_name": ["Stop"]}', "hook_event_name: expected a string"),
+        ('{"hook_event_name": null}', "hook_event_name: expected a string"),
+        ('{"transcript_path": {}}', "transcript_path: expected a string or null"),
+        ('{"cwd": "/no/such/dir"}', "cwd: /no/such/dir is not a directory"),
+        ('{"cwd": "a\\u0000b"}', "cwd: contains a NUL character"),
+        ('"Stop"', "not a JSON object"),
+        ("{torn", "unexpected"),
+    ],
+)
+def test_hook_test_refuses_a_malformed_event_in_one_line(
+    tmp_path: Path, event: str, message: str
+) -> None:
+    gate = hook_script(tmp_path, "gate.py", BLOCK_ONCE)
+    settings = settings_file(tmp_path, stop_hooks(command(gate)))
+    path = tmp_path / "event.json"
+    path.write_text(event)
+    proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(path))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"agent-wrapper hook-test: --event {path}: ")
+    assert message.lower() in line.lower()
 
 
 def test_hooks_see_the_run_identity_in_their_environment(tmp_path: Path) -> None:

@@ -369,6 +369,16 @@ def _load_settings(parser: argparse.ArgumentParser, paths: list[str]) -> Setting
     return settings
 
 
+def _check_hook_commands(parser: argparse.ArgumentParser, settings: Settings, cwd: Path) -> None:
+    """Hook programs and scripts must exist where the handlers will run."""
+    from wrapper.settings import SettingsError, check_commands
+
+    try:
+        check_commands(settings, {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}, cwd)
+    except SettingsError as exc:
+        parser.error(f"--settings {exc}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in == ["--version"]:  # answered before the parser and what it imports
@@ -439,6 +449,7 @@ def _run(
         parser.error(f"run: {exc}")
     settings = _load_settings(parser, args.settings)
     cwd = Path.cwd()
+    _check_hook_commands(parser, settings, cwd)
     run_id = new_run_id()
     runs_root = None
     if args.run_dir is None:

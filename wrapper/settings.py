@@ -10,7 +10,9 @@ key from a later file replaces the earlier value.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -348,6 +350,89 @@ def edit_distance(a: str, b: str) -> int:
                 row[j] = min(row[j], older[j - 2] + 1)
         older, prev = prev, row
     return prev[len(b)]
+
+
+#: Interpreters whose first argument that is not an option is a script to
+#: check, and their options whose value is the next argument.
+INTERPRETERS = re.compile(r"(python|pypy)(\d+(\.\d+)*)?|node|bash|sh|dash|zsh|ksh|ruby|perl")
+_VALUE_OPTIONS = frozenset(
+    {"-W", "-X", "-r", "--require", "--import", "--loader", "-C", "--conditions", "-o", "-O"}
+)
+#: Options after which the code comes from the command line, not a script.
+_INLINE_OPTIONS = frozenset({"-c", "-m", "-e", "-E", "--eval", "-p", "--print", "-"})
+_SCRIPT_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".bash", ".zsh", ".rb", ".pl")
+
+
+class _Lookup(dict[str, str]):
+    """An environment that notes the variables it did not have."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        super().__init__(env)
+        self.missing: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self.missing.add(key)
+        return super().get(key, default)
+
+
+def check_commands(settings: Settings, env: Mapping[str, str], cwd: Path) -> None:
+    """Raise ``SettingsError`` for a command handler whose program, or whose
+    script when the program is a known interpreter, does not exist: at run
+    time it would fail at the first stop, and an interpreter's exit status 2
+    for a missing script reads as a block. ``env`` and ``cwd`` are those the
+    handlers will get; a command that uses variables only the run defines,
+    or runs through a shell, cannot be checked and is left alone."""
+    for groups in settings.hooks.values():
+        for handler in (h for group in groups for h in group.handlers):
+            if handler.type != "command" or handler.shell:
+                continue
+            if handler.args is not None:
+                words = list(handler.args)
+            else:
+                lookup = _Lookup(env)
+                try:
+                    words = split_command(handler.command or "", lookup)
+                except ShellSyntax:
+                    continue
+                if lookup.missing:
+                    continue
+            problem = _missing_program(words, env, cwd)
+            if problem is not None:
+                raise SettingsError(
+                    f"{handler.origin}: command {handler.name!r}: {problem} (relative paths "
+                    f"are taken from the run's working directory, {cwd}; "
+                    '"$CLAUDE_PROJECT_DIR/..." names a path in it from anywhere)'
+                )
+
+
+def _missing_program(words: list[str], env: Mapping[str, str], cwd: Path) -> str | None:
+    program = words[0]
+    if "/" in program:
+        path = cwd / program
+        if not path.is_file():
+            return f"{program} does not exist"
+        if not os.access(path, os.X_OK):
+            return f"{program} is not executable"
+    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        return f"{program} is not found on PATH"
+    if not INTERPRETERS.fullmatch(Path(program).name):
+        return None
+    rest = iter(words[1:])
+    for word in rest:
+        if word in _INLINE_OPTIONS:
+            return None
+        if word in _VALUE_OPTIONS:
+            next(rest, None)
+            continue
+        if word.startswith("-") and word != "--":
+            continue
+        script = next(rest, "") if word == "--" else word
+        looks_like_path = "/" in script or script.endswith(_SCRIPT_SUFFIXES)
+        if looks_like_path and not (cwd / script).is_file():
+            return f"its script {script} does not exist"
+        return None
+    return None
 
 
 def _group(where: str, key: str, event: str, value: Any) -> MatcherGroup:
