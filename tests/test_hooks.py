@@ -637,6 +637,22 @@ def test_post_tool_use_observers_follow_the_matcher(tmp_path: Path) -> None:
     assert (failure["tool_name"], failure["error"]) == ("write", "disk full")
 
 
+def test_a_failing_observer_is_a_warning_shown_at_the_end(tmp_path: Path) -> None:
+    observer = hook_script(tmp_path, "observe.py", "json.load(sys.stdin)\nsys.exit(3)\n")
+    settings = {"hooks": {"PostToolUse": [{"hooks": [command(observer)]}]}}
+    steps: list[dict[str, Any]] = [
+        {"assistant": {"text": "One tool.", "toolCalls": [{"name": "bash", "arguments": {}}]}},
+        {"tool": {"name": "bash", "result": "ok"}},
+        *answer("Done."),
+    ]
+    run = run_with(tmp_path, settings, steps, options=("--output", "quiet"))
+    assert run.returncode == 0
+    (failed,) = [w for w in run.result["warnings"] if w["code"] == "hook_failed"]
+    assert failed["message"].startswith("PostToolUse handler ")
+    assert "exited with status 3" in failed["message"]
+    assert f"agent-wrapper: warning: {failed['message']}" in run.stderr.splitlines()
+
+
 def test_an_observer_still_running_at_the_end_is_cut_after_the_drain(tmp_path: Path) -> None:
     sleeper = hook_script(tmp_path, "sleeper.py", "import time; time.sleep(600)")
     settings = {
