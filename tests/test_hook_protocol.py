@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from wrapper.hooks.command import ShellSyntax, split_command
@@ -21,7 +22,15 @@ from wrapper.hooks.protocol import (
 )
 from wrapper.hooks.steering import AllowedBy, Steering
 from wrapper.policy import Allow, Escalate, Fail, Nudge, StopPolicy
-from wrapper.settings import IdleSettings, MatcherGroup, SettingsError, load_settings
+from wrapper.settings import (
+    KNOWN_EVENTS,
+    IdleSettings,
+    MatcherGroup,
+    SettingsError,
+    edit_distance,
+    load_settings,
+    near_miss,
+)
 from wrapper.transcript import TAIL_BLOCK_BYTES, last_assistant_message
 
 # -- the answer of a command handler -------------------------------------------------
@@ -355,3 +364,68 @@ def test_policy_settings_are_validated(tmp_path: Path) -> None:
     ]:
         with pytest.raises(SettingsError, match=where.replace(".", r"\.")):
             load_settings([write(tmp_path, "bad.json", bad)])
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("stop", "Stop"),
+        ("Stopp", "Stop"),
+        ("Sotp", "Stop"),
+        ("SubagentStrat", "SubagentStart"),
+        ("userpromptsubmit", "UserPromptSubmit"),
+        ("PreCompcat", "PreCompact"),
+        ("BeforeDeploy", None),
+        ("Start", None),
+    ],
+)
+def test_near_misses_of_known_events(name: str, meant: str | None) -> None:
+    assert near_miss(name) == meant
+
+
+def test_every_known_event_loads_even_when_close_to_another(tmp_path: Path) -> None:
+    """``Setup`` is two edits from ``Stop``: a known name is never a typo."""
+    for event in sorted(KNOWN_EVENTS):
+        path = write(tmp_path, f"{event}.json", {"hooks": {event: [{"hooks": [{"command": "x"}]}]}})
+        load_settings([path])
+
+
+@given(st.text(max_size=12), st.text(max_size=12), st.text(max_size=12))
+def test_edit_distance_is_a_distance(a: str, b: str, c: str) -> None:
+    assert edit_distance(a, a) == 0
+    assert edit_distance(a, b) == edit_distance(b, a)
+    assert edit_distance(a, b) <= max(len(a), len(b))
+    assert abs(len(a) - len(b)) <= edit_distance(a, b)
+    if a != b:
+        assert edit_distance(a, b) >= 1
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+EVENT_KEYS = st.sampled_from(
+    ["hook_event_name", "cwd", "transcript_path", "tool_name", "last_assistant_message"]
+)
+
+
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=JSON | st.dictionaries(EVENT_KEYS, JSON, max_size=4))
+def test_hook_test_takes_any_json_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: object
+) -> None:
+    from wrapper.hooks.hook_test import hook_test
+    from wrapper.settings import Settings
+
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(value))
+    status = hook_test(Settings(), str(path))
+    out, err = capsys.readouterr()
+    assert status in (0, 2)
+    if status == 2:
+        assert len(err.splitlines()) == 1
+    else:
+        assert json.loads(out)["decision"] == "allow"

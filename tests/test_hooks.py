@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import (
     FAKE_PI,
     HANG_LIMIT,
+    ROOT,
     Run,
     agent_env,
     read_result,
@@ -291,6 +292,50 @@ def test_a_broken_hook_allows_the_stop_with_a_warning(
     (failed,) = [w for w in result["warnings"] if w["code"] == "hook_failed"]
     assert warning in failed["message"]
     assert "the stop was allowed" in failed["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "options", "settings", "warning"),
+    [
+        ("raise RuntimeError('boom')", ("--hooks-fail-closed",), {}, "exited with status 1"),
+        ("print('{not json')", (), {"stop": {"failClosed": True}}, "malformed JSON"),
+        ("time.sleep(120)", ("--hooks-fail-closed",), {}, "timed out after 1s"),
+    ],
+    ids=["crash-flag", "garbage-settings", "timeout-flag"],
+)
+def test_fail_closed_hooks_end_the_run_when_a_stop_handler_fails(
+    tmp_path: Path, body: str, options: tuple[str, ...], settings: dict[str, Any], warning: str
+) -> None:
+    gate = hook_script(tmp_path, "gate.py", "json.load(sys.stdin)\n" + body + "\n")
+    ran = tmp_path / "second-ran"
+    second = hook_script(tmp_path, "second.py", f"open({str(ran)!r}, 'w').close()\n")
+    hooks = stop_hooks(command(gate, timeout=1), command(second))
+    run = run_with(tmp_path, {**hooks, **settings}, answer("Done."), options=options)
+    result = run.result
+    assert run.returncode == 1
+    assert (result["outcome"], result["success"]) == ("error", False)
+    assert result["error"]["kind"] == "hook_failed"
+    assert f"Stop handler {gate}" in result["error"]["message"]
+    assert warning in result["error"]["message"]
+    assert result["stopAllowedBy"] == "hook_failed"
+    assert "agent-wrapper: error: Stop handler " in run.stderr
+    assert not ran.exists(), "the handlers after the failed one do not run"
+    config = json.loads((run.run_dir / "config.json").read_text())
+    assert config["hooksFailClosed"] is True
+
+
+def test_fail_closed_hooks_still_block_and_allow_as_usual(tmp_path: Path) -> None:
+    gate = hook_script(tmp_path, "gate.py", BLOCK_ONCE)
+    run = run_with(
+        tmp_path,
+        stop_hooks(command(gate)),
+        answer("Claimed."),
+        resumes=[running_tests()],
+        options=("--hooks-fail-closed",),
+    )
+    assert run.returncode == 0
+    assert run.result["steerCount"] == 1
+    assert run.result["stopAllowedBy"] == "handlers"
 
 
 def test_a_hanging_hook_is_killed_at_its_timeout(tmp_path: Path) -> None:
@@ -592,6 +637,22 @@ def test_post_tool_use_observers_follow_the_matcher(tmp_path: Path) -> None:
     assert (failure["tool_name"], failure["error"]) == ("write", "disk full")
 
 
+def test_a_failing_observer_is_a_warning_shown_at_the_end(tmp_path: Path) -> None:
+    observer = hook_script(tmp_path, "observe.py", "json.load(sys.stdin)\nsys.exit(3)\n")
+    settings = {"hooks": {"PostToolUse": [{"hooks": [command(observer)]}]}}
+    steps: list[dict[str, Any]] = [
+        {"assistant": {"text": "One tool.", "toolCalls": [{"name": "bash", "arguments": {}}]}},
+        {"tool": {"name": "bash", "result": "ok"}},
+        *answer("Done."),
+    ]
+    run = run_with(tmp_path, settings, steps, options=("--output", "quiet"))
+    assert run.returncode == 0
+    (failed,) = [w for w in run.result["warnings"] if w["code"] == "hook_failed"]
+    assert failed["message"].startswith("PostToolUse handler ")
+    assert "exited with status 3" in failed["message"]
+    assert f"agent-wrapper: warning: {failed['message']}" in run.stderr.splitlines()
+
+
 def test_an_observer_still_running_at_the_end_is_cut_after_the_drain(tmp_path: Path) -> None:
     sleeper = hook_script(tmp_path, "sleeper.py", "import time; time.sleep(600)")
     settings = {
@@ -610,6 +671,31 @@ def test_an_observer_still_running_at_the_end_is_cut_after_the_drain(tmp_path: P
         "observer hooks were still running when the run ended; "
         "stopped them after 0.5s (observers.drainTimeout)"
     ]
+
+
+def test_an_event_name_far_from_any_known_one_stays_a_note(tmp_path: Path) -> None:
+    settings = {"hooks": {"BeforeDeploy": [{"hooks": [command("true")]}]}}
+    run = run_with(tmp_path, settings, answer("Done."))
+    assert run.returncode == 0
+    notes = [w["message"] for w in run.result["warnings"] if w["code"] == "settings_note"]
+    assert any("hooks.BeforeDeploy: unknown hook event" in n for n in notes)
+
+
+def test_hook_failures_and_settings_notes_end_a_quiet_run_on_stderr(tmp_path: Path) -> None:
+    gate = hook_script(tmp_path, "gate.py", "json.load(sys.stdin)\nsys.exit(5)\n")
+    settings = {**stop_hooks(command(gate)), "permissions": {"allow": ["Bash"]}}
+    run = run_with(tmp_path, settings, answer("Done."), options=("--output", "quiet"))
+    assert run.returncode == 0
+    lines = run.stderr.splitlines()
+    tail = lines[-2:]
+    assert tail[0].startswith("agent-wrapper: warning: ")
+    assert "'permissions'" in tail[0]
+    assert tail[1].startswith("agent-wrapper: warning: Stop handler ")
+    assert "exited with status 5" in tail[1]
+    assert "the stop was allowed" in tail[1]
+    codes = [w["code"] for w in run.result["warnings"]]
+    assert codes.count("hook_failed") == 1
+    assert codes.count("settings_note") == 1
 
 
 def test_unenforceable_events_are_reported_loudly(tmp_path: Path) -> None:
@@ -694,6 +780,78 @@ def test_commands_expand_variables_and_shell_is_opt_in(tmp_path: Path) -> None:
     assert run.result["warnings"] == []
 
 
+@pytest.mark.parametrize(
+    ("hook", "path"),
+    [
+        (command(f"{sys.executable} gates/missing.py"), "its script gates/missing.py"),
+        (command("python3 -u missing.py --strict"), "its script missing.py"),
+        (command("./gates/missing-gate --fast"), "./gates/missing-gate does not exist"),
+        ({"args": ["bash", "gates/nope.sh"]}, "its script gates/nope.sh does not exist"),
+        (command("no-such-gate-program"), "no-such-gate-program is not found on PATH"),
+    ],
+)
+def test_a_hook_whose_program_or_script_is_missing_is_a_settings_error(
+    tmp_path: Path, hook: dict[str, Any], path: str
+) -> None:
+    settings = settings_file(tmp_path, stop_hooks(hook))
+    scenario = write_scenario(tmp_path, answer("Done."))
+    proc = run_cli(
+        tmp_path,
+        "run",
+        "--settings",
+        str(settings),
+        "--task",
+        "x",
+        "--",
+        str(FAKE_PI),
+        "--scenario",
+        str(scenario),
+    )
+    assert proc.returncode == 2
+    assert f"{settings}: hooks.Stop[0].hooks[0]: command " in proc.stderr
+    assert path in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / ".agent-wrapper").exists(), "no run was started"
+
+
+def test_the_bundled_example_finds_its_script_through_claude_project_dir(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "hooks" / "settings.json"
+    assert "$CLAUDE_PROJECT_DIR/" in example.read_text()
+    scenario = ROOT / "fixtures" / "fake_agent" / "scenarios" / "steer.json"
+    argv = wrapper_argv(
+        tmp_path / "run", scenario, task="Fix the parser", options=["--settings", str(example)]
+    )
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = read_result(tmp_path / "run" / "result.json")
+    assert result["steerCount"] == 1
+    assert result["steers"][0]["reason"].startswith("You have not run the tests.")
+
+    # Started where the script is not, the run refuses at once and says why,
+    # instead of reading the interpreter's exit status 2 as a block.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=elsewhere,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert f"{elsewhere}/examples/hooks/require-tests.py does not exist" in proc.stderr
+
+
 def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "wrapper", *args],
@@ -717,6 +875,10 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ('{"hooks": {"Stop": [{"hooks": [{"type": "http"}]}]}}', "not a handler type"),
         ('{"stop": {"maxRetries": -1}}', "stop.maxRetries"),
         ('{"stop": {"retry": true}}', "stop.retry: unknown key"),
+        ('{"stop": {"failClosed": "yes"}}', "stop.failClosed: expected true or false"),
+        ('{"hooks": {"Stopp": []}}', 'hooks: unknown event "Stopp"; did you mean "Stop"?'),
+        ('{"hooks": {"stop": []}}', 'unknown event "stop"; did you mean "Stop"?'),
+        ('{"hooks": {"PostTooluse": []}}', 'did you mean "PostToolUse"?'),
     ],
 )
 def test_a_malformed_settings_file_is_a_usage_error(
@@ -788,6 +950,34 @@ def test_hook_test_prints_the_decision(tmp_path: Path) -> None:
     assert "not a JSON object" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ('{"hook_event_name": 5}', 'hook_event_name: expected a string such as "Stop"'),
+        ('{"hook_event_name": ["Stop"]}', "hook_event_name: expected a string"),
+        ('{"hook_event_name": null}', "hook_event_name: expected a string"),
+        ('{"transcript_path": {}}', "transcript_path: expected a string or null"),
+        ('{"cwd": "/no/such/dir"}', "cwd: /no/such/dir is not a directory"),
+        ('{"cwd": "a\\u0000b"}', "cwd: contains a NUL character"),
+        ('"Stop"', "not a JSON object"),
+        ("{torn", "unexpected"),
+    ],
+)
+def test_hook_test_refuses_a_malformed_event_in_one_line(
+    tmp_path: Path, event: str, message: str
+) -> None:
+    gate = hook_script(tmp_path, "gate.py", BLOCK_ONCE)
+    settings = settings_file(tmp_path, stop_hooks(command(gate)))
+    path = tmp_path / "event.json"
+    path.write_text(event)
+    proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(path))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"agent-wrapper hook-test: --event {path}: ")
+    assert message.lower() in line.lower()
+
+
 def test_hooks_see_the_run_identity_in_their_environment(tmp_path: Path) -> None:
     dump = tmp_path / "env.json"
     gate = hook_script(
@@ -807,3 +997,36 @@ def test_hooks_see_the_run_identity_in_their_environment(tmp_path: Path) -> None
     assert env["CLAUDE_PROJECT_DIR"] == str(tmp_path)
     assert env["state"] == "stopping", "status.json says the Stop handlers are running"
     assert os.environ.get("AGENT_WRAPPER_RUN_ID") is None
+
+
+def test_a_hook_being_started_is_never_taken_for_the_agents_leftovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leftover sweep at the end of an attempt runs while observer hooks
+    may be starting; a hook it saw as the agent's would be killed (and its
+    run reported as a leftover)."""
+    import trio
+
+    from wrapper import proctree
+    from wrapper.hooks.runner import run_process
+
+    monkeypatch.setattr(proctree, "_subreaper", True)
+    seen: list[int] = []
+
+    async def main() -> None:
+        async def sweep() -> None:
+            while True:
+                seen.extend(p.pid for p in proctree.leftovers())
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sweep)
+            for _ in range(5):
+                done = await run_process(
+                    [sys.executable, "-c", "pass"], b"", dict(os.environ), tmp_path, HANG_LIMIT
+                )
+                assert done.exit_code == 0
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert seen == [], "hook processes were listed as the agent's leftovers"

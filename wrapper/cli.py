@@ -175,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: stop.maxSteers from the settings, else {DEFAULT_MAX_STEERS})",
     )
     run.add_argument(
+        "--hooks-fail-closed",
+        action="store_true",
+        help="a Stop handler that crashes, times out or answers garbage ends the run as "
+        "an error (hook_failed) instead of allowing the stop (default: stop.failClosed "
+        "from the settings, else fail open)",
+    )
+    run.add_argument(
         "--subagent",
         action="store_true",
         help="run as a subagent: stops fire SubagentStop handlers instead of Stop "
@@ -408,6 +415,16 @@ def _load_settings(parser: argparse.ArgumentParser, paths: list[str]) -> Setting
     return settings
 
 
+def _check_hook_commands(parser: argparse.ArgumentParser, settings: Settings, cwd: Path) -> None:
+    """Hook programs and scripts must exist where the handlers will run."""
+    from wrapper.settings import SettingsError, check_commands
+
+    try:
+        check_commands(settings, {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}, cwd)
+    except SettingsError as exc:
+        parser.error(f"--settings {exc}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in == ["--version"]:  # answered before the parser and what it imports
@@ -487,6 +504,7 @@ def _run(
         parser.error(f"run: {exc}")
     settings = _load_settings(parser, args.settings)
     cwd = Path.cwd()
+    _check_hook_commands(parser, settings, cwd)
     run_id = new_run_id()
     runs_root = None
     if args.run_dir is None:
@@ -517,6 +535,7 @@ def _run(
         idle_timeout=args.idle_timeout,
         settings=settings,
         max_steers=_first(args.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
+        hooks_fail_closed=args.hooks_fail_closed or settings.fail_closed,
         subagent=args.subagent or child_depth(os.environ) > 1,
         on_stop=_on_stop(args.on_stop, settings.on_stop, CONTEXT_POLICIES.get(args.context)),
         context=args.context,

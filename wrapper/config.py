@@ -77,6 +77,9 @@ class RunConfig:
     idle_timeout: float | None = None
     settings: Settings = field(default_factory=Settings)
     max_steers: int = DEFAULT_MAX_STEERS
+    #: A failing Stop handler ends the run as an error (``hook_failed``)
+    #: instead of allowing the stop (resolved: flag or settings).
+    hooks_fail_closed: bool = False
     #: Run as a subagent: Stop handlers are looked up as ``SubagentStop``.
     subagent: bool = False
     #: What a stop the hooks allowed means (resolved: flag, settings, context).
@@ -140,6 +143,7 @@ class RunConfig:
             "attemptTimeout": self.attempt_timeout,
             "idleTimeout": self.idle_timeout,
             "maxSteers": self.max_steers,
+            "hooksFailClosed": self.hooks_fail_closed,
             "subagent": self.subagent,
             "onStop": self.on_stop,
             "context": self.context,

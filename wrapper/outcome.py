@@ -15,6 +15,8 @@ terminal stop
 ``--idle-timeout`` expired
 a blocked stop could not be carried out            ``error``       false    1
 (``steer_failed``, ``prompt_blocked``)
+a Stop handler failed under fail-closed hooks      ``error``       false    1
+(``hook_failed``)
 the wrapper received SIGTERM/SIGINT/SIGHUP/       ``aborted``     false    128+N
 SIGQUIT (N of the first)
 the command could not be started                  ``spawn_failed`` false   127
@@ -70,6 +72,7 @@ class ErrorKind(enum.StrEnum):
     STEER_FAILED = "steer_failed"
     NO_COMPLETION_SIGNAL = "no_completion_signal"
     IDLE_FAILED = "idle_failed"
+    HOOK_FAILED = "hook_failed"
     INTERNAL = "internal"
 
 

@@ -59,6 +59,13 @@ from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
 from wrapper.supervisor import AttemptSupervisor
 
+#: Warnings repeated on stderr when the run ends, whatever the output mode: a
+#: quality gate that broke or a settings problem must show in a CI log even
+#: when nothing else is printed.
+WARNINGS_AT_END = frozenset(
+    {"settings_note", "hook_failed", "hook_observers_cut", "hook_observers_dropped"}
+)
+
 
 def resolve_output(mode: OutputMode) -> OutputMode:
     if mode is OutputMode.AUTO:
@@ -442,6 +449,13 @@ class Run:
         if pump is not None:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):
                 await pump.drain()
+        if self.output_mode is not OutputMode.PRETTY:
+            # The live view showed them as they came.
+            for warning in self.stream.warnings:
+                if warning["code"] in WARNINGS_AT_END:
+                    with contextlib.suppress(OSError, ValueError):
+                        text = " ".join(str(warning["message"]).split())
+                        print(f"agent-wrapper: warning: {text}", file=sys.stderr, flush=True)
         if error is not None and written is not None and self.output_mode is not OutputMode.PRETTY:
             # The live view shows the error itself; elsewhere a person reading
             # the log (a CI job, a runner's capture) gets one line on stderr.

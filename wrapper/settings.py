@@ -10,7 +10,9 @@ key from a later file replaces the earlier value.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,31 @@ UNENFORCEABLE_EVENTS = frozenset(
     {"PreToolUse", "PermissionRequest", "Notification", "SessionStart", "SessionEnd"}
 )
 HOOK_EVENTS = STOP_EVENTS | PROMPT_EVENTS | OBSERVED_EVENTS
+#: Newer Claude Code events, tied to its own features (teams, worktrees,
+#: MCP): the wrapper does not run them, and knowing them keeps them from
+#: being taken for misspellings of the events above.
+OTHER_CLAUDE_EVENTS = frozenset(
+    {
+        "PostCompact",
+        "Setup",
+        "TeammateIdle",
+        "TaskCreated",
+        "TaskCompleted",
+        "InstructionsLoaded",
+        "ConfigChange",
+        "WorktreeCreate",
+        "WorktreeRemove",
+        "PermissionDenied",
+        "Elicitation",
+        "ElicitationResult",
+        "StopFailure",
+    }
+)
+KNOWN_EVENTS = HOOK_EVENTS | UNENFORCEABLE_EVENTS | OTHER_CLAUDE_EVENTS
+#: An unknown event name this close to a known one (edits, ignoring case) is
+#: taken for a typo: a gate that silently never runs is worse than an error.
+#: Names further off stay a note, since Claude Code keeps adding events.
+NEAR_MISS_EDITS = 2
 #: Events whose matcher selects tools by name.
 TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
@@ -147,6 +174,9 @@ class Settings:
     retry_on_error: bool = False
     max_retries: int = DEFAULT_MAX_RETRIES
     max_steers: int | None = None
+    #: A Stop handler that fails (crash, timeout, an answer that cannot be
+    #: understood) ends the run as an error instead of allowing the stop.
+    fail_closed: bool = False
     evaluator: tuple[str, ...] | None = None
     on_stop: str | None = None
     idle: IdleSettings = field(default_factory=IdleSettings)
@@ -176,6 +206,7 @@ class Settings:
                 "retryOnError": self.retry_on_error,
                 "maxRetries": self.max_retries,
                 "maxSteers": self.max_steers,
+                "failClosed": self.fail_closed,
             },
             "evaluator": list(self.evaluator) if self.evaluator is not None else None,
             "onStop": self.on_stop,
@@ -276,11 +307,132 @@ def _hooks(where: str, value: Any, notes: list[str]) -> dict[str, list[MatcherGr
                 f"{where}: {key}: NOT ENFORCED: the wrapper only sees the agent's output "
                 f"stream and cannot run {event} handlers; they are ignored"
             )
+        elif event in OTHER_CLAUDE_EVENTS:
+            notes.append(
+                f"{where}: {key}: a Claude Code event the wrapper does not run; "
+                "its handlers are ignored"
+            )
         elif event not in HOOK_EVENTS:
+            meant = near_miss(event)
+            if meant is not None:
+                raise SettingsError(
+                    f'{where}: hooks: unknown event "{event}"; did you mean "{meant}"? '
+                    "(event names are case-sensitive)"
+                )
             notes.append(f"{where}: {key}: unknown hook event; its handlers are ignored")
         else:
             found[event] = parsed
     return found
+
+
+def near_miss(name: str) -> str | None:
+    """The known event ``name`` is most likely a misspelling of, if any."""
+    folded = name.casefold()
+    best: tuple[int, str] | None = None
+    for known in sorted(KNOWN_EVENTS):
+        distance = edit_distance(folded, known.casefold())
+        if distance <= NEAR_MISS_EDITS and (best is None or distance < best[0]):
+            best = (distance, known)
+    return best[1] if best is not None else None
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours that turn
+    ``a`` into ``b`` (optimal string alignment distance)."""
+    older: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], older[j - 2] + 1)
+        older, prev = prev, row
+    return prev[len(b)]
+
+
+#: Interpreters whose first argument that is not an option is a script to
+#: check, and their options whose value is the next argument.
+INTERPRETERS = re.compile(r"(python|pypy)(\d+(\.\d+)*)?|node|bash|sh|dash|zsh|ksh|ruby|perl")
+_VALUE_OPTIONS = frozenset(
+    {"-W", "-X", "-r", "--require", "--import", "--loader", "-C", "--conditions", "-o", "-O"}
+)
+#: Options after which the code comes from the command line, not a script.
+_INLINE_OPTIONS = frozenset({"-c", "-m", "-e", "-E", "--eval", "-p", "--print", "-"})
+_SCRIPT_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".bash", ".zsh", ".rb", ".pl")
+
+
+class _Lookup(dict[str, str]):
+    """An environment that notes the variables it did not have."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        super().__init__(env)
+        self.missing: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self.missing.add(key)
+        return super().get(key, default)
+
+
+def check_commands(settings: Settings, env: Mapping[str, str], cwd: Path) -> None:
+    """Raise ``SettingsError`` for a command handler whose program, or whose
+    script when the program is a known interpreter, does not exist: at run
+    time it would fail at the first stop, and an interpreter's exit status 2
+    for a missing script reads as a block. ``env`` and ``cwd`` are those the
+    handlers will get; a command that uses variables only the run defines,
+    or runs through a shell, cannot be checked and is left alone."""
+    for groups in settings.hooks.values():
+        for handler in (h for group in groups for h in group.handlers):
+            if handler.type != "command" or handler.shell:
+                continue
+            if handler.args is not None:
+                words = list(handler.args)
+            else:
+                lookup = _Lookup(env)
+                try:
+                    words = split_command(handler.command or "", lookup)
+                except ShellSyntax:
+                    continue
+                if lookup.missing:
+                    continue
+            problem = _missing_program(words, env, cwd)
+            if problem is not None:
+                raise SettingsError(
+                    f"{handler.origin}: command {handler.name!r}: {problem} (relative paths "
+                    f"are taken from the run's working directory, {cwd}; "
+                    '"$CLAUDE_PROJECT_DIR/..." names a path in it from anywhere)'
+                )
+
+
+def _missing_program(words: list[str], env: Mapping[str, str], cwd: Path) -> str | None:
+    program = words[0]
+    if "/" in program:
+        path = cwd / program
+        if not path.is_file():
+            return f"{program} does not exist"
+        if not os.access(path, os.X_OK):
+            return f"{program} is not executable"
+    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        return f"{program} is not found on PATH"
+    if not INTERPRETERS.fullmatch(Path(program).name):
+        return None
+    rest = iter(words[1:])
+    for word in rest:
+        if word in _INLINE_OPTIONS:
+            return None
+        if word in _VALUE_OPTIONS:
+            next(rest, None)
+            continue
+        if word.startswith("-") and word != "--":
+            continue
+        script = next(rest, "") if word == "--" else word
+        looks_like_path = "/" in script or script.endswith(_SCRIPT_SUFFIXES)
+        if looks_like_path and not (cwd / script).is_file():
+            return f"its script {script} does not exist"
+        return None
+    return None
 
 
 def _group(where: str, key: str, event: str, value: Any) -> MatcherGroup:
@@ -366,17 +518,18 @@ def _argv(where: str, key: str, value: Any) -> tuple[str, ...]:
 def _stop(where: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SettingsError(f"{where}: stop: expected an object")
-    known = {"retryOnError", "maxRetries", "maxSteers"}
+    known = {"retryOnError", "maxRetries", "maxSteers", "failClosed"}
     for key in value:
         if key not in known:
             raise SettingsError(
                 f"{where}: stop.{key}: unknown key (known: {', '.join(sorted(known))})"
             )
     out: dict[str, Any] = {}
-    if "retryOnError" in value:
-        if not isinstance(value["retryOnError"], bool):
-            raise SettingsError(f"{where}: stop.retryOnError: expected true or false")
-        out["retry_on_error"] = value["retryOnError"]
+    for key, name in (("retryOnError", "retry_on_error"), ("failClosed", "fail_closed")):
+        if key in value:
+            if not isinstance(value[key], bool):
+                raise SettingsError(f"{where}: stop.{key}: expected true or false")
+            out[name] = value[key]
     for key, name in (("maxRetries", "max_retries"), ("maxSteers", "max_steers")):
         if key in value:
             number = value[key]

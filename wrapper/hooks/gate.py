@@ -70,7 +70,7 @@ class StopGate:
         block = await self._stop_hooks(facts)
         if block is not None:
             return await self._steer(block, number + 1)
-        if self.steering.allowed_by is AllowedBy.HOOK_CONTINUE_FALSE:
+        if self.steering.allowed_by in (AllowedBy.HOOK_CONTINUE_FALSE, AllowedBy.HOOK_FAILED):
             return None
         return await self._policy(number)
 
@@ -118,7 +118,20 @@ class StopGate:
             steer_count=steering.steer_count,
             max_steers=steering.max_steers,
         )
-        results = await run_chain(handlers, event, payload, self.hook_ctx, blocking=True)
+        fail_closed = self.config.hooks_fail_closed
+        results = await run_chain(
+            handlers, event, payload, self.hook_ctx, blocking=True, stop_at_failure=fail_closed
+        )
+        failed = [(h, r.warning) for h, r in zip(handlers, results, strict=False) if r.warning]
+        if fail_closed and failed:
+            handler, warning = failed[0]
+            steering.allow(
+                AllowedBy.HOOK_FAILED,
+                f"{event} handler {handler.name} {warning}; hooks fail closed "
+                "(stop.failClosed, --hooks-fail-closed), so the run ends as an error",
+                ErrorKind.HOOK_FAILED,
+            )
+            return None
         self._warn_failed(event, handlers, results, "the stop was allowed")
         return steering.decide(results, [h.name for h in handlers])
 

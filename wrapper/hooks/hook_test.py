@@ -22,6 +22,29 @@ from wrapper.transcript import last_assistant_message
 BLOCKING = STOP_EVENTS | {"UserPromptSubmit"}
 
 
+#: Fields the wrapper itself reads from the event, and what each must be
+#: when present (``null`` is taken as absent, except for the event name).
+_TEXT_FIELDS = ("transcript_path", "cwd", "tool_name", "last_assistant_message")
+
+
+def event_problem(payload: Any) -> str | None:
+    """What makes ``payload`` unusable as a hook event, or None."""
+    if not isinstance(payload, dict):
+        return "not a JSON object"
+    if "hook_event_name" in payload and not isinstance(payload["hook_event_name"], str):
+        return 'hook_event_name: expected a string such as "Stop"'
+    for key in _TEXT_FIELDS:
+        value = payload.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"{key}: expected a string or null"
+        if isinstance(value, str) and "\0" in value:
+            return f"{key}: contains a NUL character"
+    cwd = payload.get("cwd")
+    if isinstance(cwd, str) and not Path(cwd).is_dir():
+        return f"cwd: {cwd} is not a directory; handlers run there"
+    return None
+
+
 def hook_test(settings: Settings, event_path: str) -> int:
     try:
         raw = sys.stdin.buffer.read() if event_path == "-" else Path(event_path).read_bytes()
@@ -29,8 +52,9 @@ def hook_test(settings: Settings, event_path: str) -> int:
     except (OSError, orjson.JSONDecodeError) as exc:
         print(f"agent-wrapper hook-test: --event {event_path}: {exc}", file=sys.stderr)
         return 2
-    if not isinstance(payload, dict):
-        print(f"agent-wrapper hook-test: --event {event_path}: not a JSON object", file=sys.stderr)
+    problem = event_problem(payload)
+    if problem is not None:
+        print(f"agent-wrapper hook-test: --event {event_path}: {problem}", file=sys.stderr)
         return 2
     name = payload.setdefault("hook_event_name", "Stop")
     transcript = payload.get("transcript_path")

@@ -81,7 +81,15 @@ class Observers:
     async def _job(self, job: _Job, limiter: trio.Semaphore) -> None:
         try:
             name, handlers, payload = job
-            await run_chain(handlers, name, payload, self.ctx, blocking=False)
+            results = await run_chain(handlers, name, payload, self.ctx, blocking=False)
+            for handler, result in zip(handlers, results, strict=False):
+                if result.warning is not None:
+                    self.ctx.emit(
+                        WarningEvent(
+                            code="hook_failed",
+                            message=f"{name} handler {handler.name} {result.warning}",
+                        )
+                    )
         finally:
             limiter.release()
 

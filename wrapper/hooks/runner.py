@@ -32,6 +32,7 @@ from wrapper.hooks.protocol import (
     interpret_verdict,
 )
 from wrapper.settings import Handler
+from wrapper.supervisor import Child
 
 #: Output kept from a handler, per stream; the rest is read and dropped.
 HANDLER_OUTPUT_BYTES = 1024 * 1024
@@ -77,9 +78,11 @@ async def run_chain(
     ctx: HookContext,
     *,
     blocking: bool,
+    stop_at_failure: bool = False,
 ) -> list[HandlerResult]:
     """Run ``handlers`` in order. With ``blocking`` the first block or end wins
-    and the rest are skipped, so the outcome does not depend on timing."""
+    and the rest are skipped, so the outcome does not depend on timing; with
+    ``stop_at_failure`` so does the first handler that failed."""
     results = []
     for handler in handlers:
         ctx.emit(HookStarted(event=event, handler=handler.name))
@@ -98,6 +101,8 @@ async def run_chain(
         )
         results.append(result)
         if blocking and result.decision is not Decision.ALLOW:
+            break
+        if stop_at_failure and result.warning is not None:
             break
     return results
 
@@ -216,19 +221,11 @@ async def run_process(
     output; on timeout or cancellation its whole process group is killed."""
     result = ProcessResult()
     try:
-        proc = await trio.lowlevel.open_process(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=dict(env),
-            cwd=cwd,
-        )
-    except OSError as exc:
-        result.error = f"{argv[0]}: {exc.strerror or exc}"
+        proc = _start_helper(argv, env, cwd)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        result.error = f"{argv[0]}: {reason}"
         return result
-    proctree.OWN_HELPERS.add(proc.pid)
     out, err = bytearray(), bytearray()
     try:
         with trio.move_on_after(timeout) as limit:
@@ -252,6 +249,31 @@ async def run_process(
     result.exit_code = proc.returncode if not result.timed_out else None
     result.stdout, result.stderr = bytes(out), bytes(err)
     return result
+
+
+class _Helper(Child):
+    """A started handler: the agent's ``Child`` plus a stream to its stdin."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        super().__init__(popen)
+        self.stdin = self._stream(popen.stdin)
+
+
+def _start_helper(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> _Helper:
+    """Start a handler and mark it as the wrapper's own before anything else
+    can run: started in a worker thread, it would exist for a while unmarked,
+    and the sweep for the agent's leftovers (in this thread) would kill it."""
+    popen = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env=dict(env),
+        cwd=cwd,
+    )
+    proctree.OWN_HELPERS.add(popen.pid)
+    return _Helper(popen)
 
 
 async def _feed(stream: trio.abc.SendStream | None, data: bytes) -> None:

@@ -41,6 +41,8 @@ class AllowedBy(enum.StrEnum):
     IDLE_DONE = "idle_done"
     IDLE_FAIL = "idle_fail"
     ESCALATION_TIMEOUT = "escalation_timeout"
+    #: A Stop handler failed and hooks fail closed: the run ends as an error.
+    HOOK_FAILED = "hook_failed"
 
 
 @dataclass(frozen=True, slots=True)
