@@ -102,6 +102,9 @@ class AttemptSupervisor:
         self._timer: trio.CancelScope | None = None
         self._backpressure: trio.CancelScope | None = None
         self._pending_interrupts: list[signal.Signals] = []
+        self._signals_received = 0
+        #: Set by a second wrapper signal: no more waiting for SIGTERM to work.
+        self._hurry = trio.Event()
 
     # -- entry points ----------------------------------------------------------
 
@@ -161,7 +164,11 @@ class AttemptSupervisor:
         return record
 
     def interrupt(self, signum: signal.Signals) -> None:
-        """The wrapper received ``signum``: end the attempt as the tracker says."""
+        """The wrapper received ``signum``: end the attempt as the tracker says.
+        From the second signal on, the cleanup of leftovers kills at once."""
+        self._signals_received += 1
+        if self._signals_received >= 2:
+            self._hurry.set()
         if self.tracker is None or self.record is None or self.record.pid is None:
             self._pending_interrupts.append(signum)
             return
@@ -333,10 +340,10 @@ class AttemptSupervisor:
         self._record_signal(effect.signal, effect.reason, pids)
 
     def _record_signal(self, sig: signal.Signals, reason: str, pids: Sequence[int]) -> None:
-        assert self.record is not None
-        self.record.signals_sent.append(
-            {"signal": sig.name, "at": iso(time.time()), "reason": reason}
-        )
+        if self.record is not None:
+            self.record.signals_sent.append(
+                {"signal": sig.name, "at": iso(time.time()), "reason": reason}
+            )
         self.emit(SignalSent(signal=sig.name, reason=reason, pids=tuple(pids)))
 
     # -- cleanup -------------------------------------------------------------------
@@ -351,15 +358,27 @@ class AttemptSupervisor:
         if proc.returncode is not None and self.record is not None and self.record.exit is None:
             self.record.exit = ProcessExit.from_returncode(proc.returncode)
 
-    async def _end_leftovers(self, pgid: int) -> None:
+    async def _end_leftovers(
+        self, pgid: int | None, who: str = "the agent exited but left"
+    ) -> None:
         """End what the agent left behind, also after a clean exit (MCP servers
         and the like): its process group and, the wrapper being a subreaper,
         every process below the wrapper that is not one of its own helpers.
-        SIGTERM, then rounds of SIGKILL until nothing is left."""
+        SIGTERM, then rounds of freezing and SIGKILL until nothing is left; a
+        second wrapper signal skips the SIGTERM or cuts its wait short."""
+
+        def group_alive() -> bool:
+            return pgid is not None and proctree.group_alive(pgid)
+
         warned = False
         for round_ in range(CLEANUP_ROUNDS):
-            procs = proctree.leftovers()
-            if not procs and not proctree.group_alive(pgid):
+            # A stopped process cannot fork: one that keeps changing its pid
+            # is caught by freezing the tree before signalling it.
+            if pgid is not None:
+                proctree.signal_group(pgid, signal.SIGSTOP)
+            procs, _converged = proctree.freeze(proctree.leftovers)
+            procs = proctree.still_alive(procs)
+            if not procs and not group_alive():
                 return
             if not warned:
                 warned = True
@@ -367,23 +386,50 @@ class AttemptSupervisor:
                 self.emit(
                     WarningEvent(
                         code="leftover_processes",
-                        message=f"the agent exited but left {what} running; terminating them",
+                        message=f"{who} {what} running; terminating them",
                     )
                 )
-            sig, wait = (
-                (signal.SIGTERM, self.config.kill_after)
-                if round_ == 0
-                else (signal.SIGKILL, REAP_TIMEOUT)
-            )
-            pids = [pgid] if proctree.signal_group(pgid, sig) else []
+            if round_ == 0 and not self._hurry.is_set():
+                sig, wait = signal.SIGTERM, self.config.kill_after
+            else:
+                sig, wait = signal.SIGKILL, REAP_TIMEOUT
+            pids = [pgid] if pgid is not None and proctree.signal_group(pgid, sig) else []
             pids += proctree.signal_each(procs, sig)
-            self._record_signal(sig, "leftover processes", pids)
-            deadline = trio.current_time() + wait
-            while trio.current_time() < deadline:
-                await trio.sleep(LEFTOVER_POLL)
-                procs = proctree.still_alive(procs)
-                if not procs and not proctree.group_alive(pgid):
-                    break
+            if sig is signal.SIGTERM:
+                # Let them act on it (SIGKILL needs no such help).
+                if pgid is not None:
+                    proctree.signal_group(pgid, signal.SIGCONT)
+                proctree.signal_each(procs, signal.SIGCONT)
+            self._record_signal(sig, "leftover processes", list(dict.fromkeys(pids)))
+            with trio.move_on_after(wait):
+                async with trio.open_nursery() as watch:
+                    if sig is signal.SIGTERM:
+                        watch.start_soon(self._cancel_on_hurry, watch.cancel_scope)
+                    while True:
+                        await trio.sleep(LEFTOVER_POLL)
+                        procs = proctree.still_alive(procs)
+                        if not procs and not group_alive():
+                            watch.cancel_scope.cancel()
+                            break
+        left = proctree.leftovers()
+        if left:
+            self.emit(
+                WarningEvent(
+                    code="cleanup_incomplete",
+                    message=f"{proctree.describe(left)} could not be ended after "
+                    f"{CLEANUP_ROUNDS} rounds of cleanup and may still be running",
+                )
+            )
+
+    async def _cancel_on_hurry(self, scope: trio.CancelScope) -> None:
+        await self._hurry.wait()
+        scope.cancel()
+
+    async def end_leftovers(self) -> None:
+        """End whatever is still below the wrapper at the end of the run
+        (what a hook or an observer left behind), like the agent's leftovers."""
+        with trio.CancelScope(shield=True):
+            await self._end_leftovers(None, "hook handlers or the agent left")
 
     def _dialect_name(self) -> str | None:
         if isinstance(self.dialect, SniffingDialect):
@@ -423,6 +469,7 @@ class Child:
                 while self._popen.poll() is None:
                     await trio.sleep(EXIT_POLL)
             self._popen.wait()
+        proctree.WAITED.discard(self.pid)
         self._close_pidfd()
         return self._popen.returncode
 

@@ -216,19 +216,22 @@ async def run_process(
     output; on timeout or cancellation its whole process group is killed."""
     result = ProcessResult()
     try:
-        proc = await trio.lowlevel.open_process(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=dict(env),
-            cwd=cwd,
-        )
+        # The orphan reaper must not take its exit status before it is known
+        # as the wrapper's own.
+        with proctree.spawning():
+            proc = await trio.lowlevel.open_process(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=dict(env),
+                cwd=cwd,
+            )
+            proctree.OWN_HELPERS.add(proc.pid)
     except OSError as exc:
         result.error = f"{argv[0]}: {exc.strerror or exc}"
         return result
-    proctree.OWN_HELPERS.add(proc.pid)
     out, err = bytearray(), bytearray()
     try:
         with trio.move_on_after(timeout) as limit:
