@@ -227,7 +227,10 @@ def _alive(proc: psutil.Process, me: int) -> bool:
 def adopted() -> list[int]:
     """The wrapper's direct children that are neither its helpers nor waited
     for by pid (the agent): processes it adopted. A quick look, for a
-    process that forks and exits faster than a full listing."""
+    process that forks and exits faster than a full listing. Only for a
+    subreaper: a library caller's other children are not the agent's."""
+    if not _subreaper:
+        return []
     return [pid for pid in own_children() if pid not in OWN_HELPERS and pid not in WAITED]
 
 
