@@ -201,3 +201,110 @@ def test_a_hooks_setsid_child_is_ended_when_the_wrapper_is_signalled(tmp_path: P
     assert result["outcome"] == "aborted"
     assert "leftover_processes" in [w["code"] for w in result["warnings"]]
     assert marked(tmp_path) == []
+
+
+# -- the agent's own words decide ---------------------------------------------------------------
+
+
+def test_a_final_message_written_after_the_agent_exited_does_not_make_it_ok(
+    tmp_path: Path,
+) -> None:
+    # The agent exits at once; the process it leaves holding its output
+    # writes the final answer later (after the wrapper is surely up and has
+    # seen the exit), within the drain time it is given.
+    steps = [{"sleep": 4.0}, final("All done, trust me."), *END]
+    run = run_wrapper(
+        tmp_path, steps, options=["--drain-timeout", "20"], scenario_extra={"writer": "orphan"}
+    )
+    assert run.returncode == 1
+    assert run.result["outcome"] == "error"
+    assert run.result["error"]["kind"] == "exited_early"
+    (late,) = [w for w in run.result["warnings"] if w["code"] == "late_final_message"]
+    assert "All done, trust me." in late["message"]
+    # Recorded all the same.
+    texts = [e.get("text") for e in run.events if e["type"] == "assistant_message"]
+    assert "All done, trust me." in texts
+    assert b"All done, trust me." in (run.run_dir / "stdout.log").read_bytes()
+
+
+@pytest.mark.parametrize("dialect", ["codex", "gemini"])
+def test_a_stream_written_by_the_launchers_child_still_counts(tmp_path: Path, dialect: str) -> None:
+    # Their launchers start the process that writes the stream and exit
+    # after it: its last lines are in the pipe before the launcher's exit.
+    scenario = write_scenario(
+        tmp_path,
+        [{"assistant": {"text": "Fixed it.", "deltas": 0}}, *END],
+        writer="child",
+    )
+    run_dir = tmp_path / "run"
+    argv = [
+        sys.executable,
+        "-m",
+        "wrapper",
+        "run",
+        "--output",
+        "quiet",
+        "--run-dir",
+        str(run_dir),
+        "--task",
+        "Fix the parser",
+        "--",
+        str(ROOT / "fixtures" / "fake_agent" / dialect),
+        "--scenario",
+        str(scenario),
+    ]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    result = read_result(run_dir / "result.json")
+    assert proc.returncode == 0, result["error"]
+    assert result["outcome"] == "ok"
+    assert result["finalText"] == "Fixed it."
+    assert "late_final_message" not in [w["code"] for w in result["warnings"]]
+
+
+# -- activity, not just output ----------------------------------------------------------------
+
+
+def silent_tool(code: str) -> list[dict[str, Any]]:
+    """A tool the agent reports only when it has finished (as opencode does):
+    nothing on the stream while ``code`` runs in a child process."""
+    return [
+        {"assistant": {"text": "Running it.", "stopReason": "toolUse", "turnEnd": True}},
+        {"run": {"argv": [sys.executable, "-c", code]}},
+        final("It ran."),
+        *END,
+    ]
+
+
+def test_a_busy_silent_tool_is_not_idleness(tmp_path: Path) -> None:
+    # Its process is new at the first look and spends CPU time at the next.
+    busy = "import time\nend = time.monotonic() + 2.5\nwhile time.monotonic() < end: pass"
+    run = run_wrapper(tmp_path, silent_tool(busy), options=["--idle-timeout", "1"])
+    assert run.returncode == 0, run.result["error"]
+    assert run.result["outcome"] == "ok"
+
+
+def test_a_new_process_is_not_idleness(tmp_path: Path) -> None:
+    steps = silent_tool("import time; time.sleep(1.6)")
+    run = run_wrapper(tmp_path, steps, options=["--idle-timeout", "1"])
+    assert run.returncode == 0, run.result["error"]
+    assert run.result["outcome"] == "ok"
+
+
+def test_a_silent_agent_with_an_old_idle_child_is_still_idle(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {"spawn": {"seconds": 60}},
+        {"assistant": {"text": "Thinking.", "stopReason": "toolUse"}},
+        {"sleep": 60},
+    ]
+    run = run_wrapper(tmp_path, steps, options=["--idle-timeout", "1"])
+    assert run.returncode == 124
+    assert run.result["error"]["kind"] == "idle_timeout"
+    assert run.elapsed < 30

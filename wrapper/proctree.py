@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -50,6 +51,10 @@ OWN_HELPERS: set[int] = set()
 #: Pids of children the wrapper waits for by pid itself (the agent): never
 #: reaped by ``reap_orphans``, which would take their exit status.
 WAITED: set[int] = set()
+
+#: How many helpers (hook handlers) have been started: the run sweeps up
+#: after them at its end only when there were any.
+helpers_started = 0
 
 #: Spawns under way: their pid is not known yet (a thread may be forking),
 #: so ``reap_orphans`` holds off until they are registered.
@@ -92,6 +97,13 @@ def spawning() -> Iterator[None]:
         yield
     finally:
         _spawning -= 1
+
+
+def register_helper(pid: int) -> None:
+    """``pid`` is one of the wrapper's helpers, not one of the agent's leftovers."""
+    global helpers_started  # counts for the whole process, like OWN_HELPERS
+    helpers_started += 1
+    OWN_HELPERS.add(pid)
 
 
 def own_children() -> list[int]:
@@ -144,6 +156,35 @@ def descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
+@dataclass(frozen=True, slots=True)
+class TreeLook:
+    """One look at a process tree, to tell work from silence."""
+
+    #: CPU seconds (user and system) of the tree's live processes, including
+    #: what the children they reaped had spent.
+    cpu: float
+    pids: frozenset[int]
+
+
+def look_at_tree(pid: int) -> TreeLook:
+    """CPU time and pids of ``pid`` and its descendants (one process listing)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return TreeLook(0.0, frozenset())
+    cpu = 0.0
+    pids = set()
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        cpu += times.user + times.system + times.children_user + times.children_system
+        pids.add(proc.pid)
+    return TreeLook(cpu, frozenset(pids))
+
+
 def signal_tree(pid: int, sig: signal.Signals) -> list[int]:
     """Send ``sig`` to the group led by ``pid`` and to every descendant of ``pid``.
 
@@ -178,19 +219,39 @@ def leftovers() -> list[psutil.Process]:
     if not _subreaper:
         return []
     me = os.getpid()
-    by_parent: dict[int, list[psutil.Process]] = {}
     # One listing of all processes for the whole tree: a listing per child
     # costs seconds once there are thousands of them.
-    for proc in psutil.process_iter(["ppid"]):
-        by_parent.setdefault(proc.info["ppid"], []).append(proc)
+    by_parent: dict[int, list[tuple[int, str]]] = {}
+    for pid, ppid, state in _process_table():
+        by_parent.setdefault(ppid, []).append((pid, state))
     found: list[psutil.Process] = []
-    pending = [child for child in by_parent.get(me, []) if child.pid not in OWN_HELPERS]
+    pending = [entry for entry in by_parent.get(me, []) if entry[0] not in OWN_HELPERS]
     while pending:
-        proc = pending.pop()
-        if _alive(proc, me):
-            found.append(proc)
-        pending += by_parent.get(proc.pid, [])
+        pid, state = pending.pop()
+        pending += by_parent.get(pid, [])
+        if state == "Z":
+            if pid not in WAITED and any(pid == child for child, _ in by_parent.get(me, [])):
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+            continue
+        with contextlib.suppress(psutil.Error):
+            found.append(psutil.Process(pid))
     return found
+
+
+def _process_table() -> list[tuple[int, int, str]]:
+    """(pid, parent pid, state) of every process: one small read per process."""
+    table = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                fields = file.read().rpartition(b")")[2].split()
+            table.append((int(name), int(fields[1]), fields[0].decode()))
+        except (OSError, ValueError, IndexError):
+            continue
+    return table
 
 
 def still_alive(procs: list[psutil.Process]) -> list[psutil.Process]:

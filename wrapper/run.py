@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 import trio
 
+from wrapper import proctree
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write, dump_json, prepare_run_dir
 from wrapper.child import STOP_SIGNALS, EarlyStart
 from wrapper.config import (
@@ -225,7 +226,7 @@ class Run:
                         await self.observers.close()
                         # What hooks and observers left running (a setsid'ed
                         # child escapes their process group) goes with the run.
-                        if self.supervisor is not None:
+                        if self.supervisor is not None and proctree.helpers_started:
                             await self.supervisor.end_leftovers()
         except Exception as exc:  # a bug must still end in an honest result.json
             record = self.supervisor.record if self.supervisor is not None else None

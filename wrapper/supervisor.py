@@ -14,6 +14,8 @@ import math
 import os
 import signal
 import subprocess
+import sys
+import termios
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,11 +24,19 @@ import trio
 
 from wrapper import child, proctree
 from wrapper.artifacts import StreamFile
-from wrapper.completion import CompletionTracker, Effect, Limits, Phase, SendSignal
+from wrapper.completion import (
+    CheckActivity,
+    CompletionTracker,
+    Effect,
+    Limits,
+    Phase,
+    SendSignal,
+)
 from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig
 from wrapper.dialects import Dialect, SniffingDialect
 from wrapper.dialects.base import strip_escapes
 from wrapper.events import (
+    AssistantMessage,
     Event,
     Exited,
     SignalSent,
@@ -36,6 +46,7 @@ from wrapper.events import (
     ToolEnded,
     ToolStarted,
     WarningEvent,
+    is_terminal,
 )
 from wrapper.framing import Frame, LineFramer, Oversized
 from wrapper.outcome import ProcessExit
@@ -58,6 +69,16 @@ PIPE_BUFFER_BYTES = 1024 * 1024
 #: Rounds of leftover cleanup (SIGTERM, then SIGKILL) before giving up on
 #: processes that keep appearing.
 CLEANUP_ROUNDS = 4
+#: Work in the agent's process tree that counts as activity when the idle
+#: deadline comes due: CPU time spent over the silence, as a share of one
+#: core (an idle Node process with its timers stays well below it), or any
+#: new process.
+IDLE_CPU_SHARE = 0.05
+#: While output flows, the tree is looked at (for the idle check to compare
+#: with) at most once per this share of --idle-timeout.
+IDLE_BASELINE_SHARE = 0.25
+#: How much of a late final message's text its warning quotes.
+LATE_TEXT_CHARS = 200
 
 _STATUS_BY_PHASE = {
     Phase.WORKING: "running",
@@ -103,6 +124,15 @@ class AttemptSupervisor:
         self._backpressure: trio.CancelScope | None = None
         self._pending_interrupts: list[signal.Signals] = []
         self._signals_received = 0
+        #: How many bytes of stdout were written before the agent's exit was
+        #: seen (read, or waiting in the pipe); what comes after is a leftover's.
+        self._exit_boundary: int | None = None
+        #: Whether the output being read now arrived after the exit.
+        self._late = False
+        self._late_warned = False
+        #: The last look at the agent's tree, and when it was taken.
+        self._baseline: proctree.TreeLook | None = None
+        self._baseline_at = -math.inf
         #: Set by a second wrapper signal: no more waiting for SIGTERM to work.
         self._hurry = trio.Event()
 
@@ -131,6 +161,7 @@ class AttemptSupervisor:
                 run_deadline=deadline,
                 attempt_timeout=self.config.attempt_timeout,
                 idle_timeout=self.config.idle_timeout,
+                idle_looks_at_tree=True,
             ),
             now,
         )
@@ -149,6 +180,8 @@ class AttemptSupervisor:
         _widen_pipe(proc.stdout)
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
+        if self.config.idle_timeout is not None:
+            self._take_look(now)
         for signum in self._pending_interrupts:
             self._apply(tracker.interrupt(signum, trio.current_time()))
         try:
@@ -189,6 +222,7 @@ class AttemptSupervisor:
                 exit_ = self._exited(proc, tracker)
                 pipes.cancel_scope.deadline = trio.current_time() + self.config.drain_timeout
             # What the exit itself means to this agent, after its last line.
+            self._late = False
             now, wall = trio.current_time(), time.time()
             signum = int(exit_.signal) if exit_.signal is not None else None
             for event in self.dialect.on_exit(exit_.code, signum):
@@ -211,6 +245,10 @@ class AttemptSupervisor:
         assert proc.returncode is not None
         exit_ = ProcessExit.from_returncode(proc.returncode)
         self.record.exit = exit_
+        # The agent's own output is what it wrote before it exited: what has
+        # been read and what is in the pipe now. A process it left behind may
+        # hold the pipe and write more; that is recorded but decides nothing.
+        self._exit_boundary = self.record.stdout_bytes + _unread_bytes(proc.stdout)
         tracker.process_exited()
         self._set_timer()
         if self._backpressure is not None:
@@ -242,19 +280,16 @@ class AttemptSupervisor:
         assert record is not None
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
-                self.stdout_log.write(data)
-                record.stdout_bytes += len(data)
-                # One clock reading per chunk: its lines arrived together.
-                now, wall = trio.current_time(), time.time()
-                if self.tracker is not None:
-                    self.tracker.output_seen(now)
-                region = framer.feed_region(data)
-                if isinstance(region, bytes):
-                    events = self.dialect.parse_region(region, coalesce=self.coalesce_deltas)
-                    for event in events:
-                        self._event(event, now, wall)
-                else:
-                    self._frames(region, now, wall)
+                boundary = self._exit_boundary
+                if boundary is not None and not self._late:
+                    # The chunk that crosses the boundary is split there.
+                    cut = max(0, boundary - record.stdout_bytes)
+                    if cut < len(data):
+                        if cut:
+                            self._stdout_chunk(framer, data[:cut])
+                        self._late = True
+                        data = data[cut:]
+                self._stdout_chunk(framer, data)
                 # A slow reader of the wrapper's own output may hold the agent
                 # back, but once the agent has exited its remaining output is
                 # drained at once.
@@ -270,13 +305,32 @@ class AttemptSupervisor:
                     self._event(event, now, wall)
             self.stdout_log.flush()
 
+    def _stdout_chunk(self, framer: LineFramer, data: bytes | bytearray) -> None:
+        assert self.record is not None
+        self.stdout_log.write(data)
+        self.record.stdout_bytes += len(data)
+        # One clock reading per chunk: its lines arrived together.
+        now, wall = trio.current_time(), time.time()
+        if self.tracker is not None:
+            self.tracker.output_seen(now)
+            self._refresh_baseline(now)
+        region = framer.feed_region(data)
+        if isinstance(region, bytes):
+            events = self.dialect.parse_region(region, coalesce=self.coalesce_deltas)
+            for event in events:
+                self._event(event, now, wall)
+        else:
+            self._frames(region, now, wall)
+
     async def _read_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineFramer(STDERR_LINE_BYTES)
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
                 self.stderr_log.write(data)
                 if self.tracker is not None:
-                    self.tracker.output_seen(trio.current_time())
+                    now = trio.current_time()
+                    self.tracker.output_seen(now)
+                    self._refresh_baseline(now)
                 for frame in framer.feed(data):
                     self._stderr_frame(frame)
         finally:
@@ -309,6 +363,9 @@ class AttemptSupervisor:
         self.stream.emit(event, wall)
         if self.on_event is not None:
             self.on_event(event)
+        if self._late:
+            self._late_event(event)
+            return
         assert self.tracker is not None
         effects = self.tracker.observe(event, now)
         if effects:
@@ -316,6 +373,29 @@ class AttemptSupervisor:
         if isinstance(event, ToolStarted | ToolEnded):
             self.status.update(now, currentTool=self.summary.current_tool)
         self.status.touch(now, wall)
+
+    def _late_event(self, event: Event) -> None:
+        """An event written after the agent exited, by a process it left
+        behind: recorded, but it neither ends the run nor changes its end."""
+        if (
+            isinstance(event, AssistantMessage)
+            and is_terminal(event.stop_reason)
+            and not self._late_warned
+        ):
+            self._late_warned = True
+            text = (
+                event.text
+                if len(event.text) <= LATE_TEXT_CHARS
+                else event.text[:LATE_TEXT_CHARS] + "…"
+            )
+            self.emit(
+                WarningEvent(
+                    code="late_final_message",
+                    message=f"a final message ({event.stop_reason}) arrived after the agent "
+                    f"exited, from a process it left holding its output; it is recorded "
+                    f"but is not the agent's answer: {text!r}",
+                )
+            )
 
     # -- effects -------------------------------------------------------------------
 
@@ -327,11 +407,39 @@ class AttemptSupervisor:
         for effect in effects:
             if isinstance(effect, SendSignal):
                 self._send(effect)
+            elif isinstance(effect, CheckActivity):
+                now = trio.current_time()
+                self._apply(self.tracker.activity(self._tree_worked(now), now))
             else:
                 self.emit(effect)
         self._set_timer()
         state = _STATUS_BY_PHASE[self.tracker.phase]
         self.status.update(trio.current_time(), force=True, state=state)
+
+    def _refresh_baseline(self, now: float) -> None:
+        """Look at the agent's tree as output arrives, for the idle check to
+        compare with, but no more than a few times per idle window."""
+        idle = self.config.idle_timeout
+        if idle is not None and now - self._baseline_at >= idle * IDLE_BASELINE_SHARE:
+            self._take_look(now)
+
+    def _take_look(self, now: float) -> proctree.TreeLook | None:
+        if self.record is None or self.record.pid is None or self.record.exit is not None:
+            return None
+        look = proctree.look_at_tree(self.record.pid)
+        self._baseline, self._baseline_at = look, now
+        return look
+
+    def _tree_worked(self, now: float) -> bool:
+        """Whether the agent's tree did work since the last look: CPU time
+        spent, or a process that was not there. A process merely existing
+        (an MCP server, an agent that relaunched itself as its child) is not."""
+        before, since = self._baseline, self._baseline_at
+        look = self._take_look(now)
+        if before is None or look is None:
+            return False
+        cpu = look.cpu - before.cpu
+        return cpu > IDLE_CPU_SHARE * (now - since) or bool(look.pids - before.pids)
 
     def _send(self, effect: SendSignal) -> None:
         assert self.record is not None
@@ -477,6 +585,18 @@ class Child:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+
+
+def _unread_bytes(stream: trio.abc.ReceiveStream | None) -> int:
+    """How many bytes wait in the pipe behind ``stream`` (0 where unknown)."""
+    fileno = getattr(stream, "fileno", None)
+    if fileno is None:
+        return 0
+    try:
+        buf = fcntl.ioctl(fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int.from_bytes(buf, sys.byteorder)
 
 
 def _widen_pipe(stream: trio.abc.ReceiveStream | None) -> None:

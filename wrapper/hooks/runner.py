@@ -228,7 +228,7 @@ async def run_process(
                 env=dict(env),
                 cwd=cwd,
             )
-            proctree.OWN_HELPERS.add(proc.pid)
+            proctree.register_helper(proc.pid)
     except OSError as exc:
         result.error = f"{argv[0]}: {exc.strerror or exc}"
         return result
