@@ -23,6 +23,7 @@ from tests.conftest import (
     processes_matching,
     read_result,
     run_wrapper,
+    state_of,
     wait_until,
     wrapper_argv,
     write_scenario,
@@ -127,8 +128,8 @@ def test_a_second_signal_kills_leftovers_without_waiting_for_kill_after(tmp_path
     proc.send_signal(signal.SIGTERM)
     # The agent dies of SIGTERM; its child ignores it and is waited for.
     assert wait_until(lambda: not Path(f"/proc/{agent}").exists(), timeout=20)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    time.sleep(3.0)
+    proc.send_signal(signal.SIGTERM)
     signalled = time.monotonic()
     assert proc.wait(HANG_LIMIT) == 128 + signal.SIGTERM
     assert time.monotonic() - signalled < 15  # well under --kill-after
@@ -136,6 +137,41 @@ def test_a_second_signal_kills_leftovers_without_waiting_for_kill_after(tmp_path
     assert result["outcome"] == "aborted"
     assert "SIGKILL" in [s["signal"] for s in result["signalsSent"]]
     assert marked(tmp_path) == []
+
+
+def test_a_second_signal_during_the_cleanup_of_a_clean_exit_kills_at_once(
+    tmp_path: Path,
+) -> None:
+    steps = [
+        {"spawn": {"seconds": 120, "setsid": True, "ignoreSigterm": True}},
+        {"sleep": 0.5},  # time for the child to start ignoring SIGTERM
+        final(),
+        *END,
+    ]
+    proc = start_wrapper(tmp_path, steps, ["--kill-after", "40"])
+    run_dir = tmp_path / "run"
+    assert wait_until(lambda: state_of(run_dir) not in (None, "starting"), timeout=20)
+    agent = json.loads((run_dir / "status.json").read_text())["pid"]
+    assert agent != proc.pid
+    # The agent has exited; its child, ignoring SIGTERM, is being waited for.
+    assert wait_until(lambda: not Path(f"/proc/{agent}").exists(), timeout=20)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    proc.wait(HANG_LIMIT)
+    assert time.monotonic() - signalled < 15  # well under --kill-after
+    result = read_result(run_dir / "result.json")
+    assert "SIGKILL" in [s["signal"] for s in result["signalsSent"]]
+    assert marked(tmp_path) == []
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 # -- hooks and observers ---------------------------------------------------------------------
