@@ -142,7 +142,7 @@ def test_a_second_signal_kills_leftovers_without_waiting_for_kill_after(tmp_path
 def test_a_second_signal_during_the_cleanup_of_a_clean_exit_kills_at_once(
     tmp_path: Path,
 ) -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"spawn": {"seconds": 120, "setsid": True, "ignoreSigterm": True}},
         {"sleep": 0.5},  # time for the child to start ignoring SIGTERM
         final(),
