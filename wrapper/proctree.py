@@ -290,7 +290,7 @@ def adopted() -> list[int]:
     for by pid (the agent): processes it adopted. A quick look, for a
     process that forks and exits faster than a full listing. Only for a
     subreaper: a library caller's other children are not the agent's."""
-    if not _subreaper:
+    if not _subreaper or _spawning:
         return []
     return [pid for pid in own_children() if pid not in OWN_HELPERS and pid not in WAITED]
 

@@ -151,6 +151,7 @@ class AttemptSupervisor:
         ``started`` is the agent already started by the command line (or why
         it could not be), for the first attempt."""
         record = self.record = AttemptRecord(number=number, argv=argv)
+        self._exit_boundary, self._late, self._late_warned = None, False, False
         self.stream.attempt = number
         now = trio.current_time()
         tracker = self.tracker = CompletionTracker(
