@@ -213,11 +213,13 @@ def test_a_stop_hooks_setsid_child_is_ended_with_the_run(tmp_path: Path) -> None
 
 
 def test_an_observers_setsid_child_is_ended_with_the_run(tmp_path: Path) -> None:
-    options = settings(tmp_path, "PostToolUse", setsid_sleeper(tmp_path, "observer.py"))
+    # The observer is still running when the agent exits: its child is not
+    # yet an orphan when the agent's leftovers are swept.
+    observer = setsid_sleeper(tmp_path, "observer.py", then_sleep=2)
+    options = settings(tmp_path, "PostToolUse", observer)
     steps: list[dict[str, Any]] = [
         {"assistant": {"text": "Working.", "toolCalls": [{"name": "bash"}]}},
         {"tool": {"name": "bash"}},
-        {"sleep": 1.0},  # the observer runs meanwhile
         final(),
         *END,
     ]
