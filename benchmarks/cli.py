@@ -127,6 +127,13 @@ def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: fl
         "- **start-up**: a run of the fake agent answering once (default preamble) through "
         "the wrapper against the same fake agent run directly; `--version` and `--help` "
         "against `python -c pass`. One unmeasured warm-up run of each first.",
+        "- **orphan storm**: the fake agent runs `fixtures/procs/storm.py`, which leaves "
+        "3000 double-forked processes living 10 ms each (orphans the wrapper adopts), then "
+        "sits in a tool; latency is the wrapper's exit minus its `--timeout 8` deadline "
+        "(counted from the `ts` of its `spawned` event, a few ms after its clock starts), "
+        "or minus the moment "
+        "SIGTERM was sent 8 s in. Outcome `timeout` (exit 124) or `aborted` (exit 143) "
+        "is required.",
         "- **environment**: every measured process gets this environment without "
         "`AGENT_WRAPPER_*` and with a bytecode cache (`PYTHONPYCACHEPREFIX` in the suite's "
         "temporary directory, `PYTHONDONTWRITEBYTECODE` removed), filled by a warm-up run "

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -459,9 +462,126 @@ def startup(bench: Bench) -> list[Row]:
     ]
 
 
+# -- 5. orphan storms ---------------------------------------------------------------
+
+#: Short-lived double-forked processes the storm agent leaves behind, and how
+#: long each lives.
+STORM_CHILDREN = 3000
+STORM_LIFETIME = 0.01
+#: The run's --timeout in the deadline case, and when SIGTERM comes in the other.
+STORM_TIMEOUT = 8.0
+STORM_SIGTERM_AFTER = 8.0
+#: How long after its deadline or SIGTERM the wrapper may take to exit
+#: (the target: "within about a second").
+STORM_TARGET = 1.0
+STORM_SCRIPT = Path(__file__).resolve().parent.parent / "fixtures" / "procs" / "storm.py"
+
+
+def _storm_scenario(bench: Bench) -> Path:
+    return write_scenario(
+        bench.tmp / "storm.json",
+        [
+            {"assistant": {"text": "Starting the servers.", "toolCalls": [{"name": "bash"}]}},
+            {
+                "run": {
+                    "argv": [
+                        sys.executable,
+                        str(STORM_SCRIPT),
+                        str(STORM_CHILDREN),
+                        str(STORM_LIFETIME),
+                    ],
+                    "timeout": 120,
+                }
+            },
+            {"tool": {"name": "bash", "duration": 120}},
+        ],
+    )
+
+
+def _storm_once(bench: Bench, scenario: Path, *, sigterm: bool) -> float:
+    """Seconds from the deadline (or SIGTERM) to the wrapper's exit."""
+    run_dir, before = bench.run_dir(), len(bench.problems)
+    run_dir.mkdir(parents=True)
+    agent = [str(bench.fake_agent), "--mode", "json", "-p", "--scenario", str(scenario)]
+    limit = [] if sigterm else ["--timeout", f"{STORM_TIMEOUT:g}"]
+    argv: list[str | Path] = [
+        bench.wrapper,
+        "run",
+        "--output",
+        "quiet",
+        "--run-dir",
+        run_dir,
+        *limit,
+        "--",
+        *agent,
+    ]
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=bench.env,
+    )
+    signalled = float("nan")
+    if sigterm:
+        time.sleep(STORM_SIGTERM_AFTER)
+        signalled = time.time()
+        proc.send_signal(signal.SIGTERM)
+    try:
+        status = proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        status = proc.wait()
+    ended = time.time()
+    what = f"orphan storm ({'SIGTERM' if sigterm else '--timeout'}, {run_dir})"
+    try:
+        result: dict[str, Any] = json.loads((run_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        result = {}
+    expected = ("aborted", 128 + signal.SIGTERM) if sigterm else ("timeout", 124)
+    bench.check(
+        (result.get("outcome"), status) == expected,
+        f"{what}: outcome {result.get('outcome')!r}, exit {status}, expected {expected}",
+    )
+    if not sigterm:
+        # The deadline counts from the wrapper's own start, just before it
+        # reports the agent spawned (not from the process start: imports).
+        spawned = [e for e in _events(run_dir) if e.get("type") == "spawned"]
+        bench.check(bool(spawned), f"{what}: no spawned event")
+        signalled = _epoch(spawned[0]["ts"]) + STORM_TIMEOUT if spawned else float("nan")
+    bench.discard(run_dir, before)
+    return ended - signalled
+
+
+def storm(bench: Bench) -> list[Row]:
+    bench.progress(f"orphan storm: {STORM_CHILDREN} short-lived double-forked children")
+    scenario = _storm_scenario(bench)
+    rows = []
+    repeat = 1 if bench.quick else min(bench.repeat, 3)
+    for sigterm, name, reference in (
+        (False, f"--timeout {STORM_TIMEOUT:g}: deadline to exit", "the deadline"),
+        (True, f"SIGTERM {STORM_SIGTERM_AFTER:g} s in: signal to exit", "the signal"),
+    ):
+        before = len(bench.problems)
+        latency = median([_storm_once(bench, scenario, sigterm=sigterm) for _ in range(repeat)])
+        rows.append(
+            Row(
+                "orphan storm",
+                f"{STORM_CHILDREN} orphans, {name}",
+                _fmt_s(latency),
+                reference,
+                f"+{latency:.3f} s",
+                f"≤ {STORM_TARGET:g} s after {reference}",
+                _verdict(latency <= STORM_TARGET, checks_failed=len(bench.problems) > before),
+            )
+        )
+    return rows
+
+
 SECTIONS: dict[str, Callable[[Bench], list[Row]]] = {
     "throughput": throughput,
     "memory": memory,
     "cleanup": cleanup,
     "startup": startup,
+    "storm": storm,
 }

@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 import signal
 
-from wrapper.completion import CompletionTracker, Effect, Limits, Phase, SendSignal
+from wrapper.completion import (
+    CheckActivity,
+    CompletionTracker,
+    Effect,
+    Limits,
+    Phase,
+    SendSignal,
+)
 from wrapper.events import (
     AgentEnded,
     AssistantMessage,
@@ -214,6 +221,22 @@ def test_idle_timeout_counts_silence_outside_tools() -> None:
     assert signals(tracker.tick(40.0)) == [signal.SIGTERM]
     assert tracker.idle_timed_out
     assert not tracker.timed_out
+
+
+def test_a_due_idle_deadline_asks_for_a_look_at_the_tree_first() -> None:
+    limits = Limits(
+        grace=1, settle_grace=0.2, kill_after=3, idle_timeout=10, idle_looks_at_tree=True
+    )
+    tracker = CompletionTracker(limits, 0.0)
+    tracker.output_seen(2.0)
+    assert tracker.tick(12.0) == [CheckActivity(since=2.0)]
+    assert tracker.next_deadline == math.inf, "one look per deadline: none while it is taken"
+    assert tracker.activity(True, 12.0) == []
+    assert tracker.next_deadline == 22.0, "work in the tree counts as output"
+    assert tracker.tick(22.0) == [CheckActivity(since=12.0)]
+    assert signals(tracker.activity(False, 22.0)) == [signal.SIGTERM]
+    assert tracker.idle_timed_out
+    assert tracker.activity(True, 23.0) == [], "an answer nobody asked for changes nothing"
 
 
 def test_idle_timeout_does_not_cut_the_grace() -> None:

@@ -25,7 +25,7 @@ from wrapper.config import RunConfig, child_depth, child_env
 
 def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[bytes]:
     """Start the agent; raises ``OSError`` when it cannot be started."""
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -34,6 +34,9 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.
         env=dict(env),
         cwd=cwd,
     )
+    # Its exit status is the supervisor's to collect, not the orphan reaper's.
+    proctree.WAITED.add(proc.pid)
+    return proc
 
 
 def spawn_error(argv: Sequence[str], exc: OSError) -> str:

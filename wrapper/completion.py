@@ -21,6 +21,10 @@ Rules:
   grace.
 * Silence (no output on stdout or stderr) longer than the idle limit while
   no tool is running means the agent hangs: it is terminated like a timeout.
+  Unless the shell is asked to look first (``idle_looks_at_tree``): then the
+  due deadline asks it to look at the agent's process tree once
+  (``CheckActivity``), and work there (CPU time spent, a new process) counts
+  as output; an agent may report a tool only when it finishes.
 * When the grace expires the child is lingering: SIGTERM, then SIGKILL after
   ``kill_after``. The whole-run deadline, the attempt's own time limit and
   the wrapper's own signals take the same road; a second wrapper signal goes straight to SIGKILL.
@@ -70,7 +74,15 @@ class SendSignal:
     reason: str
 
 
-Effect = WrapperEvent | SendSignal
+@dataclass(frozen=True, slots=True)
+class CheckActivity:
+    """The idle deadline came due: look at the agent's process tree for work
+    done since ``since`` and answer with ``CompletionTracker.activity``."""
+
+    since: float
+
+
+Effect = WrapperEvent | SendSignal | CheckActivity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +96,9 @@ class Limits:
     attempt_timeout: float | None = None
     #: Longest silence (no output at all) allowed while no tool is running.
     idle_timeout: float | None = None
+    #: Whether the due idle deadline first asks the shell to look for work in
+    #: the process tree (``CheckActivity``) instead of ending the agent at once.
+    idle_looks_at_tree: bool = False
 
 
 class CompletionTracker:
@@ -115,6 +130,8 @@ class CompletionTracker:
         self._idle = limits.idle_timeout if limits.idle_timeout is not None else math.inf
         self._last_output = started_at
         self._tools_running = 0
+        #: The shell was asked to look at the process tree and has not answered.
+        self._looking = False
 
     @property
     def next_deadline(self) -> float:
@@ -131,7 +148,7 @@ class CompletionTracker:
 
     @property
     def _idle_deadline(self) -> float:
-        if self._tools_running or self.phase is not Phase.WORKING:
+        if self._tools_running or self.phase is not Phase.WORKING or self._looking:
             return math.inf
         return self._last_output + self._idle
 
@@ -179,10 +196,11 @@ class CompletionTracker:
                 self.attempt_timed_out = True
                 effects += self._terminate(now, "the attempt's --attempt-timeout expired")
             elif now >= self._idle_deadline:
-                self.idle_timed_out = True
-                effects += self._terminate(
-                    now, f"no output for {self._idle:g}s while no tool was running (--idle-timeout)"
-                )
+                if self.limits.idle_looks_at_tree:
+                    self._looking = True
+                    effects.append(CheckActivity(since=self._last_output))
+                else:
+                    effects += self._idle_expired(now)
         if now < self._deadline:
             return effects
         if self.phase is Phase.GRACE:
@@ -210,6 +228,26 @@ class CompletionTracker:
         self.phase = Phase.KILLING
         self._deadline = math.inf
         return [SendSignal(signal.SIGKILL, f"the wrapper received a second signal ({signum.name})")]
+
+    def activity(self, active: bool, now: float) -> list[Effect]:
+        """The shell's answer to ``CheckActivity``: whether the agent's process
+        tree worked since the last output. Work re-arms the idle deadline as
+        output would; none ends the agent as idle."""
+        if not self._looking:
+            return []
+        self._looking = False
+        if self.phase is not Phase.WORKING or self._limit_hit:
+            return []
+        if active:
+            self._last_output = now
+            return []
+        return self._idle_expired(now)
+
+    def _idle_expired(self, now: float) -> list[Effect]:
+        self.idle_timed_out = True
+        return self._terminate(
+            now, f"no output for {self._idle:g}s while no tool was running (--idle-timeout)"
+        )
 
     def process_exited(self) -> None:
         self.phase = Phase.EXITED

@@ -10,7 +10,17 @@ agent exits, whatever is left below the wrapper, apart from the wrapper's
 own helpers, is the agent's leftovers.
 
 Processes the wrapper adopted are reaped by pid, never with a wait on any
-child, which would take the exit status of a process trio is waiting for.
+child, which would take the exit status of a process trio is waiting for:
+the agent and the hook handlers are left to their own waiters. Adopted
+orphans are reaped as they die (``reap_orphans``, on SIGCHLD), so that a storm
+of short-lived double-forked processes never piles up as zombies that each
+later cleanup pass would have to look at.
+
+Ending a tree is a race with processes that keep forking: a process that
+forks and exits every few milliseconds (a new pid each time) outruns any
+listing. So a tree is first frozen (SIGSTOP to everything found, listed again
+until nothing new appears, a bounded number of times) and then killed: a
+stopped process cannot fork.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -35,6 +47,27 @@ _subreaper = False
 #: Pids of the wrapper's own helpers (the guardian, hook handlers): never
 #: taken for the agent's leftovers.
 OWN_HELPERS: set[int] = set()
+
+#: Pids of children the wrapper waits for by pid itself (the agent): never
+#: reaped by ``reap_orphans``, which would take their exit status.
+WAITED: set[int] = set()
+
+#: How many helpers (hook handlers) have been started: the run sweeps up
+#: after them at its end only when there were any.
+helpers_started = 0
+
+#: Spawns under way: their pid is not known yet (a thread may be forking),
+#: so ``reap_orphans`` holds off until they are registered.
+_spawning = 0
+
+#: How many times a tree being frozen is listed again for processes that
+#: appeared meanwhile, before giving up on catching all of them. Each look
+#: at the wrapper's direct children costs microseconds, a full listing a few
+#: milliseconds; a process that forks faster than that is still caught as a
+#: new child of the subreaper on one of the quick looks.
+FREEZE_ROUNDS = 200
+#: Quick looks at the wrapper's direct children per full listing while freezing.
+FREEZE_QUICK_LOOKS = 20
 
 
 def become_subreaper() -> bool:
@@ -54,11 +87,102 @@ def owns_process() -> bool:
     return _subreaper
 
 
+@contextlib.contextmanager
+def spawning() -> Iterator[None]:
+    """Around a spawn whose pid is registered (``OWN_HELPERS``, ``WAITED``) only
+    once it returns: the orphan reaper leaves every child alone meanwhile."""
+    global _spawning  # the process's children are a property of the whole process
+    _spawning += 1
+    try:
+        yield
+    finally:
+        _spawning -= 1
+
+
+def register_helper(pid: int) -> None:
+    """``pid`` is one of the wrapper's helpers, not one of the agent's leftovers."""
+    global helpers_started  # counts for the whole process, like OWN_HELPERS
+    helpers_started += 1
+    OWN_HELPERS.add(pid)
+
+
+def own_children() -> list[int]:
+    """The wrapper's direct children: one small read per thread of
+    ``/proc/self/task/*/children``, not a scan of every process."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        tasks = []
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children", "rb") as file:
+                found += [int(pid) for pid in file.read().split()]
+        except (OSError, ValueError):
+            return _children_by_scan()
+    return found if tasks else _children_by_scan()
+
+
+def _children_by_scan() -> list[int]:
+    try:
+        return [proc.pid for proc in psutil.Process().children()]
+    except psutil.Error:
+        return []
+
+
+def reap_orphans() -> int:
+    """Reap the adopted children that have exited, each by its pid; never one
+    that someone else waits for (the agent, the wrapper's helpers). Returns
+    how many were reaped. Cheap enough to call on every SIGCHLD."""
+    if not _subreaper or _spawning:
+        return 0
+    reaped = 0
+    for pid in own_children():
+        if pid in OWN_HELPERS or pid in WAITED:
+            continue
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if done:
+            reaped += 1
+    return reaped
+
+
 def descendants(pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
+
+
+@dataclass(frozen=True, slots=True)
+class TreeLook:
+    """One look at a process tree, to tell work from silence."""
+
+    #: CPU seconds (user and system) of the tree's live processes, including
+    #: what the children they reaped had spent.
+    cpu: float
+    pids: frozenset[int]
+
+
+def look_at_tree(pid: int) -> TreeLook:
+    """CPU time and pids of ``pid`` and its descendants (one process listing)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return TreeLook(0.0, frozenset())
+    cpu = 0.0
+    pids = set()
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        cpu += times.user + times.system + times.children_user + times.children_system
+        pids.add(proc.pid)
+    return TreeLook(cpu, frozenset(pids))
 
 
 def signal_tree(pid: int, sig: signal.Signals) -> list[int]:
@@ -95,18 +219,39 @@ def leftovers() -> list[psutil.Process]:
     if not _subreaper:
         return []
     me = os.getpid()
-    try:
-        children = psutil.Process(me).children()
-    except psutil.Error:
-        return []
+    # One listing of all processes for the whole tree: a listing per child
+    # costs seconds once there are thousands of them.
+    by_parent: dict[int, list[tuple[int, str]]] = {}
+    for pid, ppid, state in _process_table():
+        by_parent.setdefault(ppid, []).append((pid, state))
     found: list[psutil.Process] = []
-    for child in children:
-        if child.pid in OWN_HELPERS:
+    pending = [entry for entry in by_parent.get(me, []) if entry[0] not in OWN_HELPERS]
+    while pending:
+        pid, state = pending.pop()
+        pending += by_parent.get(pid, [])
+        if state == "Z":
+            if pid not in WAITED and any(pid == child for child, _ in by_parent.get(me, [])):
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
             continue
-        for proc in [child, *descendants(child.pid)]:
-            if _alive(proc, me):
-                found.append(proc)
+        with contextlib.suppress(psutil.Error):
+            found.append(psutil.Process(pid))
     return found
+
+
+def _process_table() -> list[tuple[int, int, str]]:
+    """(pid, parent pid, state) of every process: one small read per process."""
+    table = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                fields = file.read().rpartition(b")")[2].split()
+            table.append((int(name), int(fields[1]), fields[0].decode()))
+        except (OSError, ValueError, IndexError):
+            continue
+    return table
 
 
 def still_alive(procs: list[psutil.Process]) -> list[psutil.Process]:
@@ -138,6 +283,65 @@ def _alive(proc: psutil.Process, me: int) -> bool:
     except psutil.Error:
         pass
     return False
+
+
+def adopted() -> list[int]:
+    """The wrapper's direct children that are neither its helpers nor waited
+    for by pid (the agent): processes it adopted. A quick look, for a
+    process that forks and exits faster than a full listing. Only for a
+    subreaper: a library caller's other children are not the agent's."""
+    if not _subreaper or _spawning:
+        return []
+    return [pid for pid in own_children() if pid not in OWN_HELPERS and pid not in WAITED]
+
+
+def freeze(find: Callable[[], list[psutil.Process]]) -> tuple[list[psutil.Process], bool]:
+    """Stop (SIGSTOP) every process ``find`` lists, and its process group,
+    listing again until nothing new appears. Returns the processes stopped
+    and whether the tree stopped growing within ``FREEZE_ROUNDS``.
+
+    After each full listing the wrapper's adopted children are looked at
+    quickly, a few times over: a process that forks and exits is reparented
+    to the subreaper, so that is where a fast one turns up, and one look
+    costs microseconds where a full listing costs milliseconds."""
+    frozen: dict[int, psutil.Process] = {}
+    me = os.getpid()
+
+    def stop(pid: int, proc: psutil.Process | None) -> bool:
+        if pid in frozen or pid == me:
+            return False
+        try:
+            # Stopped first, looked at after: it cannot change meanwhile.
+            os.kill(pid, signal.SIGSTOP)
+            proc = proc or psutil.Process(pid)
+        except (OSError, psutil.Error):
+            return False
+        frozen[pid] = proc
+        _signal_group_of(pid, signal.SIGSTOP)
+        return True
+
+    for _round in range(FREEZE_ROUNDS):
+        new = sum(stop(proc.pid, proc) for proc in find())
+        for _look in range(FREEZE_QUICK_LOOKS):
+            quick = sum(stop(pid, None) for pid in adopted())
+            if not quick:
+                break
+            new += quick
+        if not new:
+            return list(frozen.values()), True
+    return list(frozen.values()), False
+
+
+def _signal_group_of(pid: int, sig: signal.Signals) -> None:
+    """Signal ``pid``'s process group too (its children not yet listed are in
+    it), unless that is the wrapper's own group."""
+    try:
+        pgid = os.getpgid(pid)
+    except OSError:
+        return
+    if pgid > 1 and pgid != os.getpgrp():
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, sig)
 
 
 def group_alive(pgid: int) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 import trio
 
+from wrapper import proctree
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write, dump_json, prepare_run_dir
 from wrapper.child import STOP_SIGNALS, EarlyStart
 from wrapper.config import (
@@ -53,7 +54,7 @@ from wrapper.outcome import (
     quoting_stderr,
 )
 from wrapper.pretty import TICK_SECONDS, PrettyView
-from wrapper.proctree import start_guardian, stop_guardian
+from wrapper.proctree import owns_process, reap_orphans, start_guardian, stop_guardian
 from wrapper.result import AttemptRecord, build_result
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
@@ -92,6 +93,8 @@ async def execute(
             run = Run(config, dialect, launch, environ, early)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(run.relay_signals, signals)
+                if owns_process():
+                    nursery.start_soon(reap_orphans_on_sigchld)
                 if run.pump is not None:
                     nursery.start_soon(run.pump.run)
                 if run.view is not None and os.isatty(1):
@@ -101,6 +104,15 @@ async def execute(
         finally:
             stop_guardian(guardian)
     return exit_status
+
+
+async def reap_orphans_on_sigchld() -> None:
+    """Reap the processes the wrapper adopted as they die (it is a subreaper),
+    so that a storm of short-lived orphans never piles up as zombies."""
+    with trio.open_signal_receiver(signal.SIGCHLD) as sigchld:
+        reap_orphans()
+        async for _ in sigchld:
+            reap_orphans()
 
 
 class Run:
@@ -236,6 +248,10 @@ class Run:
                 finally:
                     with trio.CancelScope(shield=True):
                         await self.observers.close()
+                        # What hooks and observers left running (a setsid'ed
+                        # child escapes their process group) goes with the run.
+                        if self.supervisor is not None and proctree.helpers_started:
+                            await self.supervisor.end_leftovers()
         except Exception as exc:  # a bug must still end in an honest result.json
             record = self.supervisor.record if self.supervisor is not None else None
             if record is not None and record not in self.attempts:

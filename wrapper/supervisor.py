@@ -14,6 +14,8 @@ import math
 import os
 import signal
 import subprocess
+import sys
+import termios
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,11 +24,19 @@ import trio
 
 from wrapper import child, proctree
 from wrapper.artifacts import StreamFile
-from wrapper.completion import CompletionTracker, Effect, Limits, Phase, SendSignal
+from wrapper.completion import (
+    CheckActivity,
+    CompletionTracker,
+    Effect,
+    Limits,
+    Phase,
+    SendSignal,
+)
 from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig
 from wrapper.dialects import Dialect, SniffingDialect
 from wrapper.dialects.base import strip_escapes
 from wrapper.events import (
+    AssistantMessage,
     Event,
     Exited,
     SignalSent,
@@ -36,6 +46,7 @@ from wrapper.events import (
     ToolEnded,
     ToolStarted,
     WarningEvent,
+    is_terminal,
 )
 from wrapper.framing import Frame, LineFramer, Oversized
 from wrapper.outcome import ProcessExit
@@ -58,6 +69,16 @@ PIPE_BUFFER_BYTES = 1024 * 1024
 #: Rounds of leftover cleanup (SIGTERM, then SIGKILL) before giving up on
 #: processes that keep appearing.
 CLEANUP_ROUNDS = 4
+#: Work in the agent's process tree that counts as activity when the idle
+#: deadline comes due: CPU time spent over the silence, as a share of one
+#: core (an idle Node process with its timers stays well below it), or any
+#: new process.
+IDLE_CPU_SHARE = 0.05
+#: While output flows, the tree is looked at (for the idle check to compare
+#: with) at most once per this share of --idle-timeout.
+IDLE_BASELINE_SHARE = 0.25
+#: How much of a late final message's text its warning quotes.
+LATE_TEXT_CHARS = 200
 
 _STATUS_BY_PHASE = {
     Phase.WORKING: "running",
@@ -102,6 +123,18 @@ class AttemptSupervisor:
         self._timer: trio.CancelScope | None = None
         self._backpressure: trio.CancelScope | None = None
         self._pending_interrupts: list[signal.Signals] = []
+        self._signals_received = 0
+        #: How many bytes of stdout were written before the agent's exit was
+        #: seen (read, or waiting in the pipe); what comes after is a leftover's.
+        self._exit_boundary: int | None = None
+        #: Whether the output being read now arrived after the exit.
+        self._late = False
+        self._late_warned = False
+        #: The last look at the agent's tree, and when it was taken.
+        self._baseline: proctree.TreeLook | None = None
+        self._baseline_at = -math.inf
+        #: Set by a second wrapper signal: no more waiting for SIGTERM to work.
+        self._hurry = trio.Event()
 
     # -- entry points ----------------------------------------------------------
 
@@ -118,6 +151,7 @@ class AttemptSupervisor:
         ``started`` is the agent already started by the command line (or why
         it could not be), for the first attempt."""
         record = self.record = AttemptRecord(number=number, argv=argv)
+        self._exit_boundary, self._late, self._late_warned = None, False, False
         self.stream.attempt = number
         now = trio.current_time()
         tracker = self.tracker = CompletionTracker(
@@ -128,6 +162,7 @@ class AttemptSupervisor:
                 run_deadline=deadline,
                 attempt_timeout=self.config.attempt_timeout,
                 idle_timeout=self.config.idle_timeout,
+                idle_looks_at_tree=True,
             ),
             now,
         )
@@ -146,6 +181,8 @@ class AttemptSupervisor:
         _widen_pipe(proc.stdout)
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
+        if self.config.idle_timeout is not None:
+            self._take_look(now)
         for signum in self._pending_interrupts:
             self._apply(tracker.interrupt(signum, trio.current_time()))
         try:
@@ -161,7 +198,11 @@ class AttemptSupervisor:
         return record
 
     def interrupt(self, signum: signal.Signals) -> None:
-        """The wrapper received ``signum``: end the attempt as the tracker says."""
+        """The wrapper received ``signum``: end the attempt as the tracker says.
+        From the second signal on, the cleanup of leftovers kills at once."""
+        self._signals_received += 1
+        if self._signals_received >= 2:
+            self._hurry.set()
         if self.tracker is None or self.record is None or self.record.pid is None:
             self._pending_interrupts.append(signum)
             return
@@ -182,6 +223,7 @@ class AttemptSupervisor:
                 exit_ = self._exited(proc, tracker)
                 pipes.cancel_scope.deadline = trio.current_time() + self.config.drain_timeout
             # What the exit itself means to this agent, after its last line.
+            self._late = False
             now, wall = trio.current_time(), time.time()
             signum = int(exit_.signal) if exit_.signal is not None else None
             for event in self.dialect.on_exit(exit_.code, signum):
@@ -204,6 +246,10 @@ class AttemptSupervisor:
         assert proc.returncode is not None
         exit_ = ProcessExit.from_returncode(proc.returncode)
         self.record.exit = exit_
+        # The agent's own output is what it wrote before it exited: what has
+        # been read and what is in the pipe now. A process it left behind may
+        # hold the pipe and write more; that is recorded but decides nothing.
+        self._exit_boundary = self.record.stdout_bytes + _unread_bytes(proc.stdout)
         tracker.process_exited()
         self._set_timer()
         if self._backpressure is not None:
@@ -235,19 +281,16 @@ class AttemptSupervisor:
         assert record is not None
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
-                self.stdout_log.write(data)
-                record.stdout_bytes += len(data)
-                # One clock reading per chunk: its lines arrived together.
-                now, wall = trio.current_time(), time.time()
-                if self.tracker is not None:
-                    self.tracker.output_seen(now)
-                region = framer.feed_region(data)
-                if isinstance(region, bytes):
-                    events = self.dialect.parse_region(region, coalesce=self.coalesce_deltas)
-                    for event in events:
-                        self._event(event, now, wall)
-                else:
-                    self._frames(region, now, wall)
+                boundary = self._exit_boundary
+                if boundary is not None and not self._late:
+                    # The chunk that crosses the boundary is split there.
+                    cut = max(0, boundary - record.stdout_bytes)
+                    if cut < len(data):
+                        if cut:
+                            self._stdout_chunk(framer, data[:cut])
+                        self._late = True
+                        data = data[cut:]
+                self._stdout_chunk(framer, data)
                 # A slow reader of the wrapper's own output may hold the agent
                 # back, but once the agent has exited its remaining output is
                 # drained at once.
@@ -263,13 +306,32 @@ class AttemptSupervisor:
                     self._event(event, now, wall)
             self.stdout_log.flush()
 
+    def _stdout_chunk(self, framer: LineFramer, data: bytes | bytearray) -> None:
+        assert self.record is not None
+        self.stdout_log.write(data)
+        self.record.stdout_bytes += len(data)
+        # One clock reading per chunk: its lines arrived together.
+        now, wall = trio.current_time(), time.time()
+        if self.tracker is not None:
+            self.tracker.output_seen(now)
+            self._refresh_baseline(now)
+        region = framer.feed_region(data)
+        if isinstance(region, bytes):
+            events = self.dialect.parse_region(region, coalesce=self.coalesce_deltas)
+            for event in events:
+                self._event(event, now, wall)
+        else:
+            self._frames(region, now, wall)
+
     async def _read_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineFramer(STDERR_LINE_BYTES)
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
                 self.stderr_log.write(data)
                 if self.tracker is not None:
-                    self.tracker.output_seen(trio.current_time())
+                    now = trio.current_time()
+                    self.tracker.output_seen(now)
+                    self._refresh_baseline(now)
                 for frame in framer.feed(data):
                     self._stderr_frame(frame)
         finally:
@@ -304,6 +366,9 @@ class AttemptSupervisor:
             self.stream.emit(warning, wall)
         if self.on_event is not None:
             self.on_event(event)
+        if self._late:
+            self._late_event(event)
+            return
         assert self.tracker is not None
         effects = self.tracker.observe(event, now)
         if effects:
@@ -311,6 +376,29 @@ class AttemptSupervisor:
         if isinstance(event, ToolStarted | ToolEnded):
             self.status.update(now, currentTool=self.summary.current_tool)
         self.status.touch(now, wall)
+
+    def _late_event(self, event: Event) -> None:
+        """An event written after the agent exited, by a process it left
+        behind: recorded, but it neither ends the run nor changes its end."""
+        if (
+            isinstance(event, AssistantMessage)
+            and is_terminal(event.stop_reason)
+            and not self._late_warned
+        ):
+            self._late_warned = True
+            text = (
+                event.text
+                if len(event.text) <= LATE_TEXT_CHARS
+                else event.text[:LATE_TEXT_CHARS] + "…"
+            )
+            self.emit(
+                WarningEvent(
+                    code="late_final_message",
+                    message=f"a final message ({event.stop_reason}) arrived after the agent "
+                    f"exited, from a process it left holding its output; it is recorded "
+                    f"but is not the agent's answer: {text!r}",
+                )
+            )
 
     # -- effects -------------------------------------------------------------------
 
@@ -322,11 +410,39 @@ class AttemptSupervisor:
         for effect in effects:
             if isinstance(effect, SendSignal):
                 self._send(effect)
+            elif isinstance(effect, CheckActivity):
+                now = trio.current_time()
+                self._apply(self.tracker.activity(self._tree_worked(now), now))
             else:
                 self.emit(effect)
         self._set_timer()
         state = _STATUS_BY_PHASE[self.tracker.phase]
         self.status.update(trio.current_time(), force=True, state=state)
+
+    def _refresh_baseline(self, now: float) -> None:
+        """Look at the agent's tree as output arrives, for the idle check to
+        compare with, but no more than a few times per idle window."""
+        idle = self.config.idle_timeout
+        if idle is not None and now - self._baseline_at >= idle * IDLE_BASELINE_SHARE:
+            self._take_look(now)
+
+    def _take_look(self, now: float) -> proctree.TreeLook | None:
+        if self.record is None or self.record.pid is None or self.record.exit is not None:
+            return None
+        look = proctree.look_at_tree(self.record.pid)
+        self._baseline, self._baseline_at = look, now
+        return look
+
+    def _tree_worked(self, now: float) -> bool:
+        """Whether the agent's tree did work since the last look: CPU time
+        spent, or a process that was not there. A process merely existing
+        (an MCP server, an agent that relaunched itself as its child) is not."""
+        before, since = self._baseline, self._baseline_at
+        look = self._take_look(now)
+        if before is None or look is None:
+            return False
+        cpu = look.cpu - before.cpu
+        return cpu > IDLE_CPU_SHARE * (now - since) or bool(look.pids - before.pids)
 
     def _send(self, effect: SendSignal) -> None:
         assert self.record is not None
@@ -335,10 +451,10 @@ class AttemptSupervisor:
         self._record_signal(effect.signal, effect.reason, pids)
 
     def _record_signal(self, sig: signal.Signals, reason: str, pids: Sequence[int]) -> None:
-        assert self.record is not None
-        self.record.signals_sent.append(
-            {"signal": sig.name, "at": iso(time.time()), "reason": reason}
-        )
+        if self.record is not None:
+            self.record.signals_sent.append(
+                {"signal": sig.name, "at": iso(time.time()), "reason": reason}
+            )
         self.emit(SignalSent(signal=sig.name, reason=reason, pids=tuple(pids)))
 
     # -- cleanup -------------------------------------------------------------------
@@ -353,15 +469,27 @@ class AttemptSupervisor:
         if proc.returncode is not None and self.record is not None and self.record.exit is None:
             self.record.exit = ProcessExit.from_returncode(proc.returncode)
 
-    async def _end_leftovers(self, pgid: int) -> None:
+    async def _end_leftovers(
+        self, pgid: int | None, who: str = "the agent exited but left"
+    ) -> None:
         """End what the agent left behind, also after a clean exit (MCP servers
         and the like): its process group and, the wrapper being a subreaper,
         every process below the wrapper that is not one of its own helpers.
-        SIGTERM, then rounds of SIGKILL until nothing is left."""
+        SIGTERM, then rounds of freezing and SIGKILL until nothing is left; a
+        second wrapper signal skips the SIGTERM or cuts its wait short."""
+
+        def group_alive() -> bool:
+            return pgid is not None and proctree.group_alive(pgid)
+
         warned = False
         for round_ in range(CLEANUP_ROUNDS):
-            procs = proctree.leftovers()
-            if not procs and not proctree.group_alive(pgid):
+            # A stopped process cannot fork: one that keeps changing its pid
+            # is caught by freezing the tree before signalling it.
+            if pgid is not None:
+                proctree.signal_group(pgid, signal.SIGSTOP)
+            procs, _converged = proctree.freeze(proctree.leftovers)
+            procs = proctree.still_alive(procs)
+            if not procs and not group_alive():
                 return
             if not warned:
                 warned = True
@@ -369,23 +497,50 @@ class AttemptSupervisor:
                 self.emit(
                     WarningEvent(
                         code="leftover_processes",
-                        message=f"the agent exited but left {what} running; terminating them",
+                        message=f"{who} {what} running; terminating them",
                     )
                 )
-            sig, wait = (
-                (signal.SIGTERM, self.config.kill_after)
-                if round_ == 0
-                else (signal.SIGKILL, REAP_TIMEOUT)
-            )
-            pids = [pgid] if proctree.signal_group(pgid, sig) else []
+            if round_ == 0 and not self._hurry.is_set():
+                sig, wait = signal.SIGTERM, self.config.kill_after
+            else:
+                sig, wait = signal.SIGKILL, REAP_TIMEOUT
+            pids = [pgid] if pgid is not None and proctree.signal_group(pgid, sig) else []
             pids += proctree.signal_each(procs, sig)
-            self._record_signal(sig, "leftover processes", pids)
-            deadline = trio.current_time() + wait
-            while trio.current_time() < deadline:
-                await trio.sleep(LEFTOVER_POLL)
-                procs = proctree.still_alive(procs)
-                if not procs and not proctree.group_alive(pgid):
-                    break
+            if sig is signal.SIGTERM:
+                # Let them act on it (SIGKILL needs no such help).
+                if pgid is not None:
+                    proctree.signal_group(pgid, signal.SIGCONT)
+                proctree.signal_each(procs, signal.SIGCONT)
+            self._record_signal(sig, "leftover processes", list(dict.fromkeys(pids)))
+            with trio.move_on_after(wait):
+                async with trio.open_nursery() as watch:
+                    if sig is signal.SIGTERM:
+                        watch.start_soon(self._cancel_on_hurry, watch.cancel_scope)
+                    while True:
+                        await trio.sleep(LEFTOVER_POLL)
+                        procs = proctree.still_alive(procs)
+                        if not procs and not group_alive():
+                            watch.cancel_scope.cancel()
+                            break
+        left = proctree.leftovers()
+        if left:
+            self.emit(
+                WarningEvent(
+                    code="cleanup_incomplete",
+                    message=f"{proctree.describe(left)} could not be ended after "
+                    f"{CLEANUP_ROUNDS} rounds of cleanup and may still be running",
+                )
+            )
+
+    async def _cancel_on_hurry(self, scope: trio.CancelScope) -> None:
+        await self._hurry.wait()
+        scope.cancel()
+
+    async def end_leftovers(self) -> None:
+        """End whatever is still below the wrapper at the end of the run
+        (what a hook or an observer left behind), like the agent's leftovers."""
+        with trio.CancelScope(shield=True):
+            await self._end_leftovers(None, "hook handlers or the agent left")
 
     def _dialect_name(self) -> str | None:
         if isinstance(self.dialect, SniffingDialect):
@@ -425,6 +580,7 @@ class Child:
                 while self._popen.poll() is None:
                     await trio.sleep(EXIT_POLL)
             self._popen.wait()
+        proctree.WAITED.discard(self.pid)
         self._close_pidfd()
         return self._popen.returncode
 
@@ -432,6 +588,18 @@ class Child:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+
+
+def _unread_bytes(stream: trio.abc.ReceiveStream | None) -> int:
+    """How many bytes wait in the pipe behind ``stream`` (0 where unknown)."""
+    fileno = getattr(stream, "fileno", None)
+    if fileno is None:
+        return 0
+    try:
+        buf = fcntl.ioctl(fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int.from_bytes(buf, sys.byteorder)
 
 
 def _widen_pipe(stream: trio.abc.ReceiveStream | None) -> None:

@@ -221,7 +221,10 @@ async def run_process(
     output; on timeout or cancellation its whole process group is killed."""
     result = ProcessResult()
     try:
-        proc = _start_helper(argv, env, cwd)
+        # The orphan reaper must not take its exit status before it is known
+        # as the wrapper's own.
+        with proctree.spawning():
+            proc = _start_helper(argv, env, cwd)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         result.error = f"{argv[0]}: {reason}"
@@ -272,7 +275,7 @@ def _start_helper(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> _He
         env=dict(env),
         cwd=cwd,
     )
-    proctree.OWN_HELPERS.add(popen.pid)
+    proctree.register_helper(popen.pid)
     return _Helper(popen)
 
 
