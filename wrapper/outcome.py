@@ -71,6 +71,9 @@ class ErrorKind(enum.StrEnum):
     NO_COMPLETION_SIGNAL = "no_completion_signal"
     IDLE_FAILED = "idle_failed"
     INTERNAL = "internal"
+    #: Written by the guardian when the wrapper died without finishing; never
+    #: decided here, since a wrapper that decides is alive.
+    WRAPPER_KILLED = "wrapper_killed"
 
 
 @dataclass(frozen=True, slots=True)
