@@ -190,7 +190,9 @@ def test_sigkilled_wrapper_takes_the_agent_tree_with_it_and_leaves_a_result(
 def test_a_wrapper_sigkilled_at_any_moment_leaves_nothing_running(
     tmp_path: Path, after: str, delay: int
 ) -> None:
-    scenario = write_scenario(tmp_path, LONG_RUN)
+    # No preamble: the agent starts its children before it writes a byte, so
+    # they outlive an agent that dies of its reader's death.
+    scenario = write_scenario(tmp_path, LONG_RUN, preamble=False)
     run_dir = tmp_path / "run"
     wrapper = subprocess.Popen(
         wrapper_argv(run_dir, scenario),
