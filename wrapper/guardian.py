@@ -203,9 +203,11 @@ def find_run(
         if pid in own:
             continue
         try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            ppid, sid, pgid = proc.ppid(), os.getsid(pid), os.getpgid(pid)
+            with proc.oneshot():
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                ppid = proc.ppid()
+            sid, pgid = os.getsid(pid), os.getpgid(pid)
         except (psutil.Error, OSError):
             continue
         table[pid] = (proc, ppid, sid, pgid)
@@ -217,6 +219,8 @@ def find_run(
         with contextlib.suppress(psutil.Error):
             if entry is not None and entry[0].create_time() == created:
                 marked.add(pid)
+    # Never init's session or group (in a container, that can be everything).
+    spared = spared | {0, 1}
     sessions = {table[pid][2] for pid in marked} - spared
     groups = {table[pid][3] for pid in marked} - spared
     found = marked | {
@@ -231,7 +235,7 @@ def find_run(
             if child not in found:
                 found.add(child)
                 pending.append(child)
-    return [table[pid][0] for pid in sorted(found)], groups - {0, 1}
+    return [table[pid][0] for pid in sorted(found)], groups
 
 
 def _describe(proc: psutil.Process) -> str:
