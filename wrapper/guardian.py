@@ -368,7 +368,8 @@ def wrapper_killed_result(
         "stopReason": None,
         "rawStopReason": None,
         "finalText": None,
-        "error": {"kind": "wrapper_killed", "message": message},
+        # apiStatus: no failed API call of the agent's is known here.
+        "error": {"kind": "wrapper_killed", "message": message, "apiStatus": None},
         "exitCode": None,
         "exitSignal": None,
         "forcedCleanup": forced,
