@@ -28,18 +28,19 @@ it waits it has imported only psutil.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import psutil
+
+# typing costs the waiting guardian memory; the annotations need it only when checked.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: How often the tree below the wrapper is listed again.
 POLL_SECONDS = 0.2
@@ -67,16 +68,27 @@ RUN_ID_VARIABLE = "AGENT_WRAPPER_RUN_ID"
 _Known = dict[int, float]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Watch:
     """What the guardian is told at its start: whose death to watch, which run is
     then its to end, and the sessions and groups never to touch."""
 
-    wrapper_pid: int
-    run_id: str
-    run_dir: Path
-    result_path: Path
-    spared: frozenset[int] = frozenset()
+    # A plain class: dataclasses would cost the waiting guardian a megabyte.
+    __slots__ = ("result_path", "run_dir", "run_id", "spared", "wrapper_pid")
+
+    def __init__(
+        self,
+        *,
+        wrapper_pid: int,
+        run_id: str,
+        run_dir: Path,
+        result_path: Path,
+        spared: frozenset[int] = frozenset(),
+    ) -> None:
+        self.wrapper_pid = wrapper_pid
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.result_path = result_path
+        self.spared = spared
 
     @classmethod
     def from_argv(cls, argv: list[str]) -> Watch:
@@ -94,13 +106,15 @@ class Watch:
         )
 
 
-@dataclass(slots=True)
 class Cleanup:
     """What the guardian did to the run's processes, for result.json."""
 
-    signals_sent: list[dict[str, Any]] = field(default_factory=list)
-    #: Processes still alive when the sweeps gave up (``name (pid N)``).
-    survivors: list[str] = field(default_factory=list)
+    __slots__ = ("signals_sent", "survivors")
+
+    def __init__(self) -> None:
+        self.signals_sent: list[dict[str, Any]] = []
+        #: Processes still alive when the sweeps gave up (``name (pid N)``).
+        self.survivors: list[str] = []
 
 
 def main(argv: list[str]) -> int:
@@ -410,6 +424,8 @@ def wrapper_killed_result(
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    import json  # noqa: PLC0415 - see finish_run
+
     try:
         value = json.loads(path.read_bytes())
     except (OSError, ValueError):
@@ -424,6 +440,8 @@ def _iso(epoch: float) -> str:
 
 
 def _epoch(stamp: object) -> float | None:
+    from datetime import datetime  # noqa: PLC0415 - see finish_run
+
     if not isinstance(stamp, str):
         return None
     try:
