@@ -25,10 +25,12 @@ from tests.conftest import (
     read_result,
     run_wrapper,
     state_of,
+    validate,
     wait_until,
     wrapper_argv,
     write_scenario,
 )
+from wrapper import guardian
 from wrapper.dialects.pi import PiDialect
 from wrapper.events import Event
 from wrapper.framing import LineFramer
@@ -95,54 +97,284 @@ def test_a_setsid_grandchild_of_a_lingering_agent_is_ended(tmp_path: Path) -> No
 # -- the wrapper dies hard -------------------------------------------------------------------
 
 
-def test_sigkilled_wrapper_takes_the_agent_tree_with_it(tmp_path: Path) -> None:
-    scenario = write_scenario(
-        tmp_path,
-        [
-            {"spawn": {"seconds": 60}},
-            {"spawn": {"seconds": 60, "setsid": True}},
-            {"spawn": {"seconds": 60, "ignoreSigterm": True}},
-            {"assistant": {"text": "working", "stopReason": "toolUse"}},
-            {"tool": {"duration": 60}},
-        ],
+LONG_RUN: list[dict[str, Any]] = [
+    {"spawn": {"seconds": 60}},
+    {"spawn": {"seconds": 60, "setsid": True}},
+    {"spawn": {"seconds": 60, "ignoreSigterm": True}},
+    {"assistant": {"text": "working", "stopReason": "toolUse"}},
+    {"tool": {"duration": 60}},
+]
+
+
+def _status_command(run_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wrapper", "status", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        check=False,
     )
-    argv = wrapper_argv(tmp_path / "run", scenario)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _assert_wrapper_killed_result(result_path: Path, run_dir: Path) -> dict[str, Any]:
+    """The guardian's result.json and status.json of a run whose wrapper was killed."""
+    # The guardian writes it once the run's processes are gone.
+    assert wait_until(result_path.exists, timeout=30), "the guardian wrote no result.json"
+    result = read_result(result_path)
+    assert result["outcome"] == "aborted"
+    assert result["success"] is False
+    assert result["exitStatus"] == 128 + signal.SIGKILL
+    assert result["error"]["kind"] == "wrapper_killed"
+    status = _read_json(run_dir / "status.json")
+    assert status is not None
+    validate("status", status)
+    assert status["state"] == "finished"
+    assert status["outcome"] == "aborted"
+    assert result["runId"] == status["runId"]
+    return result
+
+
+def test_sigkilled_wrapper_takes_the_agent_tree_with_it_and_leaves_a_result(
+    tmp_path: Path,
+) -> None:
+    scenario = write_scenario(tmp_path, LONG_RUN)
+    run_dir, result_path = tmp_path / "run", tmp_path / "elsewhere" / "out.json"
+    argv = wrapper_argv(
+        run_dir, scenario, options=["--result", str(result_path), "--label", "nightly"]
+    )
     wrapper = subprocess.Popen(
         argv, env=agent_env(tmp_path), stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL
     )
     try:
         # The three children (the marker is in their command lines).
         assert wait_until(lambda: len(marked(tmp_path)) == 3, timeout=20)
-        time.sleep(1.0)  # the guardian, polling every 0.2 s, has listed them
+        time.sleep(0.5)  # time for the third child to start ignoring SIGTERM
         wrapper.kill()
         wrapper.wait(timeout=HANG_LIMIT)
         # A couple of seconds when the machine is idle; the bound only catches a hang.
         assert wait_until(lambda: not marked(tmp_path), timeout=15), marked(tmp_path)
-        shown = subprocess.run(
-            [sys.executable, "-m", "wrapper", "status", str(tmp_path / "run")],
-            capture_output=True,
-            text=True,
-            timeout=HANG_LIMIT,
-            check=False,
-        )
-        assert "ended without finishing" in shown.stdout
+        result = _assert_wrapper_killed_result(result_path, run_dir)
     finally:
         wrapper.kill()
         wrapper.wait()
+    # Where the run's configuration said, and nowhere else.
+    assert not (run_dir / "result.json").exists()
+    assert result["label"] == "nightly"
+    assert result["task"] == "Do the task"
+    assert result["command"][0].endswith("pi")
+    assert result["signalsSent"][0]["signal"] == "SIGTERM"
+    assert any(s["signal"] == "SIGKILL" for s in result["signalsSent"]), "one ignored SIGTERM"
+    assert str(wrapper.pid) in result["error"]["message"]
+    shown = _status_command(run_dir)
+    assert shown.returncode == 1
+    assert "ended because the wrapper" in shown.stdout
+    assert "killed" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("after", "delay"),
+    [
+        *(("wrapper start", ms) for ms in (0, 20, 50, 100, 200, 400)),
+        *(("agent start", ms) for ms in (0, 20, 50, 100, 200)),
+    ],
+    ids=lambda value: str(value).replace(" ", "-"),
+)
+def test_a_wrapper_sigkilled_at_any_moment_leaves_nothing_running(
+    tmp_path: Path, after: str, delay: int
+) -> None:
+    # No preamble: the agent starts its children before it writes a byte, so
+    # they outlive an agent that dies of its reader's death.
+    scenario = write_scenario(tmp_path, LONG_RUN, preamble=False)
+    run_dir = tmp_path / "run"
+    wrapper = subprocess.Popen(
+        wrapper_argv(run_dir, scenario),
+        env=agent_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        if after == "agent start":
+            # The wrapper's second child (the guardian is its first), seen
+            # within a millisecond of its fork: before the agent has even run.
+            deadline = time.monotonic() + 30
+            while len(_children_of(wrapper.pid)) < 2:
+                assert time.monotonic() < deadline, "the wrapper started no agent"
+                time.sleep(0.001)
+        time.sleep(delay / 1000)
+        wrapper.kill()
+        wrapper.wait(timeout=HANG_LIMIT)
+    finally:
+        wrapper.kill()
+        wrapper.wait()
+    began = (run_dir / "status.json").exists()
+    assert wait_until(
+        lambda: not marked(tmp_path) and not processes_matching(str(scenario)), timeout=20
+    ), (marked(tmp_path), processes_matching(str(scenario)))
+    if after == "agent start":
+        assert began, "the agent starts after the run directory is set up"
+    if began:
+        _assert_wrapper_killed_result(run_dir / "result.json", run_dir)
+        assert _status_command(run_dir).returncode == 1
+    # Still nothing, once the guardian is done.
+    assert not marked(tmp_path)
+    assert not processes_matching(str(scenario))
+
+
+def _children_of(pid: int) -> list[int]:
+    children: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            children += [int(child) for child in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return children
+
+
+def test_the_guardian_ends_only_the_processes_of_its_run(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, LONG_RUN)
+    run_dir = tmp_path / "run"
+    # The wrapper leads a process group, with an unrelated process in it.
+    wrapper = subprocess.Popen(
+        wrapper_argv(run_dir, scenario),
+        env=agent_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        process_group=0,
+    )
+    bystanders: list[subprocess.Popen[bytes]] = []
+    try:
+        assert wait_until(lambda: len(marked(tmp_path)) == 3, timeout=20)
+        status = _read_json(run_dir / "status.json")
+        assert status is not None
+        run_id = status["runId"]
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)", f"bystander-{tmp_path}"]
+        base = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_WRAPPER_")}
+        for env, group in [
+            ({**base, "AGENT_WRAPPER_RUN_ID": run_id + "-other"}, None),  # another run
+            ({**base, "SOMETHING": run_id}, None),  # the id, but not as the run's mark
+            (base, wrapper.pid),  # in the wrapper's own process group
+        ]:
+            bystanders.append(
+                subprocess.Popen(sleeper, env=env, process_group=group, stdin=subprocess.DEVNULL)
+            )
+        wrapper.kill()
+        wrapper.wait(timeout=HANG_LIMIT)
+        _assert_wrapper_killed_result(run_dir / "result.json", run_dir)
+        assert not marked(tmp_path)
+        assert [proc.poll() for proc in bystanders] == [None, None, None]
+    finally:
+        wrapper.kill()
+        wrapper.wait()
+        for proc in bystanders:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_guardian_never_replaces_the_result_its_wrapper_wrote(tmp_path: Path) -> None:
+    # The wrapper wrote result.json and died before its final status.json.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    status = {**_starting_status("r1"), "state": "running"}
+    (run_dir / "status.json").write_text(json.dumps(status))
+    own = {"runId": "r1", "outcome": "ok", "success": True}
+    (run_dir / "result.json").write_text(json.dumps(own))
+    watch = guardian.Watch(
+        wrapper_pid=1, run_id="r1", run_dir=run_dir, result_path=run_dir / "result.json"
+    )
+    guardian.finish_run(watch, guardian.Cleanup())
+    assert json.loads((run_dir / "result.json").read_text()) == own
+    final = json.loads((run_dir / "status.json").read_text())
+    validate("status", final)
+    assert (final["state"], final["outcome"]) == ("finished", "ok")
+
+
+def test_the_guardian_replaces_another_runs_result_at_the_result_path(tmp_path: Path) -> None:
+    run_dir, elsewhere = tmp_path / "run", tmp_path / "out.json"
+    run_dir.mkdir()
+    (run_dir / "status.json").write_text(json.dumps(_starting_status("r2")))
+    elsewhere.write_text(json.dumps({"runId": "yesterday", "outcome": "ok", "success": True}))
+    watch = guardian.Watch(wrapper_pid=1, run_id="r2", run_dir=run_dir, result_path=elsewhere)
+    guardian.finish_run(watch, guardian.Cleanup())
+    result = read_result(elsewhere)
+    assert (result["runId"], result["error"]["kind"]) == ("r2", "wrapper_killed")
+    assert not (run_dir / "result.json").exists()
+
+
+def test_the_guardian_leaves_a_directory_its_run_never_began_in(tmp_path: Path) -> None:
+    # Another run's files: the wrapper died before it set the directory up.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    theirs = json.dumps(_starting_status("someone-else"))
+    (run_dir / "status.json").write_text(theirs)
+    watch = guardian.Watch(
+        wrapper_pid=1, run_id="r3", run_dir=run_dir, result_path=run_dir / "result.json"
+    )
+    guardian.finish_run(watch, guardian.Cleanup())
+    assert not (run_dir / "result.json").exists()
+    assert (run_dir / "status.json").read_text() == theirs
+
+
+def test_status_exits_1_only_for_a_run_its_wrapper_did_not_finish(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer runs
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    status = {**_starting_status("r4"), "state": "running", "wrapperPid": gone.pid}
+    (run_dir / "status.json").write_text(json.dumps(status))
+    shown = _status_command(run_dir)
+    assert shown.returncode == 1
+    assert "ended without finishing" in shown.stdout
+    # A run its wrapper finished, even as a failure, is reported with exit 0.
+    failed = {"runId": "r4", "outcome": "error", "success": False, "error": None}
+    (run_dir / "result.json").write_text(json.dumps(failed))
+    finished = {**status, "state": "finished", "outcome": "error"}
+    (run_dir / "status.json").write_text(json.dumps(finished))
+    shown = _status_command(run_dir)
+    assert shown.returncode == 0
+    assert "finished, outcome error" in shown.stdout
+
+
+def _starting_status(run_id: str) -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "runId": run_id,
+        "state": "starting",
+        "attempt": 1,
+        "pid": None,
+        "wrapperPid": 1,
+        "startedAt": "2026-01-01T00:00:00.000Z",
+        "updatedAt": "2026-01-01T00:00:00.000Z",
+        "lastEventAt": None,
+        "currentTool": None,
+        "label": None,
+        "question": None,
+        "escalationId": None,
+        "outcome": None,
+    }
 
 
 def test_the_guardian_does_nothing_after_a_clean_finish(tmp_path: Path) -> None:
     run = run_wrapper(tmp_path, [final(), *END])
     assert run.result["success"] is True
-    assert not processes_matching("guardian.py " + str(os.getpid()))
     # No guardian is left behind for this run either.
     assert wait_until(lambda: not _guardians_of_dead_parents(), timeout=10)
+    assert json.loads((run.run_dir / "status.json").read_text())["outcome"] == "ok"
 
 
 def _guardians_of_dead_parents() -> list[tuple[int, str]]:
     found = []
-    for pid, cmdline in processes_matching("wrapper/guardian.py"):
-        parent = cmdline.split()[-1]
+    for pid, cmdline in processes_matching(str(Path(guardian.__file__))):
+        words = cmdline.split()
+        at = next(i for i, word in enumerate(words) if word.endswith("guardian.py"))
+        parent = words[at + 1] if at + 1 < len(words) else ""
         if parent.isdigit() and not Path(f"/proc/{parent}").exists():
             found.append((pid, cmdline))
     return found

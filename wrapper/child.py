@@ -87,23 +87,28 @@ def early_start(
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda signum, _frame: early_signals.append(signal.Signals(signum)))
     started_at = time.time()
+    # The guardian first: whenever the run directory exists, something that
+    # outlives a killed wrapper can finish it, and the agent is never alone.
+    guardian = proctree.start_guardian(config.run_id, config.run_dir, config.result_path)
     errors = ArtifactErrors()
     dir_ok = prepare_run_dir(config.run_dir, config.runs_root, errors)
     if dir_ok:
         # Runners polling status.json see the run from its first moment; the
-        # run proper takes the file over once it is up.
+        # run proper takes the file over once it is up. config.json tells the
+        # guardian what the run was, should the wrapper die before it is up.
         status = config.starting_status(started_at, os.getpid())
         with contextlib.suppress(OSError):
             atomic_write(config.run_dir / "status.json", dump_json(status), durable=False)
+            atomic_write(config.run_dir / "config.json", dump_json(config.to_json()), durable=False)
     try:
         for path, text in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, text.encode(), durable=False)
     except OSError:
+        proctree.stop_guardian(guardian)
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
         return None  # the run proper reports it
-    guardian = proctree.start_guardian()
     started: subprocess.Popen[bytes] | OSError
     try:
         started = spawn(launch_argv, child_env(config, 1, environ), config.cwd)

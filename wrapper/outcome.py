@@ -74,6 +74,9 @@ class ErrorKind(enum.StrEnum):
     IDLE_FAILED = "idle_failed"
     HOOK_FAILED = "hook_failed"
     INTERNAL = "internal"
+    #: Written by the guardian when the wrapper died without finishing; never
+    #: decided here, since a wrapper that decides is alive.
+    WRAPPER_KILLED = "wrapper_killed"
 
 
 @dataclass(frozen=True, slots=True)

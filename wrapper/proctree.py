@@ -363,12 +363,25 @@ def signal_group(pgid: int, sig: signal.Signals) -> bool:
     return True
 
 
-def start_guardian() -> subprocess.Popen[bytes] | None:
-    """Start the guardian that ends the agent's tree if the wrapper dies hard
-    (only when the wrapper owns its process; see ``wrapper.guardian``)."""
+def start_guardian(run_id: str, run_dir: Path, result_path: Path) -> subprocess.Popen[bytes] | None:
+    """Start the guardian that ends the run's processes and writes its result if
+    the wrapper dies hard (only when the wrapper owns its process; see
+    ``wrapper.guardian``). It is told everything it needs now, so that it can
+    act from the first instant without a word more from the wrapper."""
     if not owns_process():
         return None
-    argv = [sys.executable, str(Path(__file__).with_name("guardian.py")), str(os.getpid())]
+    # The wrapper's own session and group hold its parent and siblings,
+    # never the agent (which gets a session of its own): never the run's to end.
+    spared = {os.getsid(0), os.getpgid(0)}
+    argv = [
+        sys.executable,
+        str(Path(__file__).with_name("guardian.py")),
+        str(os.getpid()),
+        run_id,
+        str(run_dir),
+        str(result_path),
+        *map(str, sorted(spared)),
+    ]
     try:
         proc = subprocess.Popen(
             argv,

@@ -88,7 +88,11 @@ async def execute(
     ``early`` is what the command line already started.
     """
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        guardian = early.guardian if early is not None else start_guardian()
+        guardian = (
+            early.guardian
+            if early is not None
+            else start_guardian(config.run_id, config.run_dir, config.result_path)
+        )
         try:
             run = Run(config, dialect, launch, environ, early)
             async with trio.open_nursery() as nursery:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -104,40 +105,67 @@ def status_main(run_dir: str, as_json: bool) -> int:
     status = mailbox.read_json(folder / "status.json")
     if status is None:
         return _fail("status", f"{folder} has no readable status.json: not a run directory?")
-    result = (
-        mailbox.read_json(folder / "result.json") if status.get("state") == "finished" else None
+    result = _result_of(folder, status) if status.get("state") == "finished" else None
+    wrapper_gone = status.get("state") != "finished" and not _alive(status.get("wrapperPid"))
+    error = result.get("error") if result else None
+    wrapper_killed = wrapper_gone or (
+        isinstance(error, dict) and error.get("kind") == "wrapper_killed"
     )
+    # A run its wrapper did not live to finish is a failure a runner must see
+    # without parsing the text: the status command exits 1 for it.
+    exit_status = 1 if wrapper_killed else 0
     if as_json:
         out = {"status": status, "result": result}
         sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
-        return 0
+        return exit_status
     name = status.get("runId", folder.name)
     if status.get("label"):
         name = f"{name} ({status['label']})"
     state = status.get("state")
-    if state == "finished":
+    if wrapper_killed and not wrapper_gone:
+        lines = [
+            f"{name}: ended because the wrapper (pid {status.get('wrapperPid')}) was killed; "
+            "its guardian ended the run's processes and wrote the result (outcome "
+            f"{result.get('outcome') if result else status.get('outcome')})"
+        ]
+        if isinstance(error, dict) and error.get("message"):
+            lines.append(f"  {error['message']}")
+    elif state == "finished":
         outcome = result.get("outcome") if result else status.get("outcome")
         success = "success" if result and result.get("success") else "not a success"
         lines = [f"{name}: finished, outcome {outcome} ({success})"]
         if result and result.get("error"):
             lines.append(f"  {result['error']['message']}")
+    elif wrapper_gone:
+        lines = [
+            f"{name}: ended without finishing ({state}, attempt {status.get('attempt')}): "
+            f"the wrapper (pid {status.get('wrapperPid')}) is gone and wrote no result"
+        ]
     elif state == "waiting":
         lines = [
             f"{name}: waiting for a person (escalation {status.get('escalationId')})",
             f"  question: {status.get('question') or '(none given)'}",
             f"  answer with: {PROG} reply {folder} 'your answer'   (or --continue, --stop)",
         ]
-    elif not _alive(status.get("wrapperPid")):
-        lines = [
-            f"{name}: ended without finishing ({state}, attempt {status.get('attempt')}): "
-            f"the wrapper (pid {status.get('wrapperPid')}) is gone and wrote no result"
-        ]
     else:
         tool = f", running tool {status['currentTool']}" if status.get("currentTool") else ""
         agent = f", agent pid {status['pid']}" if status.get("pid") else ""
         lines = [f"{name}: {state}, attempt {status.get('attempt')}{agent}{tool}"]
     print("\n".join(lines))
-    return 0
+    return exit_status
+
+
+def _result_of(folder: Path, status: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's result.json: in the run directory, else where its config.json
+    says it went (``--result``), if that file is this run's."""
+    result = mailbox.read_json(folder / "result.json")
+    if result is None:
+        config = mailbox.read_json(folder / "config.json")
+        path = config.get("resultPath") if config else None
+        result = mailbox.read_json(Path(path)) if isinstance(path, str) else None
+    if result is not None and result.get("runId") != status.get("runId"):
+        return None
+    return result
 
 
 def _alive(pid: object) -> bool:
