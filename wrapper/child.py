@@ -80,7 +80,7 @@ def early_start(
         signal.signal(sig, lambda signum, _frame: early_signals.append(signal.Signals(signum)))
     started_at = time.time()
     errors = ArtifactErrors()
-    dir_ok = prepare_run_dir(config.run_dir, config.runs_root, errors)
+    dir_ok = prepare_run_dir(config.run_dir, config.runs_root, errors, config.run_id)
     if dir_ok:
         # Runners polling status.json see the run from its first moment; the
         # run proper takes the file over once it is up.
