@@ -58,6 +58,9 @@ class StopGate:
         self.transcript = transcript
         self.steering = Steering(max_steers=config.max_steers)
         self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
+        #: Run-directory files already reported as ignored: the reply wait
+        #: polls, and one warning per file is enough.
+        self._ignored: set[str] = set()
 
     async def at_stop(self, facts: RunFacts, number: int) -> Launch | None:
         """The agent stopped: allow it, or return the launch that steers it back.
@@ -125,7 +128,9 @@ class StopGate:
         last = self.summary.last_assistant
         last_text = last.text if last is not None else None
         action = self.policy.decide(
-            signals=mailbox.signals_of(self.config.run_dir, number),
+            signals=mailbox.signals_of(
+                self.config.run_dir, number, self.config.run_id, self._ignored_file
+            ),
             at_limit=self.steering.at_limit,
             tool_runs=self.summary.tool_runs,
             signal_help=signal_help(),
@@ -165,9 +170,15 @@ class StopGate:
             Escalated(id=record.id, question=question, notified=tuple(record.notified))
         )
         try:
-            answer = await wait_for_answer(run_dir, record.id, self.config.escalation_timeout)
+            answer = await wait_for_answer(
+                run_dir,
+                record.id,
+                self.config.escalation_timeout,
+                self.config.run_id,
+                self._ignored_file,
+            )
         finally:  # also when a signal or the run's deadline ends the wait
-            mailbox.close_escalation(run_dir, record.id)
+            mailbox.close_escalation(run_dir, record.id, self.config.run_id)
         record.answer, record.text = answer.get("kind"), answer.get("text")
         record.answered_at = time.time()
         self.stream.emit(
@@ -260,6 +271,11 @@ class StopGate:
             "task": config.task,
             **extra,
         }
+
+    def _ignored_file(self, message: str) -> None:
+        if message not in self._ignored:
+            self._ignored.add(message)
+            self.stream.emit(WarningEvent(code="run_file_ignored", message=message))
 
     def _warn_failed(
         self, event: str, handlers: list[Handler], results: list[HandlerResult], then: str
