@@ -473,3 +473,15 @@ def test_an_unwritable_result_falls_back_to_the_run_dir_and_says_so(tmp_path: Pa
     [line] = [line for line in run.stderr.splitlines() if "could not write result.json" in line]
     assert f"{blocker} is not a directory" in line
     assert line.endswith(f"wrote it to {fallback} instead")
+
+
+def test_a_symlink_at_the_default_roots_gitignore_is_not_written_through(tmp_path: Path) -> None:
+    root = tmp_path / ".agent-wrapper"
+    root.mkdir()
+    (root / ".gitignore").symlink_to(tmp_path / "planted-target")
+    scenario = write_scenario(tmp_path, answer("Done."))
+    proc = invoke(wrapper_argv(None, scenario), tmp_path, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert not (tmp_path / "planted-target").exists()
+    [run_dir] = (root / "runs").iterdir()
+    assert read_result(run_dir / "result.json")["finalText"] == "Done."

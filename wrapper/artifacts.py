@@ -277,9 +277,9 @@ def prepare_run_dir(
     try:
         ensure_dir(run_dir)
         if runs_root is not None:
-            ignore = runs_root.parent / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("*\n")
+            # Created exclusively: a symlink planted at the name (the root
+            # sits in the agent's working tree) is left alone, not written through.
+            write_new(runs_root.parent / ".gitignore", b"*\n")
         if run_id_of(run_dir) is not None:
             for name in OWN_FILES:
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError):
