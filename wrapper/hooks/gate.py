@@ -50,6 +50,9 @@ class StopGate:
         self.dialect = dialect
         self.summary = summary
         self.stream = stream
+        #: Run-directory files already reported as ignored: the reply wait
+        #: polls, and one warning per file is enough.
+        self._ignored: set[str] = set()
         self.status = status
         self.hook_ctx = hook_ctx
         self.events_path = events_path
@@ -58,9 +61,6 @@ class StopGate:
         self.transcript = transcript
         self.steering = Steering(max_steers=config.max_steers)
         self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
-        #: Run-directory files already reported as ignored: the reply wait
-        #: polls, and one warning per file is enough.
-        self._ignored: set[str] = set()
 
     async def at_stop(self, facts: RunFacts, number: int) -> Launch | None:
         """The agent stopped: allow it, or return the launch that steers it back.
@@ -272,11 +272,6 @@ class StopGate:
             **extra,
         }
 
-    def _ignored_file(self, message: str) -> None:
-        if message not in self._ignored:
-            self._ignored.add(message)
-            self.stream.emit(WarningEvent(code="run_file_ignored", message=message))
-
     def _warn_failed(
         self, event: str, handlers: list[Handler], results: list[HandlerResult], then: str
     ) -> None:
@@ -288,6 +283,11 @@ class StopGate:
                         message=f"{event} handler {handler.name} {result.warning}; {then}",
                     )
                 )
+
+    def _ignored_file(self, message: str) -> None:
+        if message not in self._ignored:
+            self._ignored.add(message)
+            self.stream.emit(WarningEvent(code="run_file_ignored", message=message))
 
 
 #: A blocked stop's reason, quoted in messages, is cut to this length.
