@@ -315,7 +315,10 @@ def test_unusable_run_dir_does_not_block_the_run_or_result(tmp_path: Path) -> No
 def test_log_write_failure_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    # Every write to the events log fails as on a full disk.
+    # A directory an earlier run used (only such a one may hold files the
+    # wrapper then writes to) whose events log fails every write as on a
+    # full disk.
+    (run_dir / ".agent-wrapper-run").write_text('{"runId": "earlier", "version": "0.1.0"}')
     (run_dir / "events.jsonl").symlink_to("/dev/full")
     scenario = write_scenario(tmp_path, [*tool_turn(), final("Answer."), *END])
     proc = invoke(wrapper_argv(run_dir, scenario), tmp_path)
@@ -578,6 +581,8 @@ def test_second_signal_goes_straight_to_sigkill(tmp_path: Path) -> None:
 def test_reused_run_dir_is_cleared_of_a_previous_result(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
+    # As an earlier version left it: recognised by its config.json's runId.
+    (run_dir / "config.json").write_text('{"runId": "earlier"}')
     (run_dir / "result.json").write_text('{"outcome": "ok", "stale": true}')
     (run_dir / "status.json").write_text('{"state": "finished"}')
     scenario = write_scenario(tmp_path, [*tool_turn(duration=60)])

@@ -91,7 +91,7 @@ def early_start(
     # outlives a killed wrapper can finish it, and the agent is never alone.
     guardian = proctree.start_guardian(config.run_id, config.run_dir, config.result_path)
     errors = ArtifactErrors()
-    dir_ok = prepare_run_dir(config.run_dir, config.runs_root, errors)
+    dir_ok = prepare_run_dir(config.run_dir, config.runs_root, errors, config.run_id)
     if dir_ok:
         # Runners polling status.json see the run from its first moment; the
         # run proper takes the file over once it is up. config.json tells the

@@ -107,7 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--run-dir",
         metavar="DIR",
-        type=Path,
         help=f"where the run's files go (default: ./{DEFAULT_RUNS_ROOT}/RUN_ID)",
     )
     run.add_argument(
@@ -511,7 +510,14 @@ def _run(
         runs_root = cwd / DEFAULT_RUNS_ROOT
         run_dir = runs_root / run_id
     else:
+        if not args.run_dir:
+            parser.error("run: --run-dir is empty: give a directory for the run's files")
         run_dir = (cwd / args.run_dir).absolute()
+        from wrapper.artifacts import run_dir_problem
+
+        problem = run_dir_problem(run_dir)
+        if problem is not None:
+            parser.error(f"run: --run-dir {problem}")
     result_path = (cwd / args.result).absolute() if args.result else run_dir / "result.json"
     config = RunConfig(
         command=tuple(command),

@@ -8,6 +8,7 @@ notification.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import sys
@@ -125,14 +126,17 @@ async def _summary(
     return text[:SUMMARY_CHARS]
 
 
-async def wait_for_answer(run_dir: Path, escalation: str, timeout: float) -> dict[str, Any]:
+async def wait_for_answer(
+    run_dir: Path, escalation: str, timeout: float, run_id: str, warn: mailbox.Warn | None = None
+) -> dict[str, Any]:
     """The escalation's answer; at the timeout the wrapper answers ``timeout``
     itself (unless a reply got there first)."""
     with trio.move_on_after(timeout):
         while True:
-            answer = mailbox.answer_of(run_dir, escalation)
+            answer = mailbox.answer_of(run_dir, escalation, run_id, warn)
             if answer is not None:
                 return answer
             await trio.sleep(REPLY_POLL)
-    mailbox.answer(run_dir, escalation, "timeout")
-    return mailbox.answer_of(run_dir, escalation) or {"kind": "timeout", "text": None}
+    with contextlib.suppress(OSError):
+        mailbox.answer(run_dir, escalation, "timeout", run_id)
+    return mailbox.answer_of(run_dir, escalation, run_id) or {"kind": "timeout", "text": None}

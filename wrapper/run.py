@@ -23,7 +23,14 @@ import orjson
 import trio
 
 from wrapper import proctree
-from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write, dump_json, prepare_run_dir
+from wrapper.artifacts import (
+    ArtifactErrors,
+    StreamFile,
+    atomic_write,
+    dump_json,
+    ensure_dir,
+    prepare_run_dir,
+)
 from wrapper.child import STOP_SIGNALS, EarlyStart
 from wrapper.config import (
     OUTPUT_FLUSH_TIMEOUT,
@@ -152,7 +159,7 @@ class Run:
         self.dir_ok = (
             early.dir_ok
             if early is not None
-            else prepare_run_dir(run_dir, config.runs_root, self.errors)
+            else prepare_run_dir(run_dir, config.runs_root, self.errors, config.run_id)
         )
         self.stdout_log = StreamFile(
             "stdout", run_dir / "stdout.log", self.errors, enabled=self.dir_ok
@@ -213,6 +220,11 @@ class Run:
         )
         self.steering = self.gate.steering
         self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
+
+    def status_written(self) -> bool:
+        """Whether status.json is there: the run directory is usable and no
+        write of it failed."""
+        return self.dir_ok and not self.errors.failed("status")
 
     def _live_output(self) -> Callable[[Event, bytes], None] | None:
         pump, view, start = self.pump, self.view, self.clock_start
@@ -432,11 +444,13 @@ class Run:
         artifacts: dict[str, str | None] = {
             "runDir": str(run_dir) if dir_ok else None,
             "result": str(self.config.result_path),
-            "status": str(self.status.path) if dir_ok else None,
+            "status": str(self.status.path) if self.status_written() else None,
             "events": str(self.events_log.path) if self.events_log.ok else None,
             "stdout": str(self.stdout_log.path) if self.stdout_log.ok else None,
             "stderr": str(self.stderr_log.path) if self.stderr_log.ok else None,
-            "config": str(run_dir / "config.json") if dir_ok else None,
+            "config": str(run_dir / "config.json")
+            if dir_ok and not self.errors.failed("config")
+            else None,
         }
 
         def render() -> dict[str, Any]:
@@ -528,25 +542,42 @@ def write_result(
 
     Returns the path written, or None when only stderr was left. ``render``
     is called again after each failure so that the copy that lands records
-    the failures before it.
+    the failures before it. A person reading stderr is told, in one line,
+    when result.json is not where it was asked for.
     """
     candidates = [config.result_path]
     fallback = config.run_dir / "result.json"
     if fallback != config.result_path:
         candidates.append(fallback)
+    failed: list[str] = []
     for path in candidates:
         artifacts["result"] = str(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            ensure_dir(path.parent)
             atomic_write(path, dump_json(render()))
         except OSError as exc:
             errors.record(f"result:{path}", path, exc)
+            failed.append(f"{path}: {exc.strerror or exc}")
             continue
+        if failed:
+            _say(f"could not write result.json at {'; '.join(failed)}; wrote it to {path} instead")
         return str(path)
     artifacts["result"] = None
-    try:
-        sys.stderr.buffer.write(orjson.dumps(render()) + b"\n")
+    result = render()
+    # What this JSON says must match what the wrapper exits with.
+    result["exitStatus"] = EXIT_NO_RESULT
+    result["success"] = False
+    _say(
+        f"result.json could not be written anywhere ({'; '.join(failed)}); "
+        f"the result follows as JSON on the next line (exit status {EXIT_NO_RESULT}). "
+        "Give a writable --result or --run-dir."
+    )
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.buffer.write(orjson.dumps(result) + b"\n")
         sys.stderr.buffer.flush()
-    except OSError:
-        pass
     return None
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"agent-wrapper: {line}", file=sys.stderr, flush=True)

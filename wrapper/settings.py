@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from wrapper.artifacts import UnreadableFile, read_regular_file
 from wrapper.hooks.command import ShellSyntax, split_command
 
 #: Stop handlers: may block a stop and steer the agent.
@@ -279,11 +280,20 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
     )
 
 
+#: The largest settings file read: real ones are a few kilobytes, and a
+#: limit keeps ``--settings /dev/zero`` or a runaway file from eating memory.
+SETTINGS_MAX_BYTES = 4 * 1024 * 1024
+
+
 def _read(where: str) -> dict[str, Any]:
+    # A settings file may be a symlink (dotfile set-ups), but what it leads
+    # to must be a regular file: a FIFO would hang the run before it starts.
     try:
-        raw = Path(where).read_bytes()
+        raw = read_regular_file(Path(where), SETTINGS_MAX_BYTES, follow_symlinks=True)
     except OSError as exc:
         raise SettingsError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except UnreadableFile as exc:
+        raise SettingsError(f"{exc}; give a JSON settings file instead") from None
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from wrapper import mailbox
+from wrapper.artifacts import RESULT_MAX_BYTES
 
 PROG = "agent-wrapper"
 
@@ -19,6 +21,10 @@ PROG = "agent-wrapper"
 def _fail(command: str, message: str, status: int = 1) -> int:
     print(f"{PROG} {command}: {message}", file=sys.stderr)
     return status
+
+
+def _warner(command: str) -> mailbox.Warn:
+    return lambda message: print(f"{PROG} {command}: warning: {message}", file=sys.stderr)
 
 
 def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
@@ -30,11 +36,22 @@ def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
             "not inside a wrapped run (AGENT_WRAPPER_RUN_DIR is not set); "
             "give --run-dir to signal a run from outside",
         )
+    # Inside the agent's session the wrapper's environment names the run;
+    # from outside, the run directory does.
+    run_id = (None if run_dir else os.environ.get("AGENT_WRAPPER_RUN_ID")) or mailbox.run_id_of(
+        Path(folder)
+    )
+    if run_id is None:
+        return _fail(
+            "signal",
+            f"{folder} holds no agent-wrapper run (no status.json or run marker names one); "
+            "give the --run-dir of a running wrapper",
+        )
     try:
         attempt = int(os.environ.get("AGENT_WRAPPER_ATTEMPT", "0")) or _current_attempt(
             Path(folder)
         )
-        mailbox.send_signal(Path(folder), kind, message, attempt)
+        mailbox.send_signal(Path(folder), kind, message, attempt, run_id)
     except (OSError, ValueError, mailbox.MailboxError) as exc:
         return _fail("signal", str(exc))
     print(f"signalled {kind} to run {Path(folder).name} (attempt {attempt})")
@@ -42,7 +59,7 @@ def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
 
 
 def _current_attempt(run_dir: Path) -> int:
-    status = mailbox.read_json(run_dir / "status.json")
+    status = mailbox.read_json(run_dir / "status.json", _warner("signal"))
     attempt = status.get("attempt") if status else None
     if not isinstance(attempt, int):
         raise ValueError(f"{run_dir}: no status.json says which attempt is running")
@@ -56,19 +73,21 @@ def reply_main(
     if sum((text is not None, go_on, stop)) != 1:
         return _fail("reply", "give exactly one of TEXT, --continue or --stop", 2)
     folder = Path(run_dir)
-    status = mailbox.read_json(folder / "status.json")
-    if status is None:
+    warn = _warner("reply")
+    status = mailbox.read_json(folder / "status.json", warn)
+    run_id = status.get("runId") if status else None
+    if status is None or not isinstance(run_id, str):
         return _fail("reply", f"{folder} is not the directory of a wrapped run (no status.json)")
-    target = escalation or mailbox.latest_escalation(folder)
+    target = escalation or mailbox.latest_escalation(folder, warn)
     if target is None:
         return _fail("reply", f"no question has been asked in {folder}")
     if (
         "/" in target
         or target.startswith(".")
-        or not (folder / "escalations" / target / "question.json").is_file()
+        or mailbox.read_json(folder / "escalations" / target / "question.json", warn) is None
     ):
         return _fail("reply", f"{folder} has no escalation {target!r}")
-    earlier = mailbox.answer_of(folder, target)
+    earlier = mailbox.answer_of(folder, target, run_id, warn)
     if earlier is None and not _alive(status.get("wrapperPid")):
         return _fail(
             "reply",
@@ -77,11 +96,13 @@ def reply_main(
         )
     kind = "text" if text is not None else "continue" if go_on else "stop"
     try:
-        first = earlier is None and mailbox.answer(folder, target, kind, text)
+        first = earlier is None and mailbox.answer(folder, target, kind, run_id, text)
     except (OSError, mailbox.MailboxError) as exc:
         return _fail("reply", str(exc))
     if not first:
-        return _fail("reply", _answered(target, earlier or mailbox.answer_of(folder, target)))
+        return _fail(
+            "reply", _answered(target, earlier or mailbox.answer_of(folder, target, None, warn))
+        )
     print(f"answered {target} ({kind})")
     return 0
 
@@ -102,10 +123,11 @@ def _answered(escalation: str, earlier: dict[str, object] | None) -> str:
 def status_main(run_dir: str, as_json: bool) -> int:
     """``agent-wrapper status RUN_DIR [--json]``."""
     folder = Path(run_dir)
-    status = mailbox.read_json(folder / "status.json")
+    warn = _warner("status")
+    status = mailbox.read_json(folder / "status.json", warn)
     if status is None:
         return _fail("status", f"{folder} has no readable status.json: not a run directory?")
-    result = _result_of(folder, status) if status.get("state") == "finished" else None
+    result = _result_of(folder, status, warn) if status.get("state") == "finished" else None
     wrapper_gone = status.get("state") != "finished" and not _alive(status.get("wrapperPid"))
     error = result.get("error") if result else None
     wrapper_killed = wrapper_gone or (
@@ -155,14 +177,18 @@ def status_main(run_dir: str, as_json: bool) -> int:
     return exit_status
 
 
-def _result_of(folder: Path, status: dict[str, Any]) -> dict[str, Any] | None:
+def _result_of(
+    folder: Path, status: dict[str, Any], warn: Callable[[str], None]
+) -> dict[str, Any] | None:
     """The run's result.json: in the run directory, else where its config.json
     says it went (``--result``), if that file is this run's."""
-    result = mailbox.read_json(folder / "result.json")
+    result = mailbox.read_json(folder / "result.json", warn, RESULT_MAX_BYTES)
     if result is None:
-        config = mailbox.read_json(folder / "config.json")
+        config = mailbox.read_json(folder / "config.json", warn, RESULT_MAX_BYTES)
         path = config.get("resultPath") if config else None
-        result = mailbox.read_json(Path(path)) if isinstance(path, str) else None
+        result = (
+            mailbox.read_json(Path(path), warn, RESULT_MAX_BYTES) if isinstance(path, str) else None
+        )
     if result is not None and result.get("runId") != status.get("runId"):
         return None
     return result

@@ -12,6 +12,7 @@ transcripts (``{"type": "assistant", "message": {...}}``), the wrapper's own
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,22 @@ DEFAULT_TAIL_LIMIT = 16 * 1024 * 1024
 def last_assistant_message(path: Path | str, limit: int = DEFAULT_TAIL_LIMIT) -> str | None:
     """The text of the last assistant message in the file, or None."""
     try:
-        with open(path, "rb") as file:
-            for line in _lines_backwards(file.fileno(), limit):
-                text = _assistant_text(line)
-                if text is not None:
-                    return text
+        # Without blocking, and only a regular file: a FIFO planted at the
+        # transcript's path must not hang the wrapper.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        for line in _lines_backwards(fd, limit):
+            text = _assistant_text(line)
+            if text is not None:
+                return text
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return None
 
 

@@ -50,6 +50,9 @@ class StopGate:
         self.dialect = dialect
         self.summary = summary
         self.stream = stream
+        #: Run-directory files already reported as ignored: the reply wait
+        #: polls, and one warning per file is enough.
+        self._ignored: set[str] = set()
         self.status = status
         self.hook_ctx = hook_ctx
         self.events_path = events_path
@@ -140,7 +143,9 @@ class StopGate:
         last = self.summary.last_assistant
         last_text = last.text if last is not None else None
         action = self.policy.decide(
-            signals=mailbox.signals_of(self.config.run_dir, number),
+            signals=mailbox.signals_of(
+                self.config.run_dir, number, self.config.run_id, self._ignored_file
+            ),
             at_limit=self.steering.at_limit,
             tool_runs=self.summary.tool_runs,
             signal_help=signal_help(),
@@ -180,9 +185,15 @@ class StopGate:
             Escalated(id=record.id, question=question, notified=tuple(record.notified))
         )
         try:
-            answer = await wait_for_answer(run_dir, record.id, self.config.escalation_timeout)
+            answer = await wait_for_answer(
+                run_dir,
+                record.id,
+                self.config.escalation_timeout,
+                self.config.run_id,
+                self._ignored_file,
+            )
         finally:  # also when a signal or the run's deadline ends the wait
-            mailbox.close_escalation(run_dir, record.id)
+            mailbox.close_escalation(run_dir, record.id, self.config.run_id)
         record.answer, record.text = answer.get("kind"), answer.get("text")
         record.answered_at = time.time()
         self.stream.emit(
@@ -311,6 +322,11 @@ class StopGate:
                         message=f"{event} handler {handler.name} {result.warning}; {then}",
                     )
                 )
+
+    def _ignored_file(self, message: str) -> None:
+        if message not in self._ignored:
+            self._ignored.add(message)
+            self.stream.emit(WarningEvent(code="run_file_ignored", message=message))
 
 
 #: A blocked stop's reason, quoted in messages, is cut to this length.

@@ -23,6 +23,7 @@ import orjson
 import trio
 
 from wrapper import proctree
+from wrapper.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
 from wrapper.events import Event, HookDecision, HookStarted
 from wrapper.hooks.command import ShellSyntax, split_command
 from wrapper.hooks.protocol import (
@@ -185,8 +186,8 @@ async def _agent(handler: Handler, payload: dict[str, Any], ctx: HookContext) ->
     if done.error is not None or done.timed_out:
         return _failed(f"the verifier agent could not be run: {done.error or 'timed out'}")
     try:
-        result = orjson.loads((run_dir / "result.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
+        result = orjson.loads(read_run_file(run_dir / "result.json", RESULT_MAX_BYTES) or b"")
+    except (UnreadableFile, orjson.JSONDecodeError) as exc:
         return _failed(f"the verifier agent left no readable result.json ({exc})")
     text = result.get("finalText") if isinstance(result, dict) else None
     if not isinstance(text, str):
