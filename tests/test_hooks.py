@@ -411,7 +411,9 @@ def test_attempt_timeout_goes_through_the_stop_hooks(tmp_path: Path) -> None:
         stop_hooks(command(gate)),
         [{"sleep": 60}],
         resumes=[answer("Finished after the nudge.")],
-        options=("--attempt-timeout", "1"),
+        # Each attempt has this limit: the resumed one must be able to start
+        # and answer within it on a loaded machine.
+        options=("--attempt-timeout", "4"),
     )
     result = run.result
     assert result["success"] is True
