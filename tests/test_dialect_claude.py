@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from tests.dialect_support import (
     replay,
     session_id,
 )
-from wrapper.dialects import CannotResume
+from wrapper.dialects import CannotResume, resolve_dialect
 from wrapper.dialects.claude import ClaudeDialect
 from wrapper.dialects.cursor import CursorDialect
 from wrapper.events import (
@@ -461,3 +462,12 @@ def test_the_transcript_is_searched_under_the_agents_config_dir() -> None:
     for unsafe in ("../x", "*", "a/b", "", None):
         assert dialect.transcript_search(unsafe, configured) is None
     assert CursorDialect().transcript_search("abc-1", configured) is None
+
+
+def test_a_recognised_claude_stream_searches_claudes_transcript_too() -> None:
+    sniffing = resolve_dialect("auto", ["my-agent"], has_task=False)
+    env = {"CLAUDE_CONFIG_DIR": "/cfg"}
+    assert sniffing.transcript_search("abc-1", env) is None
+    init = {"type": "system", "subtype": "init", "session_id": "abc-1", "tools": []}
+    sniffing.parse(json.dumps(init).encode())
+    assert sniffing.transcript_search("abc-1", env) == (Path("/cfg"), "projects/*/abc-1.jsonl")

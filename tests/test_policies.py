@@ -85,6 +85,10 @@ def test_a_completion_signal_allows_the_stop(tmp_path: Path) -> None:
     assert result["steerCount"] == 0
     config = json.loads((run.run_dir / "config.json").read_text())
     assert config["onStop"] == "signal"
+    # Once the run is over a signal reaches nobody, and says so.
+    late = cli(tmp_path, "signal", "complete", "--run-dir", str(run.run_dir))
+    assert late.returncode == 1
+    assert "is over (outcome ok)" in late.stderr
 
 
 def test_a_stop_without_a_signal_is_blocked_with_instructions(tmp_path: Path) -> None:

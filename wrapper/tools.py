@@ -47,6 +47,12 @@ def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
             f"{folder} holds no agent-wrapper run (no status.json or run marker names one); "
             "give the --run-dir of a running wrapper",
         )
+    status = mailbox.read_json(Path(folder) / "status.json", _warner("signal"))
+    if status and status.get("runId") == run_id and status.get("state") == "finished":
+        return _fail(
+            "signal",
+            f"run {run_id} is over (outcome {status.get('outcome')}): nobody reads a signal now",
+        )
     try:
         attempt = int(os.environ.get("AGENT_WRAPPER_ATTEMPT", "0")) or _current_attempt(
             Path(folder)

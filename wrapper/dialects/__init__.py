@@ -190,6 +190,13 @@ class SniffingDialect(Dialect):
     def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
         return self.chosen.on_exit(exit_code, exit_signal) if self.chosen is not None else []
 
+    def transcript_search(
+        self, session_id: str | None, env: Mapping[str, str]
+    ) -> tuple[Path, str] | None:
+        if self.chosen is None:
+            return None
+        return self.chosen.transcript_search(session_id, env)
+
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
         return False
