@@ -23,7 +23,7 @@ from wrapper.dialects import CannotResume, Dialect, Launch
 from wrapper.escalation import notify_person, signal_help, wait_for_answer
 from wrapper.events import Escalated, EscalationAnswered, Steer, WarningEvent
 from wrapper.hooks.protocol import Decision, HandlerResult
-from wrapper.hooks.runner import HookContext, run_chain
+from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 from wrapper.hooks.steering import AllowedBy, Block, Steering
 from wrapper.outcome import ErrorKind, RunFacts, decide
 from wrapper.policy import REPLY_HANDLER, Allow, Escalate, Fail, Nudge, StopPolicy
@@ -314,14 +314,8 @@ class StopGate:
     def _warn_failed(
         self, event: str, handlers: list[Handler], results: list[HandlerResult], then: str
     ) -> None:
-        for handler, result in zip(handlers, results, strict=False):
-            if result.warning is not None:
-                self.stream.emit(
-                    WarningEvent(
-                        code="hook_failed",
-                        message=f"{event} handler {handler.name} {result.warning}; {then}",
-                    )
-                )
+        for warning in failure_warnings(event, handlers, results, then):
+            self.stream.emit(warning)
 
     def _ignored_file(self, message: str) -> None:
         if message not in self._ignored:

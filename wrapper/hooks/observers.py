@@ -13,7 +13,7 @@ from typing import Any
 import trio
 
 from wrapper.events import Compaction, Event, ToolEnded, ToolStarted, WarningEvent
-from wrapper.hooks.runner import HookContext, run_chain
+from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 from wrapper.settings import OBSERVED_EVENTS, Handler, Settings
 
 #: Observer handlers running at once.
@@ -82,14 +82,8 @@ class Observers:
         try:
             name, handlers, payload = job
             results = await run_chain(handlers, name, payload, self.ctx, blocking=False)
-            for handler, result in zip(handlers, results, strict=False):
-                if result.warning is not None:
-                    self.ctx.emit(
-                        WarningEvent(
-                            code="hook_failed",
-                            message=f"{name} handler {handler.name} {result.warning}",
-                        )
-                    )
+            for warning in failure_warnings(name, handlers, results):
+                self.ctx.emit(warning)
         finally:
             limiter.release()
 

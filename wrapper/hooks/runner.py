@@ -24,7 +24,7 @@ import trio
 
 from wrapper import proctree
 from wrapper.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
-from wrapper.events import Event, HookDecision, HookStarted
+from wrapper.events import Event, HookDecision, HookStarted, WarningEvent
 from wrapper.hooks.command import ShellSyntax, split_command
 from wrapper.hooks.protocol import (
     Decision,
@@ -193,6 +193,21 @@ async def _agent(handler: Handler, payload: dict[str, Any], ctx: HookContext) ->
     if not isinstance(text, str):
         return _failed("the verifier agent gave no final answer")
     return _judged(interpret_verdict(text), "the verifier agent")
+
+
+def failure_warnings(
+    event: str, handlers: Sequence[Handler], results: Sequence[HandlerResult], then: str = ""
+) -> list[WarningEvent]:
+    """One ``hook_failed`` warning per handler of ``event`` that failed; ``then``
+    says what the wrapper did about it."""
+    suffix = f"; {then}" if then else ""
+    return [
+        WarningEvent(
+            code="hook_failed", message=f"{event} handler {handler.name} {result.warning}{suffix}"
+        )
+        for handler, result in zip(handlers, results, strict=False)
+        if result.warning is not None
+    ]
 
 
 def _judged(result: HandlerResult, who: str) -> HandlerResult:
