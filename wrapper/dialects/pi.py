@@ -15,27 +15,31 @@ to ``<run-dir>/task.md`` and passed as ``@<path>``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
 
+from wrapper.dialects._shared import no_session
 from wrapper.dialects.base import (
     MAX_ARG_BYTES,
     NOT_JSON,
     CannotResume,
     Dialect,
+    Handler,
     Launch,
-    as_count,
+    UsageKeys,
     as_float,
     as_int,
     as_str,
+    counts,
     decode_value,
     merge_deltas,
     sniff_type,
     summarize_args,
     tool_result_text,
+    tool_started,
 )
 from wrapper.events import (
     AgentEnded,
@@ -48,14 +52,11 @@ from wrapper.events import (
     TextDelta,
     ToolCall,
     ToolEnded,
-    ToolStarted,
     TurnStarted,
     Usage,
     canonical_stop_reason,
 )
 from wrapper.framing import Frame, Oversized
-
-_Handler = Callable[["PiDialect", dict[str, Any]], list[Event]]
 
 #: Event types that only pi emits, for recognising a stream with no header.
 _PI_TYPES = frozenset(
@@ -73,6 +74,7 @@ SETTLE_GRACE = 0.2
 
 class PiDialect(Dialect):
     name: ClassVar[str] = "pi"
+    json_mode: ClassVar[str] = "--mode json"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"pi"})
@@ -165,7 +167,7 @@ class PiDialect(Dialect):
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
         if "--no-session" in command:
-            raise CannotResume("the command has --no-session, so pi keeps no session to resume")
+            raise CannotResume(no_session("--no-session", "pi"))
         argv = list(command)
         transcript = _session_path(command)
         if transcript is None:
@@ -225,14 +227,8 @@ class PiDialect(Dialect):
         )
 
     def _tool_start(self, obj: dict[str, Any]) -> list[Event]:
-        return [
-            ToolStarted(
-                tool=as_str(obj.get("toolName")) or "?",
-                tool_call_id=as_str(obj.get("toolCallId")),
-                summary=summarize_args(obj.get("args")),
-                args=obj.get("args"),
-            )
-        ]
+        tool = as_str(obj.get("toolName")) or "?"
+        return [tool_started(tool, as_str(obj.get("toolCallId")), obj.get("args"))]
 
     def _tool_end(self, obj: dict[str, Any]) -> list[Event]:
         return [
@@ -418,21 +414,17 @@ def _delta_events(update: Any) -> list[Event]:
     return []
 
 
+_USAGE_KEYS = UsageKeys("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+
+
 def _usage(raw: Any) -> Usage | None:
     if not isinstance(raw, dict):
         return None
     cost = raw.get("cost")
-    return Usage(
-        input=as_count(raw.get("input")),
-        output=as_count(raw.get("output")),
-        cache_read=as_count(raw.get("cacheRead")),
-        cache_write=as_count(raw.get("cacheWrite")),
-        total_tokens=as_count(raw.get("totalTokens")),
-        cost_usd=as_float(cost.get("total")) if isinstance(cost, dict) else None,
-    )
+    return counts(raw, _USAGE_KEYS, as_float(cost.get("total")) if isinstance(cost, dict) else None)
 
 
-_HANDLERS: dict[str, _Handler] = {
+_HANDLERS: dict[str, Handler] = {
     "session": PiDialect._session,
     "turn_start": PiDialect._turn_start,
     "message_update": PiDialect._message_update,
