@@ -40,7 +40,7 @@ from wrapper.dialects.claude import ClaudeDialect
 class AmpDialect(ClaudeDialect):
     name: ClassVar[str] = "amp"
     executables: ClassVar[frozenset[str]] = frozenset({"amp"})
-    json_mode: ClassVar[str] = "--stream-json"
+    streaming_command: ClassVar[str] = "amp --stream-json"
     agent_name: ClassVar[str] = "Amp"
     prompt_flag: ClassVar[tuple[str, ...]] = ("-x",)
     guard_dash: ClassVar[bool] = True

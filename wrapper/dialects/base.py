@@ -25,6 +25,7 @@ from wrapper.events import (
     ToolStarted,
     UnparsedLine,
     Usage,
+    WarningEvent,
 )
 from wrapper.framing import Frame, Oversized
 
@@ -334,6 +335,40 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+#: Events that say a line was not understood: a stream made only of these
+#: was not the output the dialect reads.
+NOT_RECOGNISED: tuple[type[Event], ...] = (UnparsedLine, OversizedLine, WarningEvent)
+
+
+def recognised_any(events: Sequence[Event]) -> bool:
+    """Whether ``events`` hold one the dialect made of a line it understood."""
+    return any(not isinstance(event, NOT_RECOGNISED) for event in events)
+
+
+def unrecognised_output(dialect: Dialect, lines: int, *, whose: str = "its output") -> str:
+    """Why a stream of ``lines`` lines in which ``dialect`` recognised none is
+    likely so, for a person: the wrong dialect, or the agent not in its JSON
+    streaming mode (with the command line that turns it on, when known)."""
+    if lines == 0:
+        return f"{whose} was empty (no line at all)"
+    counted = (
+        f"the one line of {whose} was not"
+        if lines == 1
+        else f"none of the {lines} lines of {whose} was"
+    )
+    if not dialect.streaming_command:
+        return (
+            f"{counted} recognised as any known agent's event: pass --dialect, "
+            "and make sure the agent's JSON streaming mode is on"
+        )
+    return (
+        f"{counted} recognised as a {dialect.name} event: either the agent is not "
+        f"{dialect.name} (choose the dialect with --dialect), or its JSON streaming mode "
+        f"is not on (the {dialect.name} dialect reads the output of "
+        f"`{dialect.streaming_command}`)"
+    )
+
+
 #: A dialect's method that normalizes one decoded event of a given type.
 Handler = Callable[[Any, dict[str, Any]], list[Event]]
 
@@ -341,8 +376,9 @@ Handler = Callable[[Any, dict[str, Any]], list[Event]]
 class Dialect:
     """One agent CLI's format. An instance is used for one run and may keep state.
 
-    Subclasses set ``name``, ``executables``, ``stop_reasons``, ``json_mode``
-    and ``handlers`` (one method per raw event type, which ``parse`` calls),
+    Subclasses set ``name``, ``executables``, ``stop_reasons``,
+    ``streaming_command`` and ``handlers`` (one method per raw event type,
+    which ``parse`` calls),
     and implement ``recognises`` and ``launch`` (``CommandLineDialect`` in
     ``_shared`` declares the argv instead). State kept across lines is set in
     ``_reset``, which ``on_exit`` calls after asking ``exit_final`` what the
@@ -363,9 +399,9 @@ class Dialect:
 
     #: Raw event ``type`` -> the method that normalizes such an event.
     handlers: ClassVar[Mapping[str, Handler]] = {}
-    #: The flags that put the agent in the JSON streaming mode this dialect
-    #: reads, as a user would add them (named when a stream is not recognised).
-    json_mode: ClassVar[str] = ""
+    #: How the agent is run in the JSON streaming mode this dialect reads (told
+    #: to a user whose agent's output had no line the dialect recognised).
+    streaming_command: ClassVar[str] = ""
 
     def __init__(self) -> None:
         self._reset()

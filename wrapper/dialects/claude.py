@@ -131,7 +131,7 @@ class ClaudeDialect(CommandLineDialect):
     }
     #: Raw event type -> handler; subclasses for Claude-compatible streams extend it.
     handlers: ClassVar[Mapping[str, Handler]] = {}
-    json_mode: ClassVar[str] = "-p --output-format stream-json --verbose"
+    streaming_command: ClassVar[str] = "claude -p --output-format stream-json --verbose"
     agent_name: ClassVar[str] = "Claude Code"
     no_session_flag: ClassVar[str | None] = "--no-session-persistence"
     #: The variable naming the agent's config directory, and its default under

@@ -112,7 +112,7 @@ class CodexDialect(CommandLineDialect):
         "turn.completed": StopReason.STOP,
         "turn.failed": StopReason.ERROR,
     }
-    json_mode: ClassVar[str] = "exec --json"
+    streaming_command: ClassVar[str] = "codex exec --json"
     agent_name: ClassVar[str] = "Codex"
     resume_flag: ClassVar[tuple[str, ...]] = ("resume",)
     no_session_flag: ClassVar[str | None] = "--ephemeral"

@@ -49,7 +49,7 @@ _CURSOR_TYPES = frozenset({"tool_call", "thinking", "interaction_query"})
 class CursorDialect(ClaudeDialect):
     name: ClassVar[str] = "cursor"
     executables: ClassVar[frozenset[str]] = frozenset({"cursor-agent", "cursor"})
-    json_mode: ClassVar[str] = "-p --output-format stream-json"
+    streaming_command: ClassVar[str] = "cursor-agent -p --output-format stream-json"
     agent_name: ClassVar[str] = "Cursor Agent"
     prompt_flag: ClassVar[tuple[str, ...]] = ()
     guard_dash: ClassVar[bool] = True

@@ -98,7 +98,7 @@ class GeminiDialect(CommandLineDialect):
         "success": StopReason.STOP,
         "error": StopReason.ERROR,
     }
-    json_mode: ClassVar[str] = "--output-format stream-json"
+    streaming_command: ClassVar[str] = "gemini --output-format stream-json"
     agent_name: ClassVar[str] = "Gemini CLI"
     prompt_flag: ClassVar[tuple[str, ...]] = ("-p",)
     guard_dash: ClassVar[bool] = True

@@ -88,7 +88,7 @@ class OpencodeDialect(CommandLineDialect):
         "MessageAbortedError": StopReason.ABORTED,
         "MessageOutputLengthError": StopReason.LENGTH,
     }
-    json_mode: ClassVar[str] = "run --format json"
+    streaming_command: ClassVar[str] = "opencode run --format json"
     agent_name: ClassVar[str] = "opencode"
     resume_flag: ClassVar[tuple[str, ...]] = ("--session",)
     session_source: ClassVar[str] = "session id (no line carried a sessionID)"

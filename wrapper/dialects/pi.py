@@ -74,7 +74,7 @@ SETTLE_GRACE = 0.2
 
 class PiDialect(Dialect):
     name: ClassVar[str] = "pi"
-    json_mode: ClassVar[str] = "--mode json"
+    streaming_command: ClassVar[str] = "pi --mode json -p"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"pi"})
