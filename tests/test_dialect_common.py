@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.dialect_support import (
+    capture,
     final,
     first_object,
     line,
@@ -47,6 +48,7 @@ from wrapper.events import (
     ToolEnded,
     ToolStarted,
     UnparsedLine,
+    Usage,
     is_terminal,
 )
 
@@ -511,7 +513,7 @@ AGENTS = [
     ),
     Agent(
         name="amp",
-        command=("amp", "--stream-json"),
+        command=("amp", "--stream-json", "--mode", "smart"),
         types=("system", "assistant", "user", "result"),
         keys=("subtype", "message", "is_error", "result", "error", "session_id", "usage"),
         samples=claude_samples("T-2775dc92", {"cwd": "/w", "tools": ["oracle"]}),
@@ -519,7 +521,10 @@ AGENTS = [
             task=("-x", "Fix it"),
             dashed_task=("-x", " -v is broken"),
             # the thread is continued by a subcommand; the user's flags follow it
-            resume=("amp", "threads", "continue", RESUMED, "--stream-json", "-x", "Go on"),
+            resume=(
+                *("amp", "threads", "continue", RESUMED),
+                *("--stream-json", "--mode", "smart", "-x", "Go on"),
+            ),
             missing_session="Amp reported no session id",
         ),
         display_name="Amp",
@@ -593,7 +598,8 @@ def test_non_objects_become_unparsed_lines(agent: Agent, noise: bytes) -> None:
 )
 def test_lines_that_are_not_objects_say_why(agent: Agent, raw: bytes, reason: str) -> None:
     [event] = agent.dialect().parse(raw)
-    assert event == UnparsedLine(text=event.text, reason=reason)
+    assert isinstance(event, UnparsedLine)
+    assert event.reason == reason
 
 
 @pytest.mark.parametrize("agent", each(AGENTS))
@@ -777,3 +783,119 @@ def test_a_command_that_keeps_no_session_cannot_be_resumed(agent: Agent, tmp_pat
     command = [*agent.command, flag]
     with pytest.raises(CannotResume, match=f"has {flag}, so .* keeps no session to resume"):
         agent.dialect().resume(command, "Go on", tmp_path, RESUMED)
+
+
+# -- real captures -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A stream a real CLI wrote (``../shared/streams``) and what its run must come to."""
+
+    file: str
+    dialect: str
+    #: The final message's canonical and raw stop reason, text and usage.
+    stop: tuple[str, str]
+    text: str
+    usage: Usage
+    session: str
+    model: str | None = None
+    error_message: str | None = None
+    #: Every tool started, with the summary of its arguments; each one ends.
+    tools: tuple[tuple[str, str], ...] = ()
+    exit_code: int = 0
+
+
+CAPTURES = [
+    Capture(
+        "amp_stream_json_official.jsonl",
+        "amp",
+        ("stop", "success"),
+        "2 + 2 equals 4.",
+        Usage(input=12783, output=8, cache_read=12416, cache_write=367, total_tokens=25574),
+        session="T-2775dc92-90ed-4f85-8b73-8f9766029e83",
+    ),
+    Capture(
+        "claude_tooluse_v2.1.3.jsonl",
+        "claude",
+        ("stop", "success"),
+        "Here are the files in the current directory.",
+        Usage(
+            input=18,
+            output=424,
+            cache_read=17254,
+            cache_write=25067,
+            total_tokens=42763,
+            cost_usd=0.24722425,
+        ),
+        session="40e7b02d-c0f9-4876-9010-f514d4eb0603",
+        model="claude-opus-4-5-20251101",
+        tools=(("Bash", "ls -la"),),
+    ),
+    Capture(
+        "claude_partial_hi.jsonl",
+        "claude",
+        ("stop", "end_turn"),
+        "hi",
+        Usage(
+            input=2, output=4, cache_read=0, cache_write=31984, total_tokens=31990, cost_usd=0.31995
+        ),
+        session="b2251092-456c-4056-82be-64e609ec4e11",
+        model="claude-opus-5",
+    ),
+    Capture(
+        "codex_tooluse_v0.46.jsonl",
+        "codex",
+        ("stop", "turn.completed"),
+        "Files here: `stream-output-1.jsonl`, `stream-output-2.jsonl`, `test.js`.",
+        Usage(input=1048, output=129, cache_read=4992, total_tokens=6169),
+        session="019a2d7a-6455-7170-a661-c6d8b94c630a",
+        tools=(("command_execution", "bash -lc ls"),),
+    ),
+    Capture(
+        "codex_docs_sample.jsonl",
+        "codex",
+        ("stop", "turn.completed"),
+        "Yep — there’s a `README.md` in the repository root.",
+        Usage(input=315, output=122, cache_read=24448, total_tokens=24885),
+        session="0199a213-81c0-7800-8aa1-bbab2a035a53",
+        tools=(("command_execution", "bash -lc ls"),),
+    ),
+    Capture(
+        "gemini_snapshot_tooluse.jsonl",
+        "gemini",
+        ("stop", "success"),
+        "Final answer",
+        Usage(input=0, output=0, cache_read=0, total_tokens=0),
+        session="test-session-id",
+        model="test-model",
+        tools=(("testTool", "value1"),),
+    ),
+    Capture(
+        "gemini_real_autherror_v0.50.jsonl",
+        "gemini",
+        ("error", "error"),
+        "",
+        Usage(input=0, output=0, cache_read=0, total_tokens=0),
+        session="a559d264-82c8-48a4-85ec-0fbe645d82e0",
+        model="auto",
+        error_message="[API Error: … API_KEY_INVALID …]",
+        exit_code=1,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.file) for case in CAPTURES])
+def test_a_real_capture_comes_to_its_final_message(case: Capture) -> None:
+    lines = capture(case.file)
+    events = replay(DIALECTS[case.dialect](), lines, case.exit_code)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == case.stop
+    assert (message.text, message.usage) == (case.text, case.usage)
+    assert (message.model, message.error_message) == (case.model, case.error_message)
+    assert [m for m in messages(events) if is_terminal(m.stop_reason)] == [message]
+    assert session_id(events) == case.session
+    started = [(e.tool, e.summary) for e in events if isinstance(e, ToolStarted)]
+    assert started == list(case.tools)
+    assert sum(isinstance(e, ToolEnded) for e in events) == len(case.tools)
+    assert recognisers(first_object(lines)) == [case.dialect]
