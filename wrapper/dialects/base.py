@@ -20,6 +20,7 @@ from wrapper.events import (
     AssistantMessage,
     Event,
     OversizedLine,
+    Retry,
     StopReason,
     TextDelta,
     ToolStarted,
@@ -265,6 +266,19 @@ def _result_text(value: Any) -> str | None:
 def tool_started(tool: str, call_id: str | None, args: Any) -> ToolStarted:
     """A tool call's start, with the summary of its arguments."""
     return ToolStarted(tool=tool, tool_call_id=call_id, summary=summarize_args(args), args=args)
+
+
+def retry_started(obj: Mapping[str, Any], keys: tuple[str, str, str], message: str | None) -> Retry:
+    """The start of a retry, its attempt, most attempts and delay (ms) read
+    from ``obj`` under ``keys`` (in that order)."""
+    attempt, most, delay = keys
+    return Retry(
+        phase="start",
+        retry_attempt=as_int(obj.get(attempt)),
+        max_attempts=as_int(obj.get(most)),
+        delay_ms=as_int(obj.get(delay)),
+        message=message,
+    )
 
 
 def counts(raw: Mapping[str, Any], keys: UsageKeys, cost: float | None = None) -> Usage:

@@ -64,6 +64,7 @@ from wrapper.dialects.base import (
     as_float,
     as_int,
     as_str,
+    retry_started,
     summarize_args,
     tool_result_text,
 )
@@ -72,7 +73,6 @@ from wrapper.events import (
     AssistantMessage,
     Compaction,
     Event,
-    Retry,
     SessionStarted,
     StopReason,
     TextDelta,
@@ -92,6 +92,9 @@ _SYNTHETIC = "<synthetic>"
 
 #: ``error`` values of an assistant line that mean the output-token limit.
 _LENGTH_ERRORS = frozenset({"max_output_tokens", "max_tokens"})
+
+#: Where an ``api_retry`` line gives its attempt, most attempts and delay.
+_RETRY_KEYS = ("attempt", "max_retries", "retry_delay_ms")
 
 #: Content blocks that call a tool (``server_tool_use``: web search and fetch).
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -201,15 +204,7 @@ class ClaudeDialect(CommandLineDialect):
             status = as_int(obj.get("error_status"))
             error = as_str(obj.get("error"))
             detail = " ".join(part for part in (str(status) if status else None, error) if part)
-            return [
-                Retry(
-                    phase="start",
-                    retry_attempt=as_int(obj.get("attempt")),
-                    max_attempts=as_int(obj.get("max_retries")),
-                    delay_ms=as_int(obj.get("retry_delay_ms")),
-                    message=detail or None,
-                )
-            ]
+            return [retry_started(obj, _RETRY_KEYS, detail or None)]
         if subtype == "compact_boundary":
             metadata = obj.get("compact_metadata")
             trigger = as_str(metadata.get("trigger")) if isinstance(metadata, dict) else None

@@ -36,6 +36,7 @@ from wrapper.dialects.base import (
     counts,
     decode_value,
     merge_deltas,
+    retry_started,
     sniff_type,
     summarize_args,
     tool_result_text,
@@ -241,15 +242,7 @@ class PiDialect(Dialect):
         ]
 
     def _retry_start(self, obj: dict[str, Any]) -> list[Event]:
-        return [
-            Retry(
-                phase="start",
-                retry_attempt=as_int(obj.get("attempt")),
-                max_attempts=as_int(obj.get("maxAttempts")),
-                delay_ms=as_int(obj.get("delayMs")),
-                message=as_str(obj.get("errorMessage")),
-            )
-        ]
+        return [retry_started(obj, _RETRY_KEYS, as_str(obj.get("errorMessage")))]
 
     def _retry_end(self, obj: dict[str, Any]) -> list[Event]:
         success = obj.get("success")
@@ -275,6 +268,9 @@ class PiDialect(Dialect):
     def _agent_settled(self, obj: dict[str, Any]) -> list[Event]:
         return [AgentEnded(will_retry=False, settled=True)]
 
+
+#: Where ``auto_retry_start`` gives its attempt, most attempts and delay.
+_RETRY_KEYS = ("attempt", "maxAttempts", "delayMs")
 
 _WILL_RETRY = re.compile(rb'"willRetry"\s*:\s*(true|false)')
 
