@@ -281,6 +281,17 @@ def retry_started(obj: Mapping[str, Any], keys: tuple[str, str, str], message: s
     )
 
 
+@dataclass(frozen=True, slots=True)
+class UsageKeys:
+    """The keys under which an agent reports each token count (None: it does not)."""
+
+    input: str | None
+    output: str | None
+    cache_read: str | None = None
+    cache_write: str | None = None
+    total: str | None = None
+
+
 def counts(raw: Mapping[str, Any], keys: UsageKeys, cost: float | None = None) -> Usage:
     """Token counts read from ``raw`` under the keys an agent spells them with."""
     return Usage(
@@ -291,17 +302,6 @@ def counts(raw: Mapping[str, Any], keys: UsageKeys, cost: float | None = None) -
         total_tokens=_count(raw, keys.total),
         cost_usd=cost,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class UsageKeys:
-    """The keys under which an agent reports each token count (None: it does not)."""
-
-    input: str | None
-    output: str | None
-    cache_read: str | None = None
-    cache_write: str | None = None
-    total: str | None = None
 
 
 def _count(raw: Mapping[str, Any], key: str | None) -> int | None:
@@ -392,11 +392,10 @@ class Dialect:
 
     Subclasses set ``name``, ``executables``, ``stop_reasons``,
     ``streaming_command`` and ``handlers`` (one method per raw event type,
-    which ``parse`` calls),
-    and implement ``recognises`` and ``launch`` (``CommandLineDialect`` in
-    ``_shared`` declares the argv instead). State kept across lines is set in
-    ``_reset``, which ``on_exit`` calls after asking ``exit_final`` what the
-    exit implies.
+    which ``parse`` calls), and implement ``recognises`` and ``launch``
+    (``CommandLineDialect`` in ``_shared`` declares the argv instead). State
+    kept across lines is set in ``_reset``, which ``on_exit`` calls after
+    asking ``exit_final`` what the exit implies.
     """
 
     name: ClassVar[str] = ""
