@@ -227,3 +227,66 @@ def test_pretty_output_of_a_claude_run_with_a_long_tool_and_a_question(tmp_path:
     assert " 0 tokens" not in out
     assert "  ✓ Bash done · 1." in out
     assert f"reply {run_dir} --escalation esc-1 'your answer'" in out
+
+
+# -- output the dialect does not recognise ---------------------------------------------
+
+
+def test_plain_text_output_says_no_line_was_recognised_and_how_to_fix_it(
+    tmp_path: Path,
+) -> None:
+    # What `claude -p` prints without --output-format stream-json: plain text.
+    command = [sys.executable, "-c", "print('hello'); print('world')"]
+    proc = cli("run", "--dialect", "claude", "--run-dir", str(tmp_path / "run"), "--", *command)
+    assert proc.returncode == 1
+    error = read_result(tmp_path / "run" / "result.json")["error"]
+    assert error["kind"] == "exited_early"
+    message = error["message"]
+    assert "none of the 2 lines of its output was recognised as a claude event" in message
+    assert "--dialect" in message
+    assert "`claude -p --output-format stream-json --verbose`" in message
+    assert message in proc.stderr
+
+
+def test_one_unrecognised_line_is_told_in_the_singular(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "print('hello')"]
+    proc = cli("run", "--dialect", "codex", "--run-dir", str(tmp_path / "run"), "--", *command)
+    assert proc.returncode == 1
+    message = read_result(tmp_path / "run" / "result.json")["error"]["message"]
+    assert "the one line of its output was not recognised as a codex event" in message
+    assert "`codex exec --json`" in message
+
+
+def test_unrecognised_output_of_an_unknown_agent_asks_for_a_dialect(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "print('{\"hello\": 1}'); print('x')"]
+    proc = cli("run", "--run-dir", str(tmp_path / "run"), "--", *command)
+    assert proc.returncode == 1
+    message = read_result(tmp_path / "run" / "result.json")["error"]["message"]
+    assert "none of the 2 lines of its output was recognised as any known agent's event" in message
+    assert "pass --dialect" in message
+
+
+def test_empty_output_says_it_was_empty(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "pass"]
+    proc = cli("run", "--dialect", "gemini", "--run-dir", str(tmp_path / "run"), "--", *command)
+    assert proc.returncode == 1
+    message = read_result(tmp_path / "run" / "result.json")["error"]["message"]
+    assert "without a final message: its output was empty (no line at all)" in message
+    assert "recognised" not in message
+
+
+def test_a_failing_exit_after_unrecognised_output_says_both(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "print('Error: not logged in'); raise SystemExit(1)"]
+    proc = cli("run", "--dialect", "claude", "--run-dir", str(tmp_path / "run"), "--", *command)
+    assert proc.returncode == 1
+    message = read_result(tmp_path / "run" / "result.json")["error"]["message"]
+    assert "exited with status 1" in message
+    assert "the one line of its output was not recognised as a claude event" in message
+
+
+def test_recognised_output_never_mentions_recognition(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, [{"assistant": {"text": "x", "stopReason": "toolUse"}}])
+    proc = invoke(wrapper_argv(tmp_path / "run", scenario, task="hi"), tmp_path)
+    assert proc.returncode == 1
+    message = read_result(tmp_path / "run" / "result.json")["error"]["message"]
+    assert "without a final message (no terminal stop reason)" in message

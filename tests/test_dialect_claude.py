@@ -10,15 +10,11 @@ import pytest
 
 from tests.dialect_support import (
     capture,
-    final,
-    first_object,
     line,
     messages,
-    recognisers,
     replay,
-    session_id,
 )
-from wrapper.dialects import CannotResume, resolve_dialect
+from wrapper.dialects import resolve_dialect
 from wrapper.dialects.claude import ClaudeDialect
 from wrapper.dialects.cursor import CursorDialect
 from wrapper.events import (
@@ -278,120 +274,41 @@ def test_system_lines() -> None:
 # -- the process's exit ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("exit_code", "canonical"), [(143, "aborted"), (130, "aborted"), (1, "error"), (2, "error")]
-)
-def test_exit_without_result_line(exit_code: int, canonical: str) -> None:
+def test_exit_without_result_line_keeps_the_usage_and_model_so_far() -> None:
+    # Which exit means what is the common table's business; here what Claude adds.
     dialect = ClaudeDialect()
     events = replay(
         dialect,
         [init(), assistant(text("Working on it."), msg_id="m1"), assistant(msg_id="m1")],
-        exit_code,
+        143,
     )
     message = events[-1]
     assert isinstance(message, AssistantMessage)
-    assert (message.stop_reason, message.raw_stop_reason) == (canonical, f"exit {exit_code}")
+    assert (message.stop_reason, message.raw_stop_reason) == ("aborted", "exit 143")
     assert message.text == "Working on it."
     # the usage seen so far, each message counted once
     assert message.usage == Usage(input=1, output=2, total_tokens=3)
     assert message.model == "claude-x"
 
 
-@pytest.mark.parametrize(("exit_code", "signal"), [(0, None), (None, 9)])
-def test_clean_exit_or_death_by_signal_without_result_implies_nothing(
-    exit_code: int | None, signal: int | None
-) -> None:
-    dialect = ClaudeDialect()
-    dialect.parse(init())
-    assert dialect.on_exit(exit_code, signal) == []
-
-
-def test_exit_after_the_result_line_implies_nothing_and_the_next_attempt_starts_afresh() -> None:
-    dialect = ClaudeDialect()
-    assert replay(dialect, [init(), result()], 143)[-1] == AgentEnded(
-        will_retry=False, settled=True
-    )
-    [message] = replay(dialect, [], 143)
-    assert isinstance(message, AssistantMessage)
-    assert message.stop_reason == StopReason.ABORTED
-
-
 # -- real captures -------------------------------------------------------------------
 
 
-def test_replay_tool_use_capture_v2_1_3() -> None:
-    lines = capture("claude_tooluse_v2.1.3.jsonl")
-    events = replay(ClaudeDialect(), lines)
-    message = final(events)
-    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "success")
-    assert message.text == "Here are the files in the current directory."
-    assert session_id(events) == SESSION
-    assert message.usage == Usage(
-        input=18,
-        output=424,
-        cache_read=17254,
-        cache_write=25067,
-        total_tokens=42763,
-        cost_usd=0.24722425,
-    )
-    assert message.model == "claude-opus-4-5-20251101"
-    assert [type(e).__name__ for e in events if isinstance(e, ToolStarted | ToolEnded)] == [
-        "ToolStarted",
-        "ToolEnded",
-    ]
-    assert [m for m in messages(events) if is_terminal(m.stop_reason)] == [message]
+def test_captures_end_on_the_result_line_and_keep_the_partial_deltas() -> None:
+    # What each capture comes to is in the common table; here what is Claude's own.
+    events = replay(ClaudeDialect(), capture("claude_tooluse_v2.1.3.jsonl"))
     assert events[-1] == AgentEnded(will_retry=False, settled=True)
-    assert recognisers(first_object(lines)) == ["claude"]
+    assert TextDelta(text="hi") in replay(ClaudeDialect(), capture("claude_partial_hi.jsonl"))
 
 
-def test_replay_partial_messages_capture() -> None:
-    lines = capture("claude_partial_hi.jsonl")
-    events = replay(ClaudeDialect(), lines)
-    message = final(events)
-    assert (message.stop_reason, message.raw_stop_reason) == ("stop", "end_turn")
-    assert message.text == "hi"
-    assert session_id(events) == "b2251092-456c-4056-82be-64e609ec4e11"
-    assert message.usage == Usage(
-        input=2, output=4, cache_read=0, cache_write=31984, total_tokens=31990, cost_usd=0.31995
-    )
-    assert TextDelta(text="hi") in events
-    assert [m for m in messages(events) if is_terminal(m.stop_reason)] == [message]
-    assert recognisers(first_object(lines)) == ["claude"]
-
-
-# -- recognising and launching ---------------------------------------------------
+# -- recognising ---------------------------------------------------
 
 
 def test_recognises_its_init_only() -> None:
+    # Amp's, Cursor's and the other agents' first lines: the common table.
     assert ClaudeDialect.recognises({"type": "system", "subtype": "init", "session_id": "u-1"})
     assert ClaudeDialect.recognises({"type": "stream_event", "event": {}})
-    amp = {"type": "system", "subtype": "init", "session_id": "T-1", "tools": []}
-    cursor = {"type": "system", "subtype": "init", "session_id": "u", "apiKeySource": "login"}
-    for other in (amp, cursor, {"type": "session", "version": 3, "id": "s"}, {"type": "result"}):
-        assert not ClaudeDialect.recognises(other)
-
-
-def test_task_is_the_last_argument_after_double_dash(tmp_path: Path) -> None:
-    command = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
-    assert ClaudeDialect().launch(command, "Fix it", tmp_path).argv == [*command, "--", "Fix it"]
-    assert ClaudeDialect().launch(command, "-v is broken", tmp_path).argv[-2:] == [
-        "--",
-        "-v is broken",
-    ]
-    assert ClaudeDialect().launch(command, None, tmp_path).argv == command
-
-
-def test_resume_inserts_the_session_before_the_prompt(tmp_path: Path) -> None:
-    command = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
-    launch = ClaudeDialect().resume(command, "Keep going", tmp_path, SESSION)
-    assert launch.argv == [*command, "--resume", SESSION, "--", "Keep going"]
-
-
-def test_resume_needs_a_session(tmp_path: Path) -> None:
-    with pytest.raises(CannotResume, match="no session id"):
-        ClaudeDialect().resume(["claude", "-p"], "Go on", tmp_path, None)
-    with pytest.raises(CannotResume, match="--no-session-persistence"):
-        ClaudeDialect().resume(["claude", "-p", "--no-session-persistence"], "x", tmp_path, "s")
+    assert not ClaudeDialect.recognises({"type": "result"})
 
 
 # -- failed API calls and interim text ----------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ from tests.dialect_support import (
     replay,
     session_id,
 )
-from wrapper.dialects import CannotResume
 from wrapper.dialects.opencode import OpencodeDialect
 from wrapper.events import (
     AgentEnded,
@@ -176,31 +174,12 @@ def test_session_is_reported_once() -> None:
 # -- the process's exit ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("exit_code", "canonical"), [(130, "aborted"), (143, "aborted"), (1, "error")]
-)
-def test_exit_without_a_terminal_step(exit_code: int, canonical: str) -> None:
-    lines = [event("step_start"), event("text", part={"text": "Hm"}), step_finish("tool-calls")]
-    events = replay(OpencodeDialect(), lines, exit_code)
-    message = events[-1]
-    assert isinstance(message, AssistantMessage)
-    assert (message.stop_reason, message.raw_stop_reason) == (canonical, f"exit {exit_code}")
-
-
 def test_an_exit_during_a_tool_reports_no_interim_text() -> None:
     # opencode prints a tool only once it finished: the text may be interim
     lines = [event("step_start"), event("text", part={"text": "Running the command."})]
     message = replay(OpencodeDialect(), lines, 143)[-1]
     assert isinstance(message, AssistantMessage)
     assert (message.stop_reason, message.text) == ("aborted", "")
-
-
-def test_exit_after_a_terminal_step_or_cleanly_implies_nothing() -> None:
-    assert not messages(replay(OpencodeDialect(), [event("step_start")], 0))
-    finished = replay(OpencodeDialect(), [event("step_start"), step_finish("stop")], 1)
-    assert [m.stop_reason for m in messages(finished)] == ["stop"]
-    errored = replay(OpencodeDialect(), [error_event("UnknownError")], 1)
-    assert [m.stop_reason for m in messages(errored)] == ["error"]
 
 
 # -- real capture: three runs of opencode 1.14.25 ----------------------------------------------
@@ -242,7 +221,7 @@ def test_replay_capture_v1_14_25() -> None:
     assert recognisers(first_object(lines)) == ["opencode"]
 
 
-# -- recognising and launching --------------------------------------------------------------
+# -- recognising --------------------------------------------------------------
 
 
 def test_recognises_events_with_a_session_id_only() -> None:
@@ -250,20 +229,3 @@ def test_recognises_events_with_a_session_id_only() -> None:
     gemini_tool = {"type": "tool_use", "tool_name": "x", "tool_id": "t"}
     for other in (gemini_tool, {"type": "error", "message": "x"}, {"type": "text"}):
         assert not OpencodeDialect.recognises(other)
-
-
-def test_task_is_the_last_argument_after_double_dash(tmp_path: Path) -> None:
-    command = ["opencode", "run", "--format", "json", "-f", "notes.md"]
-    assert OpencodeDialect().launch(command, "-x flag broke", tmp_path).argv == [
-        *command,
-        "--",
-        "-x flag broke",
-    ]
-
-
-def test_resume_adds_the_session(tmp_path: Path) -> None:
-    command = ["opencode", "run", "--format", "json"]
-    launch = OpencodeDialect().resume(command, "More", tmp_path, SESSION)
-    assert launch.argv == [*command, "--session", SESSION, "--", "More"]
-    with pytest.raises(CannotResume, match="no session id"):
-        OpencodeDialect().resume(command, "More", tmp_path, None)

@@ -138,3 +138,48 @@ def test_summary_keeps_the_last_word_of_a_run_that_never_ended() -> None:
     summary = json.loads(proc.stdout)
     assert (summary["stopReason"], summary["rawStopReason"]) == ("pause_turn", "pause_turn")
     assert summary["finalText"] is None
+
+
+def test_a_stream_with_no_recognised_line_says_so_in_the_summary_and_on_stderr(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "stdout.log"
+    path.write_bytes(b"Hello! How can I help?\n\nAnything else?\n")
+    proc = normalize("--summary", "--dialect", "claude", str(path))
+    assert proc.returncode == 0
+    [warning] = json.loads(proc.stdout)["warnings"]
+    assert warning["code"] == "output_unrecognised"
+    assert (
+        "none of the 3 lines of the stream was recognised as a claude event" in (warning["message"])
+    )
+    assert "`claude -p --output-format stream-json --verbose`" in warning["message"]
+    assert proc.stderr.decode().strip() == f"agent-wrapper normalize: warning: {warning['message']}"
+
+
+def test_the_events_of_an_unrecognised_stream_end_with_the_warning() -> None:
+    proc = normalize("--dialect", "pi", stdin=b'{"type": "nothing_pi_writes"}\n')
+    assert proc.returncode == 0
+    last = json.loads(proc.stdout.splitlines()[-1])
+    assert (last["type"], last["code"]) == ("warning", "output_unrecognised")
+    assert "the one line of the stream was not recognised as a pi event" in last["message"]
+    assert "`pi --mode json -p`" in last["message"]
+    assert b"output_unrecognised" not in proc.stderr
+    assert b"warning: the one line" in proc.stderr
+
+
+def test_an_unrecognised_stream_without_a_dialect_asks_for_one() -> None:
+    proc = normalize("--summary", stdin=b"plain text\n")
+    [warning] = json.loads(proc.stdout)["warnings"]
+    assert "recognised as any known agent's event: pass --dialect" in warning["message"]
+
+
+def test_an_empty_stream_says_it_is_empty() -> None:
+    proc = normalize("--summary", "--dialect", "codex", stdin=b"")
+    [warning] = json.loads(proc.stdout)["warnings"]
+    assert warning["message"] == "the stream was empty (no line at all)"
+
+
+def test_a_recognised_stream_has_no_such_warning() -> None:
+    proc = normalize("--summary", stdin=PI_STREAM)
+    assert json.loads(proc.stdout)["warnings"] == []
+    assert proc.stderr == b""

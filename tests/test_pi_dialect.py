@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.dialect_support import line
 from wrapper.dialects import (
     SniffingDialect,
     UsageError,
@@ -23,7 +23,6 @@ from wrapper.events import (
     OversizedLine,
     Retry,
     SessionStarted,
-    StopReason,
     TextDelta,
     ToolEnded,
     ToolStarted,
@@ -31,10 +30,6 @@ from wrapper.events import (
     is_terminal,
 )
 from wrapper.framing import LineFramer, Oversized
-
-
-def line(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj).encode()
 
 
 def message_end(stop_reason: Any, text: str = "hi", **extra: Any) -> bytes:
@@ -183,31 +178,6 @@ def test_lifecycle_events() -> None:
     assert dialect.parse(line({"type": "brand_new_event"})) == []
 
 
-@pytest.mark.parametrize(
-    ("raw", "reason"),
-    [
-        (b"", "blank line"),
-        (b"   ", "blank line"),
-        (b"Warning: something odd", "not JSON"),
-        (b'{"type":"message_end","mess', "not JSON"),
-        (b"[1, 2]", "JSON list, not an object"),
-        (b'"text"', "JSON str, not an object"),
-        (b"\xff\xfe\x00garbage", "not JSON"),
-    ],
-)
-def test_lines_that_are_not_objects_become_unparsed_events(raw: bytes, reason: str) -> None:
-    [event] = PiDialect().parse(raw)
-    assert isinstance(event, UnparsedLine)
-    assert event.reason == reason
-
-
-def test_ansi_escape_in_front_of_json_is_stripped() -> None:
-    raw = b"\x1b[2K\x1b[1G" + message_end("stop")
-    [event] = PiDialect().parse(raw)
-    assert isinstance(event, AssistantMessage)
-    assert event.stop_reason == StopReason.STOP
-
-
 def test_fields_of_the_wrong_type_do_not_raise() -> None:
     dialect = PiDialect()
     objects: list[dict[str, Any]] = [
@@ -227,16 +197,6 @@ def test_fields_of_the_wrong_type_do_not_raise() -> None:
 
 
 # -- launching ---------------------------------------------------------------------
-
-
-def test_task_is_the_last_argument(tmp_path: Path) -> None:
-    launch = PiDialect().launch(["pi", "--mode", "json", "-p"], "Fix it", tmp_path)
-    assert launch.argv == ["pi", "--mode", "json", "-p", "Fix it"]
-    assert launch.files == {}
-
-
-def test_no_task_runs_the_command_as_given(tmp_path: Path) -> None:
-    assert PiDialect().launch(["pi", "-p"], None, tmp_path).argv == ["pi", "-p"]
 
 
 @pytest.mark.parametrize("task", ["-v is broken", "--help me", "@README.md explain"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
 
 import orjson
@@ -17,8 +18,9 @@ import orjson
 from wrapper.completion import CompletionTracker, Limits
 from wrapper.config import READ_CHUNK_BYTES
 from wrapper.dialects import DIALECTS, Dialect, SniffingDialect
+from wrapper.dialects.base import recognised_any, unrecognised_output
 from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent
-from wrapper.framing import LineFramer
+from wrapper.framing import Frame, LineFramer
 from wrapper.summary import RunSummary
 
 
@@ -30,13 +32,16 @@ def normalize(
     summary: bool = False,
     exit_code: int | None = None,
     max_line_bytes: int,
-) -> None:
+) -> list[str]:
+    """Write the events (or with ``summary`` the summary) of ``source`` to
+    ``out``; returns what a person should be told on stderr."""
     dialect: Dialect = SniffingDialect() if dialect_name == "auto" else DIALECTS[dialect_name]()
     totals = RunSummary()
     tracker = CompletionTracker(Limits(grace=math.inf, settle_grace=math.inf, kill_after=0), 0.0)
     warnings: list[dict[str, str]] = []
     seq = 0
-    for event in _events(source, dialect, exit_code, max_line_bytes):
+    tally = _Tally()
+    for event in _events(source, dialect, exit_code, max_line_bytes, tally):
         noted: list[WarningEvent] = []
         if type(event) is not TextDelta:
             noted = totals.observe(event)
@@ -48,10 +53,20 @@ def normalize(
             if not summary:
                 line = {"type": shown.TYPE, "seq": seq, "source": shown.SOURCE, **shown.payload()}
                 out.write(orjson.dumps(line) + b"\n")
+    chosen = dialect.chosen if isinstance(dialect, SniffingDialect) else dialect
+    told: list[str] = []
+    if not tally.recognised:
+        why = unrecognised_output(chosen or dialect, tally.lines, whose="the stream")
+        warning = WarningEvent(code=OUTPUT_UNRECOGNISED, message=why)
+        warnings.append({"code": warning.code, "message": warning.message})
+        told.append(f"warning: {why}")
+        if not summary:
+            seq += 1
+            line = {"type": warning.TYPE, "seq": seq, "source": warning.SOURCE}
+            out.write(orjson.dumps({**line, **warning.payload()}) + b"\n")
     if summary:
         final = tracker.final
         last_word = final or tracker.last_message
-        chosen = dialect.chosen if isinstance(dialect, SniffingDialect) else dialect
         usage = totals.usage
         report = {
             "dialect": chosen.name if chosen is not None else None,
@@ -65,23 +80,41 @@ def normalize(
             "warnings": warnings,
         }
         out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    return told
+
+
+#: The warning that a stream held no line its dialect recognised.
+OUTPUT_UNRECOGNISED = "output_unrecognised"
+
+
+@dataclass(slots=True)
+class _Tally:
+    """How many lines the stream had, and whether the dialect recognised one."""
+
+    lines: int = 0
+    recognised: bool = False
 
 
 def _events(
-    source: BinaryIO, dialect: Dialect, exit_code: int | None, max_line_bytes: int
+    source: BinaryIO, dialect: Dialect, exit_code: int | None, max_line_bytes: int, tally: _Tally
 ) -> Iterator[Event]:
     framer = LineFramer(max_line_bytes)
     while data := source.read(READ_CHUNK_BYTES):
         for frame in framer.feed(data):
-            yield from (
-                dialect.parse(frame) if isinstance(frame, bytes) else dialect.oversized(frame)
-            )
+            yield from _line_events(dialect, frame, tally)
     for frame in framer.close():
-        yield from dialect.parse(frame) if isinstance(frame, bytes) else dialect.oversized(frame)
+        yield from _line_events(dialect, frame, tally)
     if isinstance(dialect, SniffingDialect):
         yield from dialect.flush()
     if exit_code is not None:
         yield from dialect.on_exit(exit_code, None)
+
+
+def _line_events(dialect: Dialect, frame: Frame, tally: _Tally) -> list[Event]:
+    events = dialect.parse(frame) if isinstance(frame, bytes) else dialect.oversized(frame)
+    tally.lines += 1
+    tally.recognised = tally.recognised or recognised_any(events)
+    return events
 
 
 def main(
@@ -91,7 +124,7 @@ def main(
     try:
         source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
         with source:
-            normalize(
+            told = normalize(
                 source,
                 sys.stdout.buffer,
                 dialect_name=dialect_name,
@@ -102,4 +135,6 @@ def main(
     except OSError as exc:
         print(f"agent-wrapper normalize: {path}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    for line in told:
+        print(f"agent-wrapper normalize: {line}", file=sys.stderr)
     return 0

@@ -143,6 +143,10 @@ class RunFacts:
     internal_error: str | None = None
     #: The end of the agent's stderr, quoted when its own failing exit ends the run.
     stderr_tail: str | None = None
+    #: Why the agent's output held no line its dialect recognised (the
+    #: likely cause), when it held none; said when the run ends without a
+    #: final message.
+    unrecognised_output: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +199,10 @@ def _failed(kind: ErrorKind, message: str) -> Verdict:
 
 def _agent_verdict(facts: RunFacts) -> Verdict:
     verdict = _agent_verdict_alone(facts)
+    if verdict.error is not None and facts.final is not None and facts.unrecognised_output:
+        # A final message that only the exit status implied: why the stream said nothing.
+        message = f"{verdict.error.message} ({facts.unrecognised_output})"
+        verdict = replace(verdict, error=replace(verdict.error, message=message))
     exit_ = facts.exit
     failed_exit = exit_ is not None and (exit_.code or exit_.signal is not None)
     if verdict.error is None or not facts.stderr_tail or not failed_exit or facts.signalled:
@@ -218,10 +226,12 @@ def _agent_verdict_alone(facts: RunFacts) -> Verdict:
                 f"the agent was killed by {exit_.signal.name} before it finished",
             )
         how = exit_.describe() if exit_ is not None else "ended"
-        return _failed(
-            ErrorKind.EXITED_EARLY,
-            f"the agent {how} without a final message (no terminal stop reason)",
+        why = (
+            f": {facts.unrecognised_output}"
+            if facts.unrecognised_output
+            else " (no terminal stop reason)"
         )
+        return _failed(ErrorKind.EXITED_EARLY, f"the agent {how} without a final message{why}")
     if final.stop_reason == StopReason.ERROR:
         detail = final.error_message or final.raw_stop_reason or "error"
         error = RunError(

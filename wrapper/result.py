@@ -41,6 +41,10 @@ class AttemptRecord:
     tracker: CompletionTracker | None = None
     #: How much the agent wrote on stdout (a resume that wrote nothing was refused).
     stdout_bytes: int = 0
+    #: Whether the dialect recognised any line of the agent's stdout, and how
+    #: many lines it wrote until it did (all of them, when it never did).
+    recognised: bool = False
+    stdout_lines: int = 0
     #: The agent's last few non-blank stderr lines, for a failure's message.
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
 

@@ -41,6 +41,7 @@ from wrapper.config import (
     child_env,
 )
 from wrapper.dialects import Dialect, Launch, SniffingDialect, UsageError
+from wrapper.dialects.base import unrecognised_output
 from wrapper.escalation import wrapper_command
 from wrapper.events import (
     Event,
@@ -427,6 +428,9 @@ class Run:
             "attempt_timeout": self.config.attempt_timeout,
             "steer_failure": failure,
             "stderr_tail": record.stderr_excerpt(),
+            "unrecognised_output": None
+            if record.recognised
+            else unrecognised_output(self.dialect, record.stdout_lines),
         }
 
     async def _finish(self, verdict: Verdict) -> int:

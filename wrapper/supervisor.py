@@ -34,7 +34,7 @@ from wrapper.completion import (
 )
 from wrapper.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig
 from wrapper.dialects import Dialect, SniffingDialect
-from wrapper.dialects.base import strip_escapes
+from wrapper.dialects.base import recognised_any, strip_escapes
 from wrapper.events import (
     AssistantMessage,
     Event,
@@ -300,16 +300,23 @@ class AttemptSupervisor:
                     self._backpressure = None
         finally:
             now, wall = trio.current_time(), time.time()
-            self._frames(framer.close(), now, wall)
+            tail = framer.close()
+            if not record.recognised:
+                record.stdout_lines += len(tail)
+            self._frames(tail, now, wall)
             if isinstance(self.dialect, SniffingDialect):
                 for event in self.dialect.flush():
                     self._event(event, now, wall)
             self.stdout_log.flush()
 
     def _stdout_chunk(self, framer: LineFramer, data: bytes | bytearray) -> None:
-        assert self.record is not None
+        record = self.record
+        assert record is not None
         self.stdout_log.write(data)
-        self.record.stdout_bytes += len(data)
+        record.stdout_bytes += len(data)
+        if not record.recognised:
+            # Counted only while no line was recognised: the count is told only then.
+            record.stdout_lines += data.count(b"\n")
         # One clock reading per chunk: its lines arrived together.
         now, wall = trio.current_time(), time.time()
         if self.tracker is not None:
@@ -318,6 +325,8 @@ class AttemptSupervisor:
         region = framer.feed_region(data)
         if isinstance(region, bytes):
             events = self.dialect.parse_region(region, coalesce=self.coalesce_deltas)
+            if not record.recognised:
+                record.recognised = recognised_any(events)
             for event in events:
                 self._event(event, now, wall)
         else:
@@ -351,7 +360,11 @@ class AttemptSupervisor:
         self.status.touch(trio.current_time(), time.time())
 
     def _frames(self, frames: list[Frame], now: float, wall: float) -> None:
-        for event in self.dialect.parse_frames(frames, coalesce=self.coalesce_deltas):
+        events = self.dialect.parse_frames(frames, coalesce=self.coalesce_deltas)
+        record = self.record
+        if record is not None and not record.recognised:
+            record.recognised = recognised_any(events)
+        for event in events:
             self._event(event, now, wall)
 
     def _event(self, event: Event, now: float, wall: float) -> None:

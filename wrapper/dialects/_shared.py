@@ -7,7 +7,11 @@ the dialect modules keep only what differs.
 
 from __future__ import annotations
 
-from wrapper.dialects.base import MAX_ARG_BYTES, UsageError
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from wrapper.dialects.base import MAX_ARG_BYTES, CannotResume, Dialect, Launch, UsageError
 from wrapper.events import AssistantMessage, StopReason, Usage
 
 #: Exit statuses of a process that handled SIGINT or SIGTERM and exited as
@@ -63,3 +67,59 @@ def exit_message(
         error_message=error_message
         or f"the agent exited with status {exit_code} before it reported the end of its run",
     )
+
+
+class CommandLineDialect(Dialect):
+    """An agent that takes its task as the last argument of its command line
+    and continues a session named on it: the argv is declared, not coded.
+
+    ``launch`` appends ``prompt_flag`` and the task; ``resume`` appends
+    ``resume_flag``, the session id, then the same as ``launch``.
+    """
+
+    #: The CLI's name in messages to the user.
+    agent_name: ClassVar[str] = ""
+    #: What stands before the task: the flag that takes it, or ``--``.
+    prompt_flag: ClassVar[tuple[str, ...]] = ("--",)
+    #: Whether a task starting with ``-`` gets a leading space (see ``prompt_argument``).
+    guard_dash: ClassVar[bool] = False
+    #: What stands before the session id when resuming.
+    resume_flag: ClassVar[tuple[str, ...]] = ("--resume",)
+    #: A flag in the user's command that means no session is kept.
+    no_session_flag: ClassVar[str | None] = None
+    #: What the agent calls its session id, and which line of the stream gives it.
+    session_source: ClassVar[str] = "session id (no init line was seen)"
+
+    def launch(
+        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
+    ) -> Launch:
+        if task is None:
+            return Launch(list(command))
+        return Launch([*command, *self.prompt_flag, self.prompt_argument(task)])
+
+    def resume(
+        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
+    ) -> Launch:
+        session = self.resumable_session(command, session_id)
+        argument = self.prompt_argument(prompt)
+        return Launch([*command, *self.resume_flag, session, *self.prompt_flag, argument])
+
+    def prompt_argument(self, text: str) -> str:
+        """``text`` as this agent's prompt argument (see ``prompt_argument``)."""
+        return prompt_argument(self.agent_name, text, guard_dash=self.guard_dash)
+
+    def resumable_session(self, command: Sequence[str], session_id: str | None) -> str:
+        """The session to resume, or ``CannotResume`` saying why there is none."""
+        if session_id is None:
+            raise CannotResume(
+                f"{self.agent_name} reported no {self.session_source}, "
+                "so there is no session to resume"
+            )
+        if self.no_session_flag is not None and self.no_session_flag in command:
+            raise CannotResume(no_session(self.no_session_flag, self.agent_name))
+        return session_id
+
+
+def no_session(flag: str, agent: str) -> str:
+    """Why a command with ``flag`` has no session to resume."""
+    return f"the command has {flag}, so {agent} keeps no session to resume"

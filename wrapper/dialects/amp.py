@@ -33,14 +33,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from wrapper.dialects._shared import prompt_argument
 from wrapper.dialects.base import Launch
 from wrapper.dialects.claude import ClaudeDialect
 
 
 class AmpDialect(ClaudeDialect):
     name: ClassVar[str] = "amp"
+    streaming_command: ClassVar[str] = "amp --stream-json"
     agent_name: ClassVar[str] = "Amp"
+    prompt_flag: ClassVar[tuple[str, ...]] = ("-x",)
+    guard_dash: ClassVar[bool] = True
     no_session_flag: ClassVar[str | None] = None
     transcript_dir: ClassVar[tuple[str, str] | None] = None
 
@@ -54,17 +56,10 @@ class AmpDialect(ClaudeDialect):
             and session.startswith("T-")
         )
 
-    def launch(
-        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
-    ) -> Launch:
-        if task is None:
-            return Launch(list(command))
-        return Launch([*command, "-x", prompt_argument(self.agent_name, task, guard_dash=True)])
-
     def resume(
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
         thread = self.resumable_session(command, session_id)
-        argument = prompt_argument(self.agent_name, prompt, guard_dash=True)
         executable, flags = list(command[:1]), list(command[1:])
-        return Launch([*executable, "threads", "continue", thread, *flags, "-x", argument])
+        continued = [*executable, "threads", "continue", thread, *flags]
+        return Launch([*continued, *self.prompt_flag, self.prompt_argument(prompt)])

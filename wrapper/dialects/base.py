@@ -17,11 +17,16 @@ from wrapper.config import DEFAULT_GRACE, DEFAULT_SETTLE_GRACE
 from wrapper.events import (
     JSON_INT_MAX,
     JSON_INT_MIN,
+    AssistantMessage,
     Event,
     OversizedLine,
+    Retry,
     StopReason,
     TextDelta,
+    ToolStarted,
     UnparsedLine,
+    Usage,
+    WarningEvent,
 )
 from wrapper.framing import Frame, Oversized
 
@@ -258,6 +263,61 @@ def _result_text(value: Any) -> str | None:
     return str(value)
 
 
+def tool_started(tool: str, call_id: str | None, args: Any) -> ToolStarted:
+    """A tool call's start, with the summary of its arguments."""
+    return ToolStarted(tool=tool, tool_call_id=call_id, summary=summarize_args(args), args=args)
+
+
+def retry_started(obj: Mapping[str, Any], keys: tuple[str, str, str], message: str | None) -> Retry:
+    """The start of a retry, its attempt, most attempts and delay (ms) read
+    from ``obj`` under ``keys`` (in that order)."""
+    attempt, most, delay = keys
+    return Retry(
+        phase="start",
+        retry_attempt=as_int(obj.get(attempt)),
+        max_attempts=as_int(obj.get(most)),
+        delay_ms=as_int(obj.get(delay)),
+        message=message,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageKeys:
+    """The keys under which an agent reports each token count (None: it does not)."""
+
+    input: str | None
+    output: str | None
+    cache_read: str | None = None
+    cache_write: str | None = None
+    total: str | None = None
+
+
+def counts(raw: Mapping[str, Any], keys: UsageKeys, cost: float | None = None) -> Usage:
+    """Token counts read from ``raw`` under the keys an agent spells them with."""
+    return Usage(
+        input=_count(raw, keys.input),
+        output=_count(raw, keys.output),
+        cache_read=_count(raw, keys.cache_read),
+        cache_write=_count(raw, keys.cache_write),
+        total_tokens=_count(raw, keys.total),
+        cost_usd=cost,
+    )
+
+
+def _count(raw: Mapping[str, Any], key: str | None) -> int | None:
+    return None if key is None else as_count(raw.get(key))
+
+
+def split_input(
+    raw: Mapping[str, Any], input_key: str, cached_key: str
+) -> tuple[int | None, int | None]:
+    """(uncached, cached) input tokens, for an agent whose input count
+    (under ``input_key``) includes the cached tokens (under ``cached_key``)."""
+    given = as_count(raw.get(input_key))
+    cached = as_count(raw.get(cached_key))
+    return (given - cached if given is not None and cached is not None else given), cached
+
+
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -289,12 +349,54 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+#: Events that say a line was not understood: a stream made only of these
+#: was not the output the dialect reads.
+NOT_RECOGNISED: tuple[type[Event], ...] = (UnparsedLine, OversizedLine, WarningEvent)
+
+
+def recognised_any(events: Sequence[Event]) -> bool:
+    """Whether ``events`` hold one the dialect made of a line it understood."""
+    return any(not isinstance(event, NOT_RECOGNISED) for event in events)
+
+
+def unrecognised_output(dialect: Dialect, lines: int, *, whose: str = "its output") -> str:
+    """Why a stream of ``lines`` lines in which ``dialect`` recognised none is
+    likely so, for a person: the wrong dialect, or the agent not in its JSON
+    streaming mode (with the command line that turns it on, when known)."""
+    if lines == 0:
+        return f"{whose} was empty (no line at all)"
+    counted = (
+        f"the one line of {whose} was not"
+        if lines == 1
+        else f"none of the {lines} lines of {whose} was"
+    )
+    if not dialect.streaming_command:
+        return (
+            f"{counted} recognised as any known agent's event: pass --dialect, "
+            "and make sure the agent's JSON streaming mode is on"
+        )
+    return (
+        f"{counted} recognised as a {dialect.name} event: either the agent is not "
+        f"{dialect.name} (choose the dialect with --dialect), or its JSON streaming mode "
+        f"is not on (the {dialect.name} dialect reads the output of "
+        f"`{dialect.streaming_command}`)"
+    )
+
+
+#: A dialect's method that normalizes one decoded event of a given type.
+Handler = Callable[[Any, dict[str, Any]], list[Event]]
+
+
 class Dialect:
     """One agent CLI's format. An instance is used for one run and may keep state.
 
-    Subclasses set ``name`` and ``stop_reasons`` and implement ``parse``,
-    ``recognises`` and ``launch``; the program names an agent goes by are in
-    its ``wrapper.registry`` entry.
+    Subclasses set ``name``, ``stop_reasons``, ``streaming_command`` and
+    ``handlers`` (one method per raw event type, which ``parse`` calls), and
+    implement ``recognises`` and ``launch`` (``CommandLineDialect`` in
+    ``_shared`` declares the argv instead); the program names an agent goes
+    by are in its ``wrapper.registry`` entry. State kept across lines is set
+    in ``_reset``, which ``on_exit`` calls after asking ``exit_final`` what
+    the exit implies.
     """
 
     name: ClassVar[str] = ""
@@ -308,7 +410,16 @@ class Dialect:
     default_settle_grace: ClassVar[float] = DEFAULT_SETTLE_GRACE
 
     #: Raw event ``type`` -> the method that normalizes such an event.
-    handlers: ClassVar[Mapping[str, Callable[[Any, dict[str, Any]], list[Event]]]] = {}
+    handlers: ClassVar[Mapping[str, Handler]] = {}
+    #: How the agent is run in the JSON streaming mode this dialect reads (told
+    #: to a user whose agent's output had no line the dialect recognised).
+    streaming_command: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget what belongs to one process (a resumed attempt starts afresh)."""
 
     def parse(self, line: bytes) -> list[Event]:
         """Normalize one raw line: decode it and hand it to the handler of its
@@ -370,8 +481,16 @@ class Dialect:
     def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
         """Events implied by how the process ended, for agents whose exit status
         carries meaning (an abort shown only as exit 130, say). Called once,
-        after the last line was parsed; most dialects add nothing."""
-        return []
+        after the last line was parsed: the final message ``exit_final``
+        implies, if any; then what belonged to this process is forgotten."""
+        message = self.exit_final(exit_code)
+        self._reset()
+        return [message] if message is not None else []
+
+    def exit_final(self, exit_code: int | None) -> AssistantMessage | None:
+        """The final message an exit with ``exit_code`` implies, given what the
+        stream said so far (see ``_shared.exit_message``); most dialects: none."""
+        return None
 
     def transcript_search(
         self, session_id: str | None, env: Mapping[str, str]

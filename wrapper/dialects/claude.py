@@ -53,19 +53,18 @@ closes), so a task longer than one argument is a usage error.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from wrapper.dialects._shared import exit_message, prompt_argument
+from wrapper.dialects._shared import CommandLineDialect, exit_message
 from wrapper.dialects.base import (
-    CannotResume,
-    Dialect,
-    Launch,
+    Handler,
     as_count,
     as_float,
     as_int,
     as_str,
+    retry_started,
     summarize_args,
     tool_result_text,
 )
@@ -74,7 +73,6 @@ from wrapper.events import (
     AssistantMessage,
     Compaction,
     Event,
-    Retry,
     SessionStarted,
     StopReason,
     TextDelta,
@@ -86,8 +84,6 @@ from wrapper.events import (
     sum_usage,
 )
 
-_Handler = Callable[[Any, dict[str, Any]], list[Event]]
-
 #: A session id that is safe in a file pattern (no path parts, no glob magic).
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
@@ -96,6 +92,9 @@ _SYNTHETIC = "<synthetic>"
 
 #: ``error`` values of an assistant line that mean the output-token limit.
 _LENGTH_ERRORS = frozenset({"max_output_tokens", "max_tokens"})
+
+#: Where an ``api_retry`` line gives its attempt, most attempts and delay.
+_RETRY_KEYS = ("attempt", "max_retries", "retry_delay_ms")
 
 #: Content blocks that call a tool (``server_tool_use``: web search and fetch).
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -107,7 +106,7 @@ GRACE = 2.0
 SETTLE_GRACE = 2.0
 
 
-class ClaudeDialect(Dialect):
+class ClaudeDialect(CommandLineDialect):
     name: ClassVar[str] = "claude"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
@@ -133,20 +132,15 @@ class ClaudeDialect(Dialect):
         "aborted_tools": StopReason.ABORTED,
     }
     #: Raw event type -> handler; subclasses for Claude-compatible streams extend it.
-    handlers: ClassVar[Mapping[str, _Handler]] = {}
-    #: The CLI's name in messages to the user.
+    handlers: ClassVar[Mapping[str, Handler]] = {}
+    streaming_command: ClassVar[str] = "claude -p --output-format stream-json --verbose"
     agent_name: ClassVar[str] = "Claude Code"
-    #: A flag in the user's command that means no session is kept.
     no_session_flag: ClassVar[str | None] = "--no-session-persistence"
     #: The variable naming the agent's config directory, and its default under
     #: $HOME, where session transcripts are kept; None when there are none.
     transcript_dir: ClassVar[tuple[str, str] | None] = ("CLAUDE_CONFIG_DIR", ".claude")
 
-    def __init__(self) -> None:
-        self._reset()
-
     def _reset(self) -> None:
-        """Forget what belongs to one process (a resumed attempt starts afresh)."""
         self._model: str | None = None
         self._tools: dict[str, str] = {}
         #: Usage of the progress messages, by message id (Claude Code repeats a
@@ -172,34 +166,6 @@ class ClaudeDialect(Dialect):
         cursor_like = "apiKeySource" in obj and "tools" not in obj
         return isinstance(session, str) and not session.startswith("T-") and not cursor_like
 
-    def launch(
-        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
-    ) -> Launch:
-        if task is None:
-            return Launch(list(command))
-        return Launch([*command, "--", prompt_argument(self.agent_name, task)])
-
-    def resume(
-        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
-    ) -> Launch:
-        session = self.resumable_session(command, session_id)
-        argument = prompt_argument(self.agent_name, prompt)
-        return Launch([*command, "--resume", session, "--", argument])
-
-    def resumable_session(self, command: Sequence[str], session_id: str | None) -> str:
-        """The session to resume, or ``CannotResume`` saying why there is none."""
-        if session_id is None:
-            raise CannotResume(
-                f"{self.agent_name} reported no session id (no init line was seen), "
-                "so there is no session to resume"
-            )
-        if self.no_session_flag is not None and self.no_session_flag in command:
-            raise CannotResume(
-                f"the command has {self.no_session_flag}, "
-                f"so {self.agent_name} keeps no session to resume"
-            )
-        return session_id
-
     def transcript_search(
         self, session_id: str | None, env: Mapping[str, str]
     ) -> tuple[Path, str] | None:
@@ -218,14 +184,11 @@ class ClaudeDialect(Dialect):
             return None
         return root, f"projects/*/{session_id}.jsonl"
 
-    def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
-        message = None
-        if not self._result_seen:
-            message = exit_message(
-                exit_code, text=self._text, usage=self._progress_usage(), model=self._model
-            )
-        self._reset()
-        return [message] if message is not None else []
+    def exit_final(self, exit_code: int | None) -> AssistantMessage | None:
+        if self._result_seen:
+            return None
+        usage = self._progress_usage()
+        return exit_message(exit_code, text=self._text, usage=usage, model=self._model)
 
     # -- handlers ------------------------------------------------------------
 
@@ -240,15 +203,7 @@ class ClaudeDialect(Dialect):
             status = as_int(obj.get("error_status"))
             error = as_str(obj.get("error"))
             detail = " ".join(part for part in (str(status) if status else None, error) if part)
-            return [
-                Retry(
-                    phase="start",
-                    retry_attempt=as_int(obj.get("attempt")),
-                    max_attempts=as_int(obj.get("max_retries")),
-                    delay_ms=as_int(obj.get("retry_delay_ms")),
-                    message=detail or None,
-                )
-            ]
+            return [retry_started(obj, _RETRY_KEYS, detail or None)]
         if subtype == "compact_boundary":
             metadata = obj.get("compact_metadata")
             trigger = as_str(metadata.get("trigger")) if isinstance(metadata, dict) else None

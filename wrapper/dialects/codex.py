@@ -45,18 +45,16 @@ argument is a usage error.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from wrapper.dialects._shared import exit_message, prompt_argument
+from wrapper.dialects._shared import CommandLineDialect, exit_message
 from wrapper.dialects.base import (
-    CannotResume,
-    Dialect,
-    Launch,
+    Handler,
     as_count,
     as_int,
     as_str,
+    split_input,
     summarize_args,
     tool_result_text,
 )
@@ -75,8 +73,6 @@ from wrapper.events import (
     Usage,
     canonical_stop_reason,
 )
-
-_Handler = Callable[["CodexDialect", dict[str, Any]], list[Event]]
 
 #: Item types that are a tool at work.
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
@@ -107,7 +103,7 @@ GRACE = 2.0
 SETTLE_GRACE = 2.0
 
 
-class CodexDialect(Dialect):
+class CodexDialect(CommandLineDialect):
     name: ClassVar[str] = "codex"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
@@ -115,12 +111,13 @@ class CodexDialect(Dialect):
         "turn.completed": StopReason.STOP,
         "turn.failed": StopReason.ERROR,
     }
-
-    def __init__(self) -> None:
-        self._reset()
+    streaming_command: ClassVar[str] = "codex exec --json"
+    agent_name: ClassVar[str] = "Codex"
+    resume_flag: ClassVar[tuple[str, ...]] = ("resume",)
+    no_session_flag: ClassVar[str | None] = "--ephemeral"
+    session_source: ClassVar[str] = "thread id (no thread.started line was seen)"
 
     def _reset(self) -> None:
-        """Forget what belongs to one process (a resumed attempt starts afresh)."""
         self._text = ""
         self._tools: dict[str, str] = {}
         self._ended = False
@@ -132,31 +129,10 @@ class CodexDialect(Dialect):
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
         return obj.get("type") in _CODEX_TYPES
 
-    def launch(
-        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
-    ) -> Launch:
-        if task is None:
-            return Launch(list(command))
-        return Launch([*command, "--", prompt_argument("Codex", task)])
-
-    def resume(
-        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
-    ) -> Launch:
-        if session_id is None:
-            raise CannotResume(
-                "Codex reported no thread id (no thread.started line was seen), "
-                "so there is no session to resume"
-            )
-        if "--ephemeral" in command:
-            raise CannotResume("the command has --ephemeral, so Codex keeps no session to resume")
-        return Launch([*command, "resume", session_id, "--", prompt_argument("Codex", prompt)])
-
-    def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
-        message = None
-        if not self._ended:
-            message = exit_message(exit_code, text=self._text, error_message=self._last_error)
-        self._reset()
-        return [message] if message is not None else []
+    def exit_final(self, exit_code: int | None) -> AssistantMessage | None:
+        if self._ended:
+            return None
+        return exit_message(exit_code, text=self._text, error_message=self._last_error)
 
     # -- handlers ------------------------------------------------------------
 
@@ -323,21 +299,21 @@ def _result(item: Mapping[str, Any]) -> str | None:
 def _usage(raw: Any) -> Usage | None:
     if not isinstance(raw, dict):
         return None
-    given = as_count(raw.get("input_tokens"))
-    cached = as_count(raw.get("cached_input_tokens"))
+    uncached, cached = split_input(raw, "input_tokens", "cached_input_tokens")
     output = as_count(raw.get("output_tokens"))
     total = as_count(raw.get("total_tokens"))
+    given = as_count(raw.get("input_tokens"))
     if total is None and given is not None and output is not None:
         total = given + output
     return Usage(
-        input=given - cached if given is not None and cached is not None else given,
+        input=uncached,
         output=output,
         cache_read=cached,
         total_tokens=total,
     )
 
 
-_HANDLERS: dict[str, _Handler] = {
+_HANDLERS: dict[str, Handler] = {
     "thread.started": CodexDialect._thread_started,
     "session.created": CodexDialect._session_created,
     "turn.started": CodexDialect._turn_started,

@@ -35,14 +35,12 @@ where the task still goes last).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from wrapper.dialects._shared import prompt_argument
-from wrapper.dialects.base import Launch, as_int, as_str, summarize_args, tool_result_text
+from wrapper.dialects.base import as_int, as_str, tool_result_text, tool_started
 from wrapper.dialects.claude import ClaudeDialect
-from wrapper.events import Event, TextDelta, ToolEnded, ToolStarted
+from wrapper.events import Event, TextDelta, ToolEnded
 
 #: Event types only Cursor's stream has.
 _CURSOR_TYPES = frozenset({"tool_call", "thinking", "interaction_query"})
@@ -50,7 +48,10 @@ _CURSOR_TYPES = frozenset({"tool_call", "thinking", "interaction_query"})
 
 class CursorDialect(ClaudeDialect):
     name: ClassVar[str] = "cursor"
+    streaming_command: ClassVar[str] = "cursor-agent -p --output-format stream-json"
     agent_name: ClassVar[str] = "Cursor Agent"
+    prompt_flag: ClassVar[tuple[str, ...]] = ()
+    guard_dash: ClassVar[bool] = True
     no_session_flag: ClassVar[str | None] = None
     transcript_dir: ClassVar[tuple[str, str] | None] = None
 
@@ -66,20 +67,6 @@ class CursorDialect(ClaudeDialect):
             and "tools" not in obj
             and "claude_code_version" not in obj
         )
-
-    def launch(
-        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
-    ) -> Launch:
-        if task is None:
-            return Launch(list(command))
-        return Launch([*command, prompt_argument(self.agent_name, task, guard_dash=True)])
-
-    def resume(
-        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
-    ) -> Launch:
-        session = self.resumable_session(command, session_id)
-        argument = prompt_argument(self.agent_name, prompt, guard_dash=True)
-        return Launch([*command, "--resume", session, argument])
 
     def final_text(self, result_text: str | None) -> str:
         # The result line's text joins every message of the run; the final
@@ -114,11 +101,7 @@ class CursorDialect(ClaudeDialect):
         if subtype == "started":
             # what was said before a tool call is interim, never the final text
             self._text = ""
-            return [
-                ToolStarted(
-                    tool=tool, tool_call_id=call_id, summary=summarize_args(args), args=args
-                )
-            ]
+            return [tool_started(tool, call_id, args)]
         if subtype != "completed":
             return []
         result = payload.get("result")

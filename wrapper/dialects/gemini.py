@@ -42,19 +42,17 @@ task longer than one argument is a usage error.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from wrapper.dialects._shared import INTERRUPTED_EXITS, exit_message, prompt_argument
+from wrapper.dialects._shared import INTERRUPTED_EXITS, CommandLineDialect, exit_message
 from wrapper.dialects.base import (
-    CannotResume,
-    Dialect,
-    Launch,
+    Handler,
     as_count,
     as_str,
-    summarize_args,
+    split_input,
     tool_result_text,
+    tool_started,
 )
 from wrapper.events import (
     AgentEnded,
@@ -65,12 +63,9 @@ from wrapper.events import (
     StopReason,
     TextDelta,
     ToolEnded,
-    ToolStarted,
     Usage,
     canonical_stop_reason,
 )
-
-_Handler = Callable[["GeminiDialect", dict[str, Any]], list[Event]]
 
 #: Gemini's exit status when the session turn limit was reached.
 EXIT_TURN_LIMIT = 53
@@ -94,7 +89,7 @@ GRACE = 30.0
 SETTLE_GRACE = 30.0
 
 
-class GeminiDialect(Dialect):
+class GeminiDialect(CommandLineDialect):
     name: ClassVar[str] = "gemini"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
@@ -102,12 +97,12 @@ class GeminiDialect(Dialect):
         "success": StopReason.STOP,
         "error": StopReason.ERROR,
     }
-
-    def __init__(self) -> None:
-        self._reset()
+    streaming_command: ClassVar[str] = "gemini --output-format stream-json"
+    agent_name: ClassVar[str] = "Gemini CLI"
+    prompt_flag: ClassVar[tuple[str, ...]] = ("-p",)
+    guard_dash: ClassVar[bool] = True
 
     def _reset(self) -> None:
-        """Forget what belongs to one process (a resumed attempt starts afresh)."""
         self._model: str | None = None
         self._text = ""
         self._tools: dict[str, str] = {}
@@ -120,35 +115,13 @@ class GeminiDialect(Dialect):
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
         return obj.get("type") == "init" and isinstance(obj.get("session_id"), str)
 
-    def launch(
-        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
-    ) -> Launch:
-        if task is None:
-            return Launch(list(command))
-        return Launch([*command, "-p", prompt_argument("Gemini CLI", task, guard_dash=True)])
-
-    def resume(
-        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
-    ) -> Launch:
-        if session_id is None:
-            raise CannotResume(
-                "Gemini CLI reported no session id (no init line was seen), "
-                "so there is no session to resume"
-            )
-        argument = prompt_argument("Gemini CLI", prompt, guard_dash=True)
-        return Launch([*command, "--resume", session_id, "-p", argument])
-
-    def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
-        message = None
-        if self._result_stop is None or (
-            exit_code in INTERRUPTED_EXITS and self._result_stop == StopReason.ERROR
+    def exit_final(self, exit_code: int | None) -> AssistantMessage | None:
+        if self._result_stop is not None and (
+            exit_code not in INTERRUPTED_EXITS or self._result_stop != StopReason.ERROR
         ):
-            detail = "the session turn limit was reached" if exit_code == EXIT_TURN_LIMIT else None
-            message = exit_message(
-                exit_code, text=self._text, model=self._model, error_message=detail
-            )
-        self._reset()
-        return [message] if message is not None else []
+            return None
+        detail = "the session turn limit was reached" if exit_code == EXIT_TURN_LIMIT else None
+        return exit_message(exit_code, text=self._text, model=self._model, error_message=detail)
 
     # -- handlers ------------------------------------------------------------
 
@@ -172,10 +145,7 @@ class GeminiDialect(Dialect):
         if call_id is not None:
             self._tools[call_id] = tool
         self._text = ""
-        args = obj.get("parameters")
-        return [
-            ToolStarted(tool=tool, tool_call_id=call_id, summary=summarize_args(args), args=args)
-        ]
+        return [tool_started(tool, call_id, obj.get("parameters"))]
 
     def _tool_result(self, obj: dict[str, Any]) -> list[Event]:
         call_id = as_str(obj.get("tool_id"))
@@ -235,13 +205,10 @@ class GeminiDialect(Dialect):
 def _usage(stats: Any) -> Usage | None:
     if not isinstance(stats, dict):
         return None
-    given = as_count(stats.get("input_tokens"))
-    cached = as_count(stats.get("cached"))
-    uncached = as_count(stats.get("input"))
-    if uncached is None and given is not None:
-        uncached = given - cached if cached is not None else given
+    uncached, cached = split_input(stats, "input_tokens", "cached")
+    reported = as_count(stats.get("input"))
     return Usage(
-        input=uncached,
+        input=uncached if reported is None else reported,
         output=as_count(stats.get("output_tokens")),
         cache_read=cached,
         total_tokens=as_count(stats.get("total_tokens")),
@@ -257,7 +224,7 @@ def _model(stats: Any) -> str | None:
     return None
 
 
-_HANDLERS: dict[str, _Handler] = {
+_HANDLERS: dict[str, Handler] = {
     "init": GeminiDialect._init,
     "message": GeminiDialect._message,
     "tool_use": GeminiDialect._tool_use,

@@ -34,21 +34,17 @@ than one argument is a usage error.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from wrapper.dialects._shared import exit_message, prompt_argument
+from wrapper.dialects._shared import CommandLineDialect, exit_message
 from wrapper.dialects.base import (
-    CannotResume,
-    Dialect,
-    Launch,
+    Handler,
     as_count,
     as_float,
     as_str,
-    decode_object,
-    summarize_args,
     tool_result_text,
+    tool_started,
 )
 from wrapper.events import (
     AgentEnded,
@@ -58,14 +54,11 @@ from wrapper.events import (
     StopReason,
     TextDelta,
     ToolEnded,
-    ToolStarted,
     TurnStarted,
     Usage,
     canonical_stop_reason,
     is_terminal,
 )
-
-_Handler = Callable[["OpencodeDialect", dict[str, Any]], list[Event]]
 
 #: Event types of ``run --format json``, for recognising a stream.
 _OPENCODE_TYPES = frozenset(
@@ -79,7 +72,7 @@ GRACE = 5.0
 SETTLE_GRACE = 5.0
 
 
-class OpencodeDialect(Dialect):
+class OpencodeDialect(CommandLineDialect):
     name: ClassVar[str] = "opencode"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
@@ -94,60 +87,33 @@ class OpencodeDialect(Dialect):
         "MessageAbortedError": StopReason.ABORTED,
         "MessageOutputLengthError": StopReason.LENGTH,
     }
-
-    def __init__(self) -> None:
-        self._reset()
+    streaming_command: ClassVar[str] = "opencode run --format json"
+    agent_name: ClassVar[str] = "opencode"
+    resume_flag: ClassVar[tuple[str, ...]] = ("--session",)
+    session_source: ClassVar[str] = "session id (no line carried a sessionID)"
 
     def _reset(self) -> None:
-        """Forget what belongs to one process (a resumed attempt starts afresh)."""
         self._session: str | None = None
         self._text = ""
         self._ended = False
 
-    def parse(self, line: bytes) -> list[Event]:
-        obj = decode_object(line)
-        if not isinstance(obj, dict):
-            return [obj]
-        kind = obj.get("type")
-        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
-        if handler is None:
-            return []
-        events: list[Event] = []
+    def _session_change(self, obj: dict[str, Any]) -> list[Event]:
+        """A ``SessionStarted`` when ``obj`` belongs to a session not seen last."""
         session = as_str(obj.get("sessionID"))
-        if session is not None and session != self._session:
-            # a new session's steps owe nothing to another's
-            self._session, self._text, self._ended = session, "", False
-            events.append(SessionStarted(session_id=session))
-        return events + handler(self, obj)
+        if session is None or session == self._session:
+            return []
+        # a new session's steps owe nothing to another's
+        self._session, self._text, self._ended = session, "", False
+        return [SessionStarted(session_id=session)]
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
         return obj.get("type") in _OPENCODE_TYPES and isinstance(obj.get("sessionID"), str)
 
-    def launch(
-        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
-    ) -> Launch:
-        if task is None:
-            return Launch(list(command))
-        return Launch([*command, "--", prompt_argument("opencode", task)])
-
-    def resume(
-        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
-    ) -> Launch:
-        if session_id is None:
-            raise CannotResume(
-                "opencode reported no session id (no line carried a sessionID), "
-                "so there is no session to resume"
-            )
-        argument = prompt_argument("opencode", prompt)
-        return Launch([*command, "--session", session_id, "--", argument])
-
-    def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
+    def exit_final(self, exit_code: int | None) -> AssistantMessage | None:
         # No text: opencode reports a tool only once it finished, so the step's
         # text may be that of a message handing off to a tool still running.
-        message = None if self._ended else exit_message(exit_code)
-        self._reset()
-        return [message] if message is not None else []
+        return None if self._ended else exit_message(exit_code)
 
     # -- handlers ------------------------------------------------------------
 
@@ -176,7 +142,7 @@ class OpencodeDialect(Dialect):
         failed = state.get("status") == "error"
         output = state.get("error") if failed else state.get("output")
         return [
-            ToolStarted(tool=tool, tool_call_id=call_id, summary=summarize_args(args), args=args),
+            tool_started(tool, call_id, args),
             ToolEnded(
                 tool=tool, tool_call_id=call_id, is_error=failed, result=tool_result_text(output)
             ),
@@ -232,11 +198,24 @@ def _usage(tokens: Any, cost: float | None) -> Usage | None:
     )
 
 
-_HANDLERS: dict[str, _Handler] = {
-    "step_start": OpencodeDialect._step_start,
-    "text": OpencodeDialect._text_part,
-    "tool_use": OpencodeDialect._tool_use,
-    "step_finish": OpencodeDialect._step_finish,
-    "error": OpencodeDialect._error,
-    "done": OpencodeDialect._done,
+def _in_session(handler: Handler) -> Handler:
+    """``handler``, after the ``SessionStarted`` its line's session may bring:
+    every opencode line names its session."""
+
+    def handle(dialect: OpencodeDialect, obj: dict[str, Any]) -> list[Event]:
+        return dialect._session_change(obj) + handler(dialect, obj)
+
+    return handle
+
+
+OpencodeDialect.handlers = {
+    kind: _in_session(handler)
+    for kind, handler in {
+        "step_start": OpencodeDialect._step_start,
+        "text": OpencodeDialect._text_part,
+        "tool_use": OpencodeDialect._tool_use,
+        "step_finish": OpencodeDialect._step_finish,
+        "error": OpencodeDialect._error,
+        "done": OpencodeDialect._done,
+    }.items()
 }

@@ -15,27 +15,32 @@ to ``<run-dir>/task.md`` and passed as ``@<path>``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
 
+from wrapper.dialects._shared import no_session
 from wrapper.dialects.base import (
     MAX_ARG_BYTES,
     NOT_JSON,
     CannotResume,
     Dialect,
+    Handler,
     Launch,
-    as_count,
+    UsageKeys,
     as_float,
     as_int,
     as_str,
+    counts,
     decode_value,
     merge_deltas,
+    retry_started,
     sniff_type,
     summarize_args,
     tool_result_text,
+    tool_started,
 )
 from wrapper.events import (
     AgentEnded,
@@ -48,14 +53,11 @@ from wrapper.events import (
     TextDelta,
     ToolCall,
     ToolEnded,
-    ToolStarted,
     TurnStarted,
     Usage,
     canonical_stop_reason,
 )
 from wrapper.framing import Frame, Oversized
-
-_Handler = Callable[["PiDialect", dict[str, Any]], list[Event]]
 
 #: Event types that only pi emits, for recognising a stream with no header.
 _PI_TYPES = frozenset(
@@ -73,6 +75,7 @@ SETTLE_GRACE = 0.2
 
 class PiDialect(Dialect):
     name: ClassVar[str] = "pi"
+    streaming_command: ClassVar[str] = "pi --mode json -p"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
@@ -164,7 +167,7 @@ class PiDialect(Dialect):
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
         if "--no-session" in command:
-            raise CannotResume("the command has --no-session, so pi keeps no session to resume")
+            raise CannotResume(no_session("--no-session", "pi"))
         argv = list(command)
         transcript = _session_path(command)
         if transcript is None:
@@ -224,14 +227,8 @@ class PiDialect(Dialect):
         )
 
     def _tool_start(self, obj: dict[str, Any]) -> list[Event]:
-        return [
-            ToolStarted(
-                tool=as_str(obj.get("toolName")) or "?",
-                tool_call_id=as_str(obj.get("toolCallId")),
-                summary=summarize_args(obj.get("args")),
-                args=obj.get("args"),
-            )
-        ]
+        tool = as_str(obj.get("toolName")) or "?"
+        return [tool_started(tool, as_str(obj.get("toolCallId")), obj.get("args"))]
 
     def _tool_end(self, obj: dict[str, Any]) -> list[Event]:
         return [
@@ -244,15 +241,7 @@ class PiDialect(Dialect):
         ]
 
     def _retry_start(self, obj: dict[str, Any]) -> list[Event]:
-        return [
-            Retry(
-                phase="start",
-                retry_attempt=as_int(obj.get("attempt")),
-                max_attempts=as_int(obj.get("maxAttempts")),
-                delay_ms=as_int(obj.get("delayMs")),
-                message=as_str(obj.get("errorMessage")),
-            )
-        ]
+        return [retry_started(obj, _RETRY_KEYS, as_str(obj.get("errorMessage")))]
 
     def _retry_end(self, obj: dict[str, Any]) -> list[Event]:
         success = obj.get("success")
@@ -278,6 +267,9 @@ class PiDialect(Dialect):
     def _agent_settled(self, obj: dict[str, Any]) -> list[Event]:
         return [AgentEnded(will_retry=False, settled=True)]
 
+
+#: Where ``auto_retry_start`` gives its attempt, most attempts and delay.
+_RETRY_KEYS = ("attempt", "maxAttempts", "delayMs")
 
 _WILL_RETRY = re.compile(rb'"willRetry"\s*:\s*(true|false)')
 
@@ -417,21 +409,17 @@ def _delta_events(update: Any) -> list[Event]:
     return []
 
 
+_USAGE_KEYS = UsageKeys("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+
+
 def _usage(raw: Any) -> Usage | None:
     if not isinstance(raw, dict):
         return None
     cost = raw.get("cost")
-    return Usage(
-        input=as_count(raw.get("input")),
-        output=as_count(raw.get("output")),
-        cache_read=as_count(raw.get("cacheRead")),
-        cache_write=as_count(raw.get("cacheWrite")),
-        total_tokens=as_count(raw.get("totalTokens")),
-        cost_usd=as_float(cost.get("total")) if isinstance(cost, dict) else None,
-    )
+    return counts(raw, _USAGE_KEYS, as_float(cost.get("total")) if isinstance(cost, dict) else None)
 
 
-_HANDLERS: dict[str, _Handler] = {
+_HANDLERS: dict[str, Handler] = {
     "session": PiDialect._session,
     "turn_start": PiDialect._turn_start,
     "message_update": PiDialect._message_update,
