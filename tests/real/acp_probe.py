@@ -544,6 +544,43 @@ def shrink(path: Path, limit: int = 4000) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def outline(path: Path) -> list[str]:
+    """One short line per recorded message: the sequence a capture shows."""
+    lines = []
+    for raw in path.read_text().splitlines():
+        entry = json.loads(raw)
+        t, way, msg = entry["t"], entry["dir"], entry["msg"]
+        if way == "stderr":
+            text = f"stderr {msg[:100]}"
+        elif way in ("probe", "mock"):
+            keep = ("event", "path", "turns", "toolResults", "answersSeen", "reply", "files")
+            text = f"{way} " + json.dumps({k: v for k, v in msg.items() if k in keep})[:300]
+        elif "raw" in msg or "unparsed" in msg:
+            text = f"{way} raw {str(msg.get('raw') or msg.get('unparsed'))[:100]}"
+        elif "method" in msg:
+            params = msg.get("params") or {}
+            extra = ""
+            if msg["method"] == "session/update":
+                update = params.get("update") or {}
+                extra = update.get("sessionUpdate", "")
+                for key in ("status", "kind", "title", "toolCallId"):
+                    if key in update:
+                        extra += f" {key}={update[key]!r}"[:80]
+                content = update.get("content")
+                if isinstance(content, dict) and "text" in content:
+                    extra += f" text={content['text'][:60]!r}"
+            elif msg["method"] == "session/request_permission":
+                options = params.get("options") or []
+                extra = " ".join(f"{o.get('optionId')}:{o.get('kind')}" for o in options)
+            ident = f" id={msg['id']!r}" if "id" in msg else ""
+            text = f"{way} {msg['method']}{ident} {extra}"
+        else:
+            body = msg.get("result") if "result" in msg else {"error": msg.get("error")}
+            text = f"{way} response id={msg.get('id')!r} {json.dumps(body)[:200]}"
+        lines.append(f"{t:8.3f} {text}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -565,7 +602,12 @@ def main(argv: list[str] | None = None) -> int:
     cap.add_argument("scenario", choices=sorted(SCENARIOS))
     cap.add_argument("--out", type=Path, required=True)
     cap.add_argument("--netns", action="store_true", help="re-run inside unshare -n")
+    show = sub.add_parser("show", help="outline a capture")
+    show.add_argument("capture", type=Path)
     args = parser.parse_args(argv)
+    if args.mode == "show":
+        print("\n".join(outline(args.capture)))
+        return 0
     if args.mode == "run":
         env = dict(os.environ) | dict(item.split("=", 1) for item in args.env)
         opts = Options(
