@@ -489,7 +489,9 @@ def mock_summary(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def capture(agent: str, scenario: str, out: Path, cache: Path) -> dict[str, Any]:
+def capture(
+    agent: str, scenario: str, out: Path, cache: Path, drop_env: tuple[str, ...] = ()
+) -> dict[str, Any]:
     from tests.real.harness import mock_server_running
 
     kinds, raw_opts = SCENARIOS[scenario]
@@ -502,6 +504,7 @@ def capture(agent: str, scenario: str, out: Path, cache: Path) -> dict[str, Any]
         log = base / "mock.jsonl"
         with mock_server_running(log) as mock:
             env, argv = acp_setup(agent, home, mock.url, cache)
+            env = {k: v for k, v in env.items() if k not in drop_env}
             prompts = []
             for kind in kinds:
                 nonce = secrets.token_hex(6)
@@ -602,6 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     cap.add_argument("scenario", choices=sorted(SCENARIOS))
     cap.add_argument("--out", type=Path, required=True)
     cap.add_argument("--netns", action="store_true", help="re-run inside unshare -n")
+    cap.add_argument("--drop-env", action="append", default=[], help="a variable to leave out")
     show = sub.add_parser("show", help="outline a capture")
     show.add_argument("capture", type=Path)
     args = parser.parse_args(argv)
@@ -631,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call(["unshare", "-n", "sh", "-c", script, "sh", *inner])
     from tests.real.harness import cache_dir
 
-    summary = capture(args.agent, args.scenario, args.out, cache_dir())
+    summary = capture(args.agent, args.scenario, args.out, cache_dir(), tuple(args.drop_env))
     shrink(args.out)
     print(json.dumps(summary))
     return 0
