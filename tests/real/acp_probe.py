@@ -66,6 +66,8 @@ class Options:
     sigterm_after: float | None = None
     #: Count those seconds from the first permission request instead.
     after_permission: bool = False
+    #: SIGTERM only the process the probe started, not its whole group.
+    term_leader_only: bool = False
     #: Raw lines written after ``initialize`` and before ``session/new``.
     bad_lines: list[str] = field(default_factory=list)
     #: Send a ``session/prompt`` with an unknown sessionId before ``session/new``.
@@ -265,7 +267,9 @@ class Probe:
             after = self.opts.sigterm_after
             if first and after is not None and not done["term"] and elapsed >= after:
                 done["term"] = True
-                info["sigtermAt"] = self.signal_group(signal.SIGTERM)
+                info["sigtermAt"] = self.signal_group(
+                    signal.SIGTERM, leader_only=self.opts.term_leader_only
+                )
                 self.summary["sigtermAt"] = info["sigtermAt"]
             if done["term"] and self.rec.now() - info["sigtermAt"] > TERM_GRACE:
                 raise ProbeTimeout("no answer to the prompt within the grace after SIGTERM")
@@ -308,10 +312,19 @@ class Probe:
 
     # -- ending -----------------------------------------------------------
 
-    def signal_group(self, sig: int) -> float:
-        t = self.rec.record("probe", {"event": "signal", "signal": signal.Signals(sig).name})
+    def signal_group(self, sig: int, *, leader_only: bool = False) -> float:
+        event = {
+            "event": "signal",
+            "signal": signal.Signals(sig).name,
+            "to": "leader" if leader_only else "group",
+            "group": leftover_in_group(self.pgid),
+        }
+        t = self.rec.record("probe", event)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pgid, sig)
+            if leader_only:
+                os.kill(self.proc.pid, sig)
+            else:
+                os.killpg(self.pgid, sig)
         return t
 
     def finish(self) -> None:
@@ -426,6 +439,15 @@ SCENARIOS: dict[str, tuple[list[str], dict[str, Any]]] = {
         {"permission": "hold", "cancel_after": 1, "after_permission": True},
     ),
     "sigterm": (["slow"], {"permission": "allow", "sigterm_after": 1, "after_permission": True}),
+    "sigterm_leader": (
+        ["slow"],
+        {
+            "permission": "allow",
+            "sigterm_after": 1,
+            "after_permission": True,
+            "term_leader_only": True,
+        },
+    ),
     "bad_input": (
         ["plain"],
         {"bad_lines": ["this is not json", '{"jsonrpc":"2.0","id":77}'], "prompt_before_new": True},
