@@ -461,10 +461,16 @@ def acp_setup(agent: str, home: Path, base: str, cache: Path) -> tuple[dict[str,
     """The env and ACP command of one agent, its configuration taken from clis.py."""
     from tests.real.clis import CLIS, base_env
 
-    if agent in ("gemini", "opencode"):
-        cli = CLIS[agent]
+    if agent in ("gemini", "opencode", "opencode-ask"):
+        cli = CLIS[agent.removesuffix("-ask")]
         setup = cli.configure(home, base, str(cli.executable(cache)))
         exe = setup.argv[0]
+        if agent == "opencode-ask":
+            # opencode runs its shell tool without asking unless told to ask.
+            path = Path(setup.env["OPENCODE_CONFIG"])
+            config = json.loads(path.read_text())
+            config["permission"] = {"bash": "ask", "edit": "ask"}
+            path.write_text(json.dumps(config, indent=2))
         argv = (
             [exe, "--acp", "--skip-trust", "-m", "gemini-2.5-flash"]
             if agent == "gemini"
@@ -623,7 +629,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--keep-stdin", action="store_true", help="do not close stdin at the end")
     run.add_argument("command", nargs="+")
     cap = sub.add_parser("capture", help="a tier CLI against the mock model server")
-    cap.add_argument("agent", choices=("gemini", "opencode", "claude-acp", "codex-acp"))
+    cap.add_argument(
+        "agent", choices=("gemini", "opencode", "opencode-ask", "claude-acp", "codex-acp")
+    )
     cap.add_argument("scenario", choices=sorted(SCENARIOS))
     cap.add_argument("--out", type=Path, required=True)
     cap.add_argument("--netns", action="store_true", help="re-run inside unshare -n")
