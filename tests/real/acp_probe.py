@@ -482,8 +482,14 @@ def acp_setup(agent: str, home: Path, base: str, cache: Path) -> tuple[dict[str,
         exe = cache / "zed-industries+claude-code-acp@0.16.2" / "node_modules" / ".bin"
         env = base_env(home) | setup.env | {"ANTHROPIC_MODEL": "claude-sonnet-4-5"}
         return env, [str(exe / "claude-code-acp")]
-    if agent == "codex-acp":
+    if agent in ("codex-acp", "codex-acp-ask"):
         setup = CLIS["codex"].configure(home, base, "codex")
+        if agent == "codex-acp-ask":
+            # No sandbox (bubblewrap is not on this machine), approval for every command.
+            path = Path(setup.env["CODEX_HOME"]) / "config.toml"
+            text = path.read_text()
+            policy = 'approval_policy = "untrusted"\nsandbox_mode = "danger-full-access"\n'
+            path.write_text(policy + text)
         exe = cache / "zed-industries+codex-acp@0.16.0" / "node_modules" / ".bin"
         return base_env(home) | setup.env, [str(exe / "codex-acp")]
     raise SystemExit(f"unknown agent {agent}")
@@ -629,9 +635,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--keep-stdin", action="store_true", help="do not close stdin at the end")
     run.add_argument("command", nargs="+")
     cap = sub.add_parser("capture", help="a tier CLI against the mock model server")
-    cap.add_argument(
-        "agent", choices=("gemini", "opencode", "opencode-ask", "claude-acp", "codex-acp")
-    )
+    agents = ("gemini", "opencode", "opencode-ask", "claude-acp", "codex-acp", "codex-acp-ask")
+    cap.add_argument("agent", choices=agents)
     cap.add_argument("scenario", choices=sorted(SCENARIOS))
     cap.add_argument("--out", type=Path, required=True)
     cap.add_argument("--netns", action="store_true", help="re-run inside unshare -n")
