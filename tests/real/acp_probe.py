@@ -479,9 +479,9 @@ def acp_setup(agent: str, home: Path, base: str, cache: Path) -> tuple[dict[str,
         return base_env(home) | setup.env, argv
     if agent == "claude-acp":
         setup = CLIS["claude"].configure(home, base, "claude")
-        exe = cache / "zed-industries+claude-code-acp@0.16.2" / "node_modules" / ".bin"
+        bin_dir = cache / "zed-industries+claude-code-acp@0.16.2" / "node_modules" / ".bin"
         env = base_env(home) | setup.env | {"ANTHROPIC_MODEL": "claude-sonnet-4-5"}
-        return env, [str(exe / "claude-code-acp")]
+        return env, [str(bin_dir / "claude-code-acp")]
     if agent in ("codex-acp", "codex-acp-ask"):
         setup = CLIS["codex"].configure(home, base, "codex")
         if agent == "codex-acp-ask":
@@ -490,8 +490,8 @@ def acp_setup(agent: str, home: Path, base: str, cache: Path) -> tuple[dict[str,
             text = path.read_text()
             policy = 'approval_policy = "untrusted"\nsandbox_mode = "danger-full-access"\n'
             path.write_text(policy + text)
-        exe = cache / "zed-industries+codex-acp@0.16.0" / "node_modules" / ".bin"
-        return base_env(home) | setup.env, [str(exe / "codex-acp")]
+        bin_dir = cache / "zed-industries+codex-acp@0.16.0" / "node_modules" / ".bin"
+        return base_env(home) | setup.env, [str(bin_dir / "codex-acp")]
     raise SystemExit(f"unknown agent {agent}")
 
 
