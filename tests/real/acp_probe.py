@@ -47,7 +47,7 @@ CLIENT_INFO = {"name": "agent-wrapper-acp-probe", "version": "0.1.0"}
 INIT_TIMEOUT = 60.0
 NEW_TIMEOUT = 60.0
 PROMPT_TIMEOUT = 180.0
-EXIT_TIMEOUT = 20.0
+EXIT_TIMEOUT = float(os.environ.get("ACP_PROBE_EXIT_TIMEOUT", "20"))
 #: After SIGTERM, how long before the probe SIGKILLs the group.
 TERM_GRACE = 10.0
 
@@ -461,8 +461,8 @@ def acp_setup(agent: str, home: Path, base: str, cache: Path) -> tuple[dict[str,
     """The env and ACP command of one agent, its configuration taken from clis.py."""
     from tests.real.clis import CLIS, base_env
 
-    if agent in ("gemini", "opencode", "opencode-ask"):
-        cli = CLIS[agent.removesuffix("-ask")]
+    if agent in ("gemini", "gemini-yolo", "opencode", "opencode-ask"):
+        cli = CLIS[agent.removesuffix("-ask").removesuffix("-yolo")]
         setup = cli.configure(home, base, str(cli.executable(cache)))
         exe = setup.argv[0]
         if agent == "opencode-ask":
@@ -471,11 +471,10 @@ def acp_setup(agent: str, home: Path, base: str, cache: Path) -> tuple[dict[str,
             config = json.loads(path.read_text())
             config["permission"] = {"bash": "ask", "edit": "ask"}
             path.write_text(json.dumps(config, indent=2))
-        argv = (
-            [exe, "--acp", "--skip-trust", "-m", "gemini-2.5-flash"]
-            if agent == "gemini"
-            else [exe, "acp"]
-        )
+        argv = [exe, "acp"]
+        if agent.startswith("gemini"):
+            argv = [exe, "--acp", "--skip-trust", "-m", "gemini-2.5-flash"]
+            argv += ["--yolo"] if agent == "gemini-yolo" else []
         return base_env(home) | setup.env, argv
     if agent == "claude-acp":
         setup = CLIS["claude"].configure(home, base, "claude")
@@ -635,7 +634,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--keep-stdin", action="store_true", help="do not close stdin at the end")
     run.add_argument("command", nargs="+")
     cap = sub.add_parser("capture", help="a tier CLI against the mock model server")
-    agents = ("gemini", "opencode", "opencode-ask", "claude-acp", "codex-acp", "codex-acp-ask")
+    agents = ("gemini", "gemini-yolo", "opencode", "opencode-ask")
+    agents += ("claude-acp", "codex-acp", "codex-acp-ask")
     cap.add_argument("agent", choices=agents)
     cap.add_argument("scenario", choices=sorted(SCENARIOS))
     cap.add_argument("--out", type=Path, required=True)
