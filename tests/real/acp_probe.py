@@ -431,6 +431,8 @@ SCENARIOS: dict[str, tuple[list[str], dict[str, Any]]] = {
     "tool_reject": (["tool"], {"permission": "reject"}),
     "second_prompt": (["plain", "plain"], {}),
     "length": (["length"], {}),
+    "auth": (["auth"], {}),
+    "overload": (["overload"], {}),
     "overflow": (["overflow"], {}),
     # One second into the slow command (it runs 3 s), or into a pending permission request.
     "cancel_tool": (["slow"], {"permission": "allow", "cancel_after": 1, "after_permission": True}),
