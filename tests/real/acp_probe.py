@@ -440,6 +440,11 @@ SCENARIOS: dict[str, tuple[list[str], dict[str, Any]]] = {
         ["tool"],
         {"permission": "hold", "cancel_after": 1, "after_permission": True},
     ),
+    # A plain prompt on the same session after a turn cancelled mid-tool.
+    "cancel_then_prompt": (
+        ["slow", "plain"],
+        {"permission": "allow", "cancel_after": 1, "after_permission": True},
+    ),
     "sigterm": (["slow"], {"permission": "allow", "sigterm_after": 1, "after_permission": True}),
     "sigterm_leader": (
         ["slow"],
@@ -509,8 +514,20 @@ def mock_summary(entry: dict[str, Any]) -> dict[str, Any]:
         if word in text
     ]
     results = [json.dumps(obj)[:600] for kind, obj in mock_server._walk(body) if kind == "result"]
+    shape = []
+    for turn in turns if isinstance(turns, list) else []:
+        if not isinstance(turn, dict):
+            continue
+        parts = turn.get("parts") or turn.get("content") or []
+        kinds = sorted(
+            {str(p.get("type") or next(iter(p), "")) for p in parts if isinstance(p, dict)}
+            if isinstance(parts, list)
+            else {"text"}
+        )
+        shape.append(f"{turn.get('role') or turn.get('type')}:{'+'.join(kinds)}")
     return {
         "path": entry.get("path"),
+        "shape": shape,
         "scenario": entry.get("scenario"),
         "nonce": entry.get("nonce"),
         "markers": sorted(set(mock_server.MARKER.findall(text))),
@@ -591,7 +608,7 @@ def outline(path: Path) -> list[str]:
         if way == "stderr":
             text = f"stderr {msg[:100]}"
         elif way in ("probe", "mock"):
-            keep = ("event", "path", "turns", "toolResults", "answersSeen", "reply", "files")
+            keep = ("event", "path", "shape", "toolResults", "answersSeen", "reply", "files")
             text = f"{way} " + json.dumps({k: v for k, v in msg.items() if k in keep})[:300]
         elif "raw" in msg or "unparsed" in msg:
             text = f"{way} raw {str(msg.get('raw') or msg.get('unparsed'))[:100]}"
