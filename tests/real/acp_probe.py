@@ -653,8 +653,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--keep-stdin", action="store_true", help="do not close stdin at the end")
     run.add_argument("command", nargs="+")
     cap = sub.add_parser("capture", help="a tier CLI against the mock model server")
-    agents = ("gemini", "gemini-yolo", "opencode", "opencode-ask")
-    agents += ("claude-acp", "codex-acp", "codex-acp-ask")
+    agents = ["gemini", "gemini-yolo", "opencode", "opencode-ask"]
+    agents += ["claude-acp", "codex-acp", "codex-acp-ask"]
     cap.add_argument("agent", choices=agents)
     cap.add_argument("scenario", choices=sorted(SCENARIOS))
     cap.add_argument("--out", type=Path, required=True)
