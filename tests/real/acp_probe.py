@@ -48,6 +48,8 @@ INIT_TIMEOUT = 60.0
 NEW_TIMEOUT = 60.0
 PROMPT_TIMEOUT = 180.0
 EXIT_TIMEOUT = float(os.environ.get("ACP_PROBE_EXIT_TIMEOUT", "20"))
+#: How long one line may take to go into the agent's stdin.
+WRITE_TIMEOUT = 30.0
 #: After SIGTERM, how long before the probe SIGKILLs the group.
 TERM_GRACE = 10.0
 
@@ -110,6 +112,8 @@ class Probe:
         #: When the first permission request arrived (monotonic).
         self.permission_at: float | None = None
         self.session_id: str | None = None
+        #: A write never finished: stdin cannot be closed (its lock is held).
+        self.write_blocked = False
         self.summary: dict[str, Any] = {"prompts": []}
         rec.record("probe", {"event": "start", "argv": argv, "cwd": str(cwd)})
         self.proc = subprocess.Popen(
@@ -148,23 +152,40 @@ class Probe:
         for raw in self.proc.stderr:
             self.rec.record("stderr", raw.decode(errors="replace").rstrip("\n"))
 
+    def _write(self, data: bytes) -> None:
+        """Writes one line; an agent that stops reading cannot block the probe."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        done = threading.Event()
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except (OSError, ValueError) as exc:
+                failed.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        if not done.wait(WRITE_TIMEOUT):
+            self.write_blocked = True
+            self.rec.record("probe", {"event": "write_blocked"})
+            raise ProbeTimeout(f"the agent read nothing for {WRITE_TIMEOUT:.0f} s")
+        if failed:
+            self.rec.record("probe", {"event": "write_failed", "error": repr(failed[0])})
+
     def write_raw(self, line: str) -> float:
         with self.write_lock:
             t = self.rec.record("out", {"raw": line})
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(line.encode() + b"\n")
-            self.proc.stdin.flush()
+            self._write(line.encode() + b"\n")
             return t
 
     def send(self, msg: dict[str, Any]) -> float:
         with self.write_lock:
             t = self.rec.record("out", msg)
-            assert self.proc.stdin is not None
-            try:
-                self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
-                self.proc.stdin.flush()
-            except (BrokenPipeError, ValueError) as exc:
-                self.rec.record("probe", {"event": "write_failed", "error": repr(exc)})
+            self._write(json.dumps(msg).encode() + b"\n")
             return t
 
     def request(self, method: str, params: dict[str, Any]) -> tuple[Any, float]:
@@ -330,7 +351,11 @@ class Probe:
     def finish(self) -> None:
         """Closes stdin (if asked), waits for the exit, then TERM/KILL."""
         closed = None
-        if self.opts.close_stdin and self.proc.poll() is None:
+        if self.write_blocked:
+            # Closing would wait for the blocked write: straight to the signals.
+            self.summary["stdinBlocked"] = True
+            self.signal_group(signal.SIGTERM)
+        elif self.opts.close_stdin and self.proc.poll() is None:
             assert self.proc.stdin is not None
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
