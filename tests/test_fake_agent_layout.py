@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from wrapper.registry import AGENTS, detect
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_DIR = ROOT / "fixtures" / "fake_agent"
 SHARED_LAUNCHER = FAKE_DIR / "fake-agent"
-
-sys.path.insert(0, str(FAKE_DIR.parent))
-from fake_agent.renderers import FORMATS, format_named  # noqa: E402
 
 
 def launchers() -> dict[str, str]:
@@ -25,14 +23,14 @@ def launchers() -> dict[str, str]:
     for path in FAKE_DIR.iterdir():
         if path.is_symlink():
             assert os.readlink(path) == SHARED_LAUNCHER.name, path
-            name = format_named(path.name)
-            assert name is not None, f"launcher {path.name} names no format"
-            found[path.name] = name
+            agent = detect([path.name])
+            assert agent is not None, f"launcher {path.name} names no format"
+            found[path.name] = agent.name
     return found
 
 
 def test_every_format_has_a_launcher_and_every_launcher_a_format() -> None:
-    assert sorted(set(launchers().values())) == sorted(FORMATS)
+    assert sorted(set(launchers().values())) == sorted(agent.name for agent in AGENTS)
 
 
 def run_launcher(path: Path, tmp_path: Path, *args: str) -> str:
