@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_PI = ROOT / "fixtures" / "fake_agent" / "pi"
-FAKE_AGENT = ROOT / "fixtures" / "fake_agent" / "fake_agent.py"
+FAKE_AGENT = ROOT / "fixtures" / "fake_agent" / "fake-agent"
 SCHEMAS = ROOT / "wrapper" / "schemas"
 SHARED_STREAMS = ROOT.parent / "shared" / "streams"
 

@@ -18,7 +18,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_DIR = ROOT / "fixtures" / "fake_agent"
-FAKE_AGENT = FAKE_DIR / "fake_agent.py"
 SCENARIOS = FAKE_DIR / "scenarios"
 
 DIALECTS = ("claude", "codex", "gemini", "opencode", "amp", "cursor")
