@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,29 @@ from hypothesis import strategies as st
 from wrapper.dialects import DIALECTS
 from wrapper.dialects.base import Dialect
 from wrapper.events import AssistantMessage, Event, SessionStarted, is_terminal
+from wrapper.registry import BY_NAME
+
+#: The fake agent's one launcher; a link to it named like a CLI plays that CLI.
+FAKE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "fake_agent"
+_LINKS = Path(tempfile.mkdtemp(prefix="fake-agent-launchers-"))
+
+
+def fake_launcher(dialect: str) -> Path:
+    """The fake agent's launcher for a dialect: the one in its folder where
+    there is one, else a link named like the CLI (a new agent needs no
+    launcher file of its own)."""
+    exe = BY_NAME[dialect].executables[0]
+    committed = FAKE_DIR / exe
+    if committed.exists():
+        return committed
+    link = _LINKS / exe
+    if not link.exists():
+        link.symlink_to(FAKE_DIR / "fake-agent")
+    return link
+
+
+#: dialect -> the fake agent's launcher for it, for every dialect there is.
+LAUNCHERS = {name: fake_launcher(name) for name in BY_NAME}
 
 #: Real agent streams, kept next to the repository (see its README).
 STREAMS = Path(__file__).parents[2] / "shared" / "streams"

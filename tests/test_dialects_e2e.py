@@ -22,19 +22,10 @@ from tests.conftest import (
     wait_until,
     write_scenario,
 )
+from tests.dialect_support import LAUNCHERS
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
-#: dialect -> the fake agent's launcher for it
-LAUNCHERS = {
-    "pi": "pi",
-    "claude": "claude",
-    "codex": "codex",
-    "gemini": "gemini",
-    "opencode": "opencode",
-    "amp": "amp",
-    "cursor": "cursor-agent",
-}
 
 END: list[dict[str, Any]] = [{"agent_end": {"willRetry": False}}, {"agent_settled": {}}]
 

@@ -16,20 +16,14 @@ from typing import Any
 
 import pytest
 
+from tests.dialect_support import LAUNCHERS
+
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_DIR = ROOT / "fixtures" / "fake_agent"
 SCENARIOS = FAKE_DIR / "scenarios"
 
-DIALECTS = ("claude", "codex", "gemini", "opencode", "amp", "cursor")
-LAUNCHERS = {
-    "pi": "pi",
-    "claude": "claude",
-    "codex": "codex",
-    "gemini": "gemini",
-    "opencode": "opencode",
-    "amp": "amp",
-    "cursor": "cursor-agent",
-}
+#: Every format but pi, the fake's own.
+DIALECTS = tuple(name for name in LAUNCHERS if name != "pi")
 
 
 @dataclass

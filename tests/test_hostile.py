@@ -28,8 +28,9 @@ from tests.conftest import (
     validate,
     write_scenario,
 )
+from tests.dialect_support import LAUNCHERS
 from wrapper.config import READ_CHUNK_BYTES
-from wrapper.dialects import DIALECTS, SNIFF_BYTES, SNIFF_LINES, SniffingDialect
+from wrapper.dialects import SNIFF_BYTES, SNIFF_LINES, SniffingDialect
 from wrapper.dialects.base import Dialect, merge_deltas
 from wrapper.dialects.pi import PiDialect
 from wrapper.events import JSON_INT_MAX, JSON_INT_MIN, AssistantMessage, Usage, WarningEvent
@@ -37,16 +38,6 @@ from wrapper.framing import LineFramer
 from wrapper.normalize import normalize
 from wrapper.summary import USAGE_UNREPRESENTABLE, RunSummary
 
-#: dialect -> the fake agent's launcher for it
-LAUNCHERS = {
-    "pi": "pi",
-    "claude": "claude",
-    "codex": "codex",
-    "gemini": "gemini",
-    "opencode": "opencode",
-    "amp": "amp",
-    "cursor": "cursor-agent",
-}
 dialects = pytest.mark.parametrize("dialect", sorted(LAUNCHERS))
 
 HUGE = 2**64 - 1  # the largest count that can be written; two of them cannot
@@ -343,10 +334,6 @@ def test_normalize_on_the_command_line_exits_0_without_a_traceback(tmp_path: Pat
         assert proc.returncode == 0
         assert proc.stderr == b""
         assert b'"usage_unrepresentable"' in proc.stdout
-
-
-def test_every_dialect_is_covered() -> None:
-    assert set(LAUNCHERS) == set(DIALECTS)
 
 
 # -- one line, one meaning, however it is chunked ------------------------------------------
