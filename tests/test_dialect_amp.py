@@ -10,6 +10,8 @@ from tests.dialect_support import (
     messages,
     replay,
 )
+from tests.dialect_table import RESUMED, Agent, Argv, Capture
+from tests.test_dialect_claude import claude_samples
 from wrapper.dialects.amp import AmpDialect
 from wrapper.events import AgentEnded, AssistantMessage, Usage, is_terminal
 
@@ -79,3 +81,37 @@ def test_recognises_thread_ids_only() -> None:
     # Claude's init (a session id not starting with T-) is the common table's business.
     assert AmpDialect.recognises({"type": "system", "subtype": "init", "session_id": "T-1"})
     assert not AmpDialect.recognises({"type": "result", "session_id": "T-1"})
+
+
+# -- its row of the common table (tests/test_dialect_common.py) --------------------
+
+ROW = Agent(
+    name="amp",
+    command=("amp", "--stream-json", "--mode", "smart"),
+    types=("system", "assistant", "user", "result"),
+    keys=("subtype", "message", "is_error", "result", "error", "session_id", "usage"),
+    samples=claude_samples("T-2775dc92", {"cwd": "/w", "tools": ["oracle"]}),
+    argv=Argv(
+        task=("-x", "Fix it"),
+        dashed_task=("-x", " -v is broken"),
+        # the thread is continued by a subcommand; the user's flags follow it
+        resume=(
+            *("amp", "threads", "continue", RESUMED),
+            *("--stream-json", "--mode", "smart", "-x", "Go on"),
+        ),
+        missing_session="Amp reported no session id",
+    ),
+    display_name="Amp",
+)
+
+
+CAPTURES = [
+    Capture(
+        "amp_stream_json_official.jsonl",
+        "amp",
+        ("stop", "success"),
+        "2 + 2 equals 4.",
+        Usage(input=12783, output=8, cache_read=12416, cache_write=367, total_tokens=25574),
+        session="T-2775dc92-90ed-4f85-8b73-8f9766029e83",
+    ),
+]

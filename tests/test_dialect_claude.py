@@ -14,6 +14,7 @@ from tests.dialect_support import (
     messages,
     replay,
 )
+from tests.dialect_table import ANSWER, FAILURE, LS, RESUMED, Agent, Argv, Capture, Samples
 from wrapper.dialects import resolve_dialect
 from wrapper.dialects.claude import ClaudeDialect
 from wrapper.dialects.cursor import CursorDialect
@@ -388,3 +389,112 @@ def test_a_recognised_claude_stream_searches_claudes_transcript_too() -> None:
     init = {"type": "system", "subtype": "init", "session_id": "abc-1", "tools": []}
     sniffing.parse(json.dumps(init).encode())
     assert sniffing.transcript_search("abc-1", env) == (Path("/cfg"), "projects/*/abc-1.jsonl")
+
+
+# -- its row of the common table (tests/test_dialect_common.py) --------------------
+
+
+def claude_samples(session: str, init: dict[str, Any]) -> Samples:
+    """Lines of Claude Code's stream, and of the streams built on it (Amp's)."""
+
+    def say(*content: dict[str, Any]) -> bytes:
+        message = {"id": "m1", "model": "x", "role": "assistant", "content": list(content)}
+        return line({"type": "assistant", "message": message, "session_id": session})
+
+    def result(**fields: Any) -> bytes:
+        body = {"type": "result", "subtype": "success", "is_error": False, "session_id": session}
+        return line({**body, **fields})
+
+    start = line({"type": "system", "subtype": "init", "session_id": session, **init})
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": LS}
+    answered = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"}
+    return Samples(
+        session=session,
+        answer=[start, say({"type": "text", "text": ANSWER}), result(result=ANSWER)],
+        tool_call=[
+            start,
+            say(tool_use),
+            line({"type": "user", "message": {"role": "user", "content": [answered]}}),
+        ],
+        tool="Bash",
+        tool_id="toolu_1",
+        error=[
+            start,
+            result(subtype="error_during_execution", is_error=True, errors=[FAILURE]),
+        ],
+        cut_short=[start, say({"type": "text", "text": "Working on it."})],
+        cut_short_text="Working on it.",
+    )
+
+
+ROW = Agent(
+    name="claude",
+    command=("/opt/bin/claude", "-p"),
+    types=("system", "assistant", "user", "stream_event", "result"),
+    keys=(
+        "subtype",
+        "message",
+        "event",
+        "content",
+        "usage",
+        "is_error",
+        "terminal_reason",
+        "stop_reason",
+        "result",
+        "errors",
+        "session_id",
+        "parent_tool_use_id",
+        "total_cost_usd",
+    ),
+    samples=claude_samples(
+        "40e7b02d",
+        {
+            "cwd": "/w",
+            "model": "claude-x",
+            "tools": ["Bash"],
+            "apiKeySource": "none",
+            "claude_code_version": "2.1.3",
+        },
+    ),
+    argv=Argv(
+        task=("--", "Fix it"),
+        dashed_task=("--", "-v is broken"),
+        resume=("/opt/bin/claude", "-p", "--resume", RESUMED, "--", "Go on"),
+        missing_session="Claude Code reported no session id",
+        no_session_flag="--no-session-persistence",
+    ),
+    noise=b"Warning: no stdin data received",
+    display_name="Claude Code",
+)
+
+
+CAPTURES = [
+    Capture(
+        "claude_tooluse_v2.1.3.jsonl",
+        "claude",
+        ("stop", "success"),
+        "Here are the files in the current directory.",
+        Usage(
+            input=18,
+            output=424,
+            cache_read=17254,
+            cache_write=25067,
+            total_tokens=42763,
+            cost_usd=0.24722425,
+        ),
+        session="40e7b02d-c0f9-4876-9010-f514d4eb0603",
+        model="claude-opus-4-5-20251101",
+        tools=(("Bash", "ls -la"),),
+    ),
+    Capture(
+        "claude_partial_hi.jsonl",
+        "claude",
+        ("stop", "end_turn"),
+        "hi",
+        Usage(
+            input=2, output=4, cache_read=0, cache_write=31984, total_tokens=31990, cost_usd=0.31995
+        ),
+        session="b2251092-456c-4056-82be-64e609ec4e11",
+        model="claude-opus-5",
+    ),
+]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import strategies as st
+
 from tests.dialect_support import (
     final,
     line,
     messages,
     replay,
 )
+from tests.dialect_table import ANSWER, FAILURE, RESUMED, Agent, Argv, Capture, Samples
 from wrapper.dialects.codex import CodexDialect
 from wrapper.events import (
     AgentEnded,
@@ -270,3 +273,101 @@ def test_text_before_a_tool_is_interim() -> None:
     message = events[-1]
     assert isinstance(message, AssistantMessage)
     assert (message.stop_reason, message.text) == ("aborted", "")
+
+
+# -- its row of the common table (tests/test_dialect_common.py) --------------------
+
+#: Item bodies of Codex ``item.completed`` lines, in the shapes its handlers read.
+codex_items = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "id": st.sampled_from(["a", "b"]),
+            "type": st.sampled_from(["agent_message", "command_execution", "mcp_tool_call"]),
+            "text": st.text(max_size=5),
+            "exit_code": st.integers(-2, 2),
+            "error": st.none() | st.fixed_dictionaries({"message": st.integers()}),
+            "changes": st.lists(st.integers() | st.text(max_size=3), max_size=2),
+        },
+    ),
+    max_size=3,
+).map(lambda bodies: [line({"type": "item.completed", "item": body}) for body in bodies])
+
+
+def codex_samples() -> Samples:
+    start = [
+        line({"type": "thread.started", "thread_id": "019a2d7a"}),
+        line({"type": "turn.started"}),
+    ]
+
+    def item(event: str, **fields: Any) -> bytes:
+        return line({"type": event, "item": {"id": "item_1", **fields}})
+
+    command = {"type": "command_execution", "command": "ls"}
+    return Samples(
+        session="019a2d7a",
+        answer=[
+            *start,
+            item("item.completed", type="agent_message", text=ANSWER),
+            line({"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        ],
+        tool_call=[
+            *start,
+            item("item.started", **command, status="in_progress"),
+            item("item.completed", **command, status="completed", exit_code=0),
+        ],
+        tool="command_execution",
+        tool_id="item_1",
+        error=[*start, line({"type": "turn.failed", "error": {"message": FAILURE}})],
+        cut_short=[*start, item("item.completed", type="agent_message", text="Half way.")],
+        cut_short_text="Half way.",
+    )
+
+
+ROW = Agent(
+    name="codex",
+    command=("codex", "exec", "--json"),
+    types=(
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+        "turn.failed",
+        "item.started",
+        "item.completed",
+        "error",
+    ),
+    keys=("thread_id", "item", "usage", "error", "message"),
+    samples=codex_samples(),
+    argv=Argv(
+        task=("--", "Fix it"),
+        dashed_task=("--", "-v is broken"),
+        resume=("codex", "exec", "--json", "resume", RESUMED, "--", "Go on"),
+        missing_session="Codex reported no thread id",
+        no_session_flag="--ephemeral",
+    ),
+    noise=b"2025-10-28 WARN codex_core: something",
+    display_name="Codex",
+    extra_lines=codex_items,
+)
+
+
+CAPTURES = [
+    Capture(
+        "codex_tooluse_v0.46.jsonl",
+        "codex",
+        ("stop", "turn.completed"),
+        "Files here: `stream-output-1.jsonl`, `stream-output-2.jsonl`, `test.js`.",
+        Usage(input=1048, output=129, cache_read=4992, total_tokens=6169),
+        session="019a2d7a-6455-7170-a661-c6d8b94c630a",
+        tools=(("command_execution", "bash -lc ls"),),
+    ),
+    Capture(
+        "codex_docs_sample.jsonl",
+        "codex",
+        ("stop", "turn.completed"),
+        "Yep — there’s a `README.md` in the repository root.",
+        Usage(input=315, output=122, cache_read=24448, total_tokens=24885),
+        session="0199a213-81c0-7800-8aa1-bbab2a035a53",
+        tools=(("command_execution", "bash -lc ls"),),
+    ),
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 
 from tests.dialect_support import (
     final,
@@ -15,6 +16,7 @@ from tests.dialect_support import (
     replay,
     session_id,
 )
+from tests.dialect_table import ANSWER, FAILURE, LS, RESUMED, Agent, Argv, Samples
 from wrapper.dialects.cursor import CursorDialect
 from wrapper.events import (
     AgentEnded,
@@ -157,3 +159,64 @@ def test_recognises_cursor_events_only() -> None:
     # Claude's init, which also has apiKeySource: the common table.
     assert recognisers(first_object(DOCUMENTED_RUN)) == ["cursor"]
     assert CursorDialect.recognises({"type": "tool_call", "subtype": "started"})
+
+
+# -- its row of the common table (tests/test_dialect_common.py) --------------------
+
+#: A completed Cursor ``tool_call`` line, its payload under ``<name>ToolCall`` keys.
+cursor_tool_call = st.dictionaries(
+    st.sampled_from(["shellToolCall", "ToolCall", "mcpToolCall", "x"]),
+    st.fixed_dictionaries(
+        {}, optional={"args": st.none() | st.dictionaries(st.text(max_size=3), st.integers())}
+    ),
+    max_size=2,
+).map(lambda call: [line({"type": "tool_call", "subtype": "completed", "tool_call": call})])
+
+
+def cursor_samples() -> Samples:
+    session = "c6b62c6f"
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return line({"type": kind, "session_id": session, **fields})
+
+    def say(text: str) -> bytes:
+        content = [{"type": "text", "text": text}]
+        return event("assistant", message={"role": "assistant", "content": content})
+
+    def shell(subtype: str, **payload: Any) -> bytes:
+        call = {"shellToolCall": {"args": LS, **payload}}
+        return event("tool_call", subtype=subtype, call_id="toolu_1", tool_call=call)
+
+    init = event("system", subtype="init", apiKeySource="login", cwd="/w", permissionMode="default")
+    return Samples(
+        session=session,
+        answer=[init, say(ANSWER), event("result", subtype="success", result=ANSWER)],
+        tool_call=[
+            init,
+            shell("started"),
+            shell("completed", result={"success": {"stdout": "a", "exitCode": 0}}),
+        ],
+        tool="shell",
+        tool_id="toolu_1",
+        error=[init, event("result", subtype="error", is_error=True, result=FAILURE)],
+        cut_short=[init, say("I'll read the README.")],
+        cut_short_text="I'll read the README.",
+    )
+
+
+ROW = Agent(
+    name="cursor",
+    command=("cursor-agent", "-p"),
+    aliases=("/home/me/.local/bin/cursor-agent", "cursor"),
+    types=("system", "assistant", "tool_call", "thinking", "result"),
+    keys=("subtype", "message", "call_id", "tool_call", "is_error", "result", "usage"),
+    samples=cursor_samples(),
+    argv=Argv(
+        task=("Fix it",),
+        dashed_task=(" -v is broken",),
+        resume=("cursor-agent", "-p", "--resume", RESUMED, "Go on"),
+        missing_session="Cursor Agent reported no session id",
+    ),
+    display_name="Cursor Agent",
+    extra_lines=cursor_tool_call,
+)

@@ -12,6 +12,7 @@ from tests.dialect_support import (
     messages,
     replay,
 )
+from tests.dialect_table import ANSWER, FAILURE, LS, RESUMED, Agent, Argv, Capture, Samples
 from wrapper.dialects.gemini import GeminiDialect
 from wrapper.events import (
     AgentEnded,
@@ -197,3 +198,91 @@ def test_a_second_session_in_the_same_log_starts_its_text_afresh() -> None:
 def test_text_after_a_result_is_not_glued_to_the_last_answer() -> None:
     events = parse_all(INIT, say("First."), result(), say("Second."), result())
     assert [m.text for m in messages(events)] == ["First.", "Second."]
+
+
+# -- its row of the common table (tests/test_dialect_common.py) --------------------
+
+
+def gemini_samples() -> Samples:
+    init = line({"type": "init", "timestamp": "t", "session_id": "g-1", "model": "gemini-x"})
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return line({"type": kind, "timestamp": "t", **fields})
+
+    def say(text: str) -> bytes:
+        return event("message", role="assistant", content=text, delta=True)
+
+    return Samples(
+        session="g-1",
+        answer=[init, say(ANSWER), event("result", status="success", stats={})],
+        tool_call=[
+            init,
+            event("tool_use", tool_name="run_shell_command", tool_id="t1", parameters=LS),
+            event("tool_result", tool_id="t1", status="success", output="a"),
+        ],
+        tool="run_shell_command",
+        tool_id="t1",
+        error=[init, event("result", status="error", error={"type": "Api", "message": FAILURE})],
+        cut_short=[init, say("Partial")],
+        cut_short_text="Partial",
+    )
+
+
+ROW = Agent(
+    name="gemini",
+    command=("gemini", "--output-format", "stream-json"),
+    types=("init", "message", "tool_use", "tool_result", "error", "result"),
+    keys=(
+        "session_id",
+        "model",
+        "role",
+        "content",
+        "delta",
+        "tool_name",
+        "tool_id",
+        "parameters",
+        "status",
+        "output",
+        "error",
+        "message",
+        "severity",
+        "stats",
+    ),
+    samples=gemini_samples(),
+    argv=Argv(
+        task=("-p", "Fix it"),
+        dashed_task=("-p", " -v is broken"),
+        resume=(
+            *("gemini", "--output-format", "stream-json"),
+            *("--resume", RESUMED, "-p", "Go on"),
+        ),
+        missing_session="Gemini CLI reported no session id",
+    ),
+    noise=b"Loaded cached credentials.",
+    display_name="Gemini CLI",
+)
+
+
+CAPTURES = [
+    Capture(
+        "gemini_snapshot_tooluse.jsonl",
+        "gemini",
+        ("stop", "success"),
+        "Final answer",
+        Usage(input=0, output=0, cache_read=0, total_tokens=0),
+        session="test-session-id",
+        model="test-model",
+        tools=(("testTool", "value1"),),
+    ),
+    Capture(
+        "gemini_real_autherror_v0.50.jsonl",
+        "gemini",
+        ("error", "error"),
+        "",
+        Usage(input=0, output=0, cache_read=0, total_tokens=0),
+        session="a559d264-82c8-48a4-85ec-0fbe645d82e0",
+        model="auto",
+        error_message="[API Error: … API_KEY_INVALID …]",
+        exit_code=1,
+    ),
+]

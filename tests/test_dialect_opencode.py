@@ -17,6 +17,7 @@ from tests.dialect_support import (
     replay,
     session_id,
 )
+from tests.dialect_table import ANSWER, FAILURE, LS, RESUMED, Agent, Argv, Samples
 from wrapper.dialects.opencode import OpencodeDialect
 from wrapper.events import (
     AgentEnded,
@@ -229,3 +230,54 @@ def test_recognises_events_with_a_session_id_only() -> None:
     gemini_tool = {"type": "tool_use", "tool_name": "x", "tool_id": "t"}
     for other in (gemini_tool, {"type": "error", "message": "x"}, {"type": "text"}):
         assert not OpencodeDialect.recognises(other)
+
+
+# -- its row of the common table (tests/test_dialect_common.py) --------------------
+
+
+def opencode_samples() -> Samples:
+    session = "ses_236c713f"
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return line({"type": kind, "timestamp": 1, "sessionID": session, **fields})
+
+    def step_finish(reason: str) -> bytes:
+        return event("step_finish", part={"type": "step-finish", "reason": reason})
+
+    state = {"status": "completed", "input": LS, "output": "a"}
+    return Samples(
+        session=session,
+        answer=[event("step_start"), event("text", part={"text": ANSWER}), step_finish("stop")],
+        tool_call=[
+            event("step_start"),
+            event("tool_use", part={"tool": "bash", "callID": "c1", "state": state}),
+        ],
+        tool="bash",
+        tool_id="c1",
+        error=[event("error", error={"name": "UnknownError", "data": {"message": FAILURE}})],
+        # opencode reports a tool once it finished: the text before it may be
+        # interim, so an exit implies a final message without it
+        cut_short=[
+            event("step_start"),
+            event("text", part={"text": "Hm"}),
+            step_finish("tool-calls"),
+        ],
+        cut_short_text="",
+    )
+
+
+ROW = Agent(
+    name="opencode",
+    command=("opencode", "run", "--format", "json"),
+    types=("step_start", "text", "tool_use", "step_finish", "error", "done"),
+    keys=("sessionID", "part", "error", "reason"),
+    samples=opencode_samples(),
+    argv=Argv(
+        task=("--", "Fix it"),
+        dashed_task=("--", "-v is broken"),
+        resume=("opencode", "run", "--format", "json", "--session", RESUMED, "--", "Go on"),
+        missing_session="opencode reported no session id",
+    ),
+    noise=b"INFO  service=bus",
+    display_name="opencode",
+)

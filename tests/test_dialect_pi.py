@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.dialect_support import line
+from tests.dialect_table import ANSWER, FAILURE, LS, Agent, Argv, Samples
 from wrapper.dialects import (
     SniffingDialect,
     UsageError,
@@ -311,3 +312,85 @@ def test_the_bulk_path_gives_what_the_line_path_gives(lines: list[bytes]) -> Non
     assert sum(e.coalesced for e in fast if isinstance(e, TextDelta)) == sum(
         1 for e in slow if isinstance(e, TextDelta)
     )
+
+
+# -- its row of the common table (tests/test_dialect_common.py) --------------------
+
+
+def pi_samples() -> Samples:
+    session = line({"type": "session", "version": 3, "id": "pi-1", "cwd": "/w"})
+
+    def message_end(stop: str, content: list[dict[str, Any]], **extra: Any) -> bytes:
+        message = {"role": "assistant", "content": content, "stopReason": stop, **extra}
+        return line({"type": "message_end", "message": message})
+
+    call = {"toolCallId": "c1", "toolName": "bash"}
+    return Samples(
+        session="pi-1",
+        answer=[
+            session,
+            line({"type": "agent_start"}),
+            line({"type": "turn_start"}),
+            message_end("stop", [{"type": "text", "text": ANSWER}]),
+            line({"type": "agent_end", "willRetry": False}),
+        ],
+        tool_call=[
+            session,
+            message_end("toolUse", [{"type": "toolCall", "id": "c1", "name": "bash"}]),
+            line({"type": "tool_execution_start", **call, "args": LS}),
+            line({"type": "tool_execution_end", **call, "result": "a", "isError": False}),
+        ],
+        tool="bash",
+        tool_id="c1",
+        error=[session, message_end("error", [], errorMessage=FAILURE)],
+        cut_short=[
+            session,
+            line({"type": "turn_start"}),
+            line(
+                {
+                    "type": "message_update",
+                    "assistantMessageEvent": {"type": "text_delta", "delta": "Half"},
+                }
+            ),
+        ],
+        cut_short_text=None,
+    )
+
+
+ROW = Agent(
+    name="pi",
+    command=("/usr/local/bin/pi", "-p"),
+    types=(
+        "message_end",
+        "message_update",
+        "tool_execution_start",
+        "tool_execution_end",
+        "auto_retry_start",
+        "auto_retry_end",
+        "agent_end",
+        "session",
+        "turn_start",
+    ),
+    keys=(
+        "message",
+        "assistantMessageEvent",
+        "toolName",
+        "args",
+        "willRetry",
+        "id",
+        "attempt",
+        "isError",
+        "role",
+        "content",
+        "stopReason",
+        "usage",
+    ),
+    samples=pi_samples(),
+    argv=Argv(
+        task=("Fix it",),
+        dashed_task=(" -v is broken",),
+        resume=None,
+        missing_session=None,
+        no_session_flag="--no-session",
+    ),
+)
