@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,8 @@ from typing import Any
 import pytest
 
 from tests.dialect_support import LAUNCHERS
+from wrapper.dialects import DIALECTS as DIALECT_CLASSES
+from wrapper.events import SessionStarted
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_DIR = ROOT / "fixtures" / "fake_agent"
@@ -239,81 +243,34 @@ class Cli:
     session_of: Callable[[list[dict[str, Any]]], str]
 
 
-def first_session_id(events: list[dict[str, Any]]) -> str:
-    return str(events[0]["session_id"])
+def cli_for(name: str) -> Cli:
+    """How the fake is started and resumed as the CLI ``name``: the argv its
+    dialect gives the real CLI (the JSON mode the dialect reads, the task and
+    the session where the dialect puts them), with the scenario added."""
+    dialect = DIALECT_CLASSES[name]()
+    program, *mode = shlex.split(dialect.streaming_command)
+    scratch = Path(tempfile.gettempdir())
+
+    def start(scenario: Path, prompt: str) -> list[str]:
+        command = [program, *mode, "--scenario", str(scenario)]
+        return dialect.launch(command, prompt, scratch).argv[1:]
+
+    def resume(scenario: Path, session: str, prompt: str) -> list[str]:
+        command = [program, *mode, "--scenario", str(scenario)]
+        return dialect.resume(command, prompt, scratch, session).argv[1:]
+
+    def session_of(events: list[dict[str, Any]]) -> str:
+        reader = DIALECT_CLASSES[name]()
+        for event in events:
+            for parsed in reader.parse(json.dumps(event).encode()):
+                if isinstance(parsed, SessionStarted) and parsed.session_id:
+                    return parsed.session_id
+        raise AssertionError(f"no session id in the {name} stream")
+
+    return Cli(start, resume, session_of)
 
 
-CLIS: dict[str, Cli] = {
-    "claude": Cli(
-        lambda s, p: ["-p", "--output-format", "stream-json", "--verbose", "--scenario", str(s), p],
-        lambda s, sid, p: [
-            "-p",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--resume",
-            sid,
-            "--model",
-            "m",
-            "--scenario",
-            str(s),
-            p,
-        ],
-        first_session_id,
-    ),
-    "codex": Cli(
-        lambda s, p: ["exec", "--json", "--scenario", str(s), p],
-        lambda s, sid, p: ["exec", "--json", "--scenario", str(s), "resume", sid, p],
-        lambda events: str(events[0]["thread_id"]),
-    ),
-    "gemini": Cli(
-        lambda s, p: ["--output-format", "stream-json", "-p", p, "--scenario", str(s)],
-        lambda s, sid, p: [
-            "--output-format",
-            "stream-json",
-            "--resume",
-            sid,
-            "-p",
-            p,
-            "--scenario",
-            str(s),
-        ],
-        first_session_id,
-    ),
-    "opencode": Cli(
-        lambda s, p: ["run", "--format", "json", "--scenario", str(s), p],
-        lambda s, sid, p: ["run", "--format", "json", "--session", sid, "--scenario", str(s), p],
-        lambda events: str(events[0]["sessionID"]),
-    ),
-    "amp": Cli(
-        lambda s, p: ["-x", p, "--stream-json", "--scenario", str(s)],
-        lambda s, sid, p: [
-            "threads",
-            "continue",
-            sid,
-            "-x",
-            p,
-            "--stream-json",
-            "--scenario",
-            str(s),
-        ],
-        first_session_id,
-    ),
-    "cursor": Cli(
-        lambda s, p: ["-p", "--output-format", "stream-json", "--scenario", str(s), p],
-        lambda s, sid, p: [
-            "-p",
-            "--output-format",
-            "stream-json",
-            "--resume",
-            sid,
-            "--scenario",
-            str(s),
-            p,
-        ],
-        first_session_id,
-    ),
-}
+CLIS = {name: cli_for(name) for name in DIALECTS}
 
 
 def play(
