@@ -362,7 +362,7 @@ LATEST_ARGV: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", sorted(LATEST_ARGV))
 def test_continue_latest_session(tmp_path: Path, dialect: str) -> None:
     cli = CLIS[dialect]
     path = write_scenario(tmp_path, RESUMED)
@@ -423,7 +423,10 @@ def check_shapes(dialect: str, events: list[dict[str, Any]]) -> None:
     assert events, "the stream is empty"
     for event in events:
         assert isinstance(event.get("type"), str), event
-    CHECKS[dialect](events)
+    # Each format's own invariants, where its CLI's are written down here.
+    check = CHECKS.get(dialect)
+    if check is not None:
+        check(events)
 
 
 def check_claude(events: list[dict[str, Any]]) -> None:
@@ -1111,7 +1114,7 @@ EXIT_STATUSES = {
 }
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", sorted(EXIT_STATUSES))
 def test_exit_status_follows_the_ending(tmp_path: Path, dialect: str) -> None:
     error, aborted = EXIT_STATUSES[dialect]
     failed = ERROR["steps"][0]
@@ -1137,17 +1140,21 @@ def test_pi_always_exits_zero_after_the_last_step(tmp_path: Path) -> None:
         assert result.returncode == 0
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+#: Each CLI's JSON mode, with the flag a prompt may follow.
+DOUBLE_DASH_OPTIONS = {
+    "claude": ["-p", "--output-format", "stream-json", "--verbose"],
+    "codex": ["exec", "--json"],
+    "gemini": ["--output-format", "stream-json"],
+    "opencode": ["run", "--format", "json"],
+    "amp": ["--stream-json", "-x"],
+    "cursor": ["-p", "--output-format", "stream-json"],
+}
+
+
+@pytest.mark.parametrize("dialect", sorted(DOUBLE_DASH_OPTIONS))
 def test_words_after_a_double_dash_are_the_prompt(tmp_path: Path, dialect: str) -> None:
     path = write_scenario(tmp_path, {"steps": [answer("hi"), *END]})
-    options = {
-        "claude": ["-p", "--output-format", "stream-json", "--verbose"],
-        "codex": ["exec", "--json"],
-        "gemini": ["--output-format", "stream-json"],
-        "opencode": ["run", "--format", "json"],
-        "amp": ["--stream-json", "-x"],
-        "cursor": ["-p", "--output-format", "stream-json"],
-    }[dialect]
+    options = DOUBLE_DASH_OPTIONS[dialect]
     args = [*options, "--scenario", str(path), "--", "resume", "--force"]
     result = run_fake(tmp_path, args, dialect=dialect)
     assert result.returncode == 0, result.stderr
