@@ -424,7 +424,9 @@ def _check_hook_commands(parser: argparse.ArgumentParser, settings: Settings, cw
         parser.error(f"--settings {exc}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, guarded: bool = False) -> int:
+    """The command line; ``guarded``: this process is the command's own, and
+    a run forks its guardian off it (see ``wrapper.guardian``)."""
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in == ["--version"]:  # answered before the parser and what it imports
         print(f"{PROG} {__version__}")
@@ -438,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub = _subparser(parser, args.subcommand)
         sub.error(_unrecognized(sub, args.subcommand, extras, command is not None))
     if args.subcommand == "run":
-        return _run(parser, args, command)
+        return _run(parser, args, command, guarded=guarded)
     if args.subcommand in ("signal", "reply", "status"):
         from wrapper import tools
 
@@ -473,7 +475,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str] | None
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    command: list[str] | None,
+    *,
+    guarded: bool,
 ) -> int:
     if not command:
         parser.error(
@@ -551,6 +557,15 @@ def _run(
         launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)
     except UsageError as exc:
         parser.error(f"run: {exc}")
+    from wrapper import guardian
+
+    # Stop signals from here on are acted on once the run is up.
+    early_signals = guardian.record_stop_signals()
+    if guarded:
+        # This process becomes the run's guardian and waits; what follows
+        # runs in its child, the worker (see wrapper/guardian.py).
+        guardian.guard(config.run_id, config.run_dir, config.result_path)
+
     from wrapper.child import early_start
     from wrapper.proctree import become_subreaper
 
@@ -558,13 +573,16 @@ def _run(
     become_subreaper()
     # The agent starts now, its start-up overlapping the wrapper's imports.
     environ = dict(os.environ)
-    early = early_start(config, launch.argv, launch.files, environ)
+    early = early_start(config, launch.argv, launch.files, environ, early_signals)
+
+    from functools import partial
 
     import trio
 
     from wrapper.run import execute
 
-    return trio.run(execute, config, dialect, launch, environ, early)
+    run = partial(execute, config, dialect, launch, environ, early, early_signals=early_signals)
+    return trio.run(run)
 
 
 def entry() -> None:
@@ -575,7 +593,7 @@ def entry() -> None:
     anyway) is skipped: the runner waiting on the wrapper gets its exit
     status sooner. Library callers use ``main``.
     """
-    status = main()
+    status = main(guarded=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

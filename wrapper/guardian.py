@@ -1,49 +1,56 @@
-"""The guardian: ends the run and writes its result when the wrapper itself dies hard.
+"""The guardian: the process the runner started, standing guard over the run.
 
-A SIGKILLed (or OOM-killed) wrapper runs no cleanup, and a parent-death
-signal would reach only its direct children. So each run starts this small
-process, before the agent, in a session of its own (a kill of the wrapper's
-process group does not take it along), holding the read end of a pipe from
-the wrapper. When the pipe reaches end of file without the wrapper having
-said ``done``, the wrapper is gone, and the guardian:
+The command line forks once it knows the run's id, directory and result
+path, before it imports trio or psutil and before anything of the run
+exists (``guard``). The parent, the process the runner started and holds the
+pid of, becomes the guardian; the child, the worker, does the run proper and
+starts the agent below itself. The guardian costs nothing while the run
+goes on: it blocks in ``waitpid`` on the worker, passes on the stop signals
+it receives (SIGTERM, SIGINT, SIGHUP, SIGQUIT, each once as it comes), and
+exits with the worker's exit status. It is a child subreaper: should the
+worker die, every process of the run it left (the agent, a double-forked
+process that left the agent's session and cleared its environment)
+reparents to the guardian, which thus knows the whole tree without ever
+having looked at it.
 
-1. ends every process of the run. It needs no word from the wrapper to find
-   them, so that a wrapper killed in its first instant leaves nothing
-   either: every process the run starts carries ``AGENT_WRAPPER_RUN_ID`` in
-   its environment, the agent leads a session and a process group of its
-   own, and the guardian keeps a list of the processes below the wrapper
-   (for those that cleared their environment and left the agent's session).
-   Those, their descendants and everything in their sessions and groups get
-   SIGTERM, then SIGKILL, sweep after sweep until nothing is found;
+When the worker dies by a signal (SIGKILL, the OOM killer, a crash), the
+guardian:
+
+1. ends every process of the run: its own descendants (everything the
+   worker left), every process carrying the run's ``AGENT_WRAPPER_RUN_ID``,
+   and everything in their sessions and process groups get SIGTERM, then
+   SIGKILL, sweep after sweep until nothing is found;
 2. writes result.json (``outcome: aborted``, ``error.kind: wrapper_killed``)
-   where the run's configuration says it goes, unless the run's result is
-   already there, and marks status.json finished.
+   where the run's configuration says it goes, unless the run's own result
+   is already there, marks status.json finished, and exits 128 + the signal.
 
-Run as ``python wrapper/guardian.py WRAPPER_PID RUN_ID RUN_DIR RESULT_PATH
-SPARED_ID...`` (the SPARED_IDs being the wrapper's own session and process
-group, which hold the wrapper's parent and siblings, never the agent). While
-it waits it has imported only psutil.
+The worker, for its part, leads a process group of its own (a kill of the
+guardian's group does not take it along) and asks the kernel for a signal
+when the guardian dies (``PR_SET_PDEATHSIG``): a runner's ``kill -9`` hits the
+guardian. The worker then does the same, with its own descendants as the
+run's tree, and exits. Either way the one that survives cleans up, and a
+kill in the very first instant finds either nothing started yet or a worker
+that sees at once that its guardian is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
-import select
 import signal
 import sys
 import time
 from pathlib import Path
 
-import psutil
-
 # typing costs the waiting guardian memory; the annotations need it only when checked.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
-#: How often the tree below the wrapper is listed again.
-POLL_SECONDS = 0.2
+    import psutil
+
 #: SIGTERM to SIGKILL once the wrapper is gone: time for the agent to save
 #: its state, short enough that the run ends soon after its wrapper.
 TERM_SECONDS = 1.0
@@ -58,21 +65,32 @@ QUIET_SECONDS = 0.5
 #: At most this many sweeps send signals: the bound on the cleanup when
 #: processes keep appearing (a fork bomb) or cannot die (state D).
 MAX_SIGNAL_SWEEPS = 10
-#: The wrapper's exit status as the result reports it: 128 + SIGKILL, the way
-#: a wrapper dies without a word (the guardian is not its parent and cannot
-#: learn the real one).
+#: The run's exit status as result.json reports it when the guardian was
+#: killed: 128 + SIGKILL, the way a process dies without a word.
 WRAPPER_KILLED_EXIT = 128 + signal.SIGKILL
 #: The environment variable that marks every process of a run.
 RUN_ID_VARIABLE = "AGENT_WRAPPER_RUN_ID"
+#: The wrapper's stop signals, which the guardian passes on to the worker.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+#: The signal the worker gets when the guardian dies. Not one of the stop
+#: signals, whose handlers trio takes over; the worker checks that its
+#: guardian is really gone before acting on it.
+GUARDIAN_DEATH_SIGNAL = signal.SIGUSR2
+#: prctl options.
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 _Known = dict[int, float]
 
+#: The pid the runner holds (the guardian's), once ``guard`` forked.
+_guardian_pid: int | None = None
+
 
 class Watch:
-    """What the guardian is told at its start: whose death to watch, which run is
-    then its to end, and the sessions and groups never to touch."""
+    """What the guardian and the worker know of the run from the start: which
+    run is theirs to end, and the sessions and groups never to touch."""
 
-    # A plain class: dataclasses would cost the waiting guardian a megabyte.
+    # A plain class: dataclasses would cost the waiting guardian memory.
     __slots__ = ("result_path", "run_dir", "run_id", "spared", "wrapper_pid")
 
     def __init__(
@@ -84,26 +102,12 @@ class Watch:
         result_path: Path,
         spared: frozenset[int] = frozenset(),
     ) -> None:
+        #: The pid the runner holds: the guardian's.
         self.wrapper_pid = wrapper_pid
         self.run_id = run_id
         self.run_dir = run_dir
         self.result_path = result_path
         self.spared = spared
-
-    @classmethod
-    def from_argv(cls, argv: list[str]) -> Watch:
-        """Raises ``ValueError`` for a malformed command line."""
-        if len(argv) < 5 or not argv[2]:
-            raise ValueError(
-                "usage: guardian.py WRAPPER_PID RUN_ID RUN_DIR RESULT_PATH [SPARED...]"
-            )
-        return cls(
-            wrapper_pid=int(argv[1]),
-            run_id=argv[2],
-            run_dir=Path(argv[3]),
-            result_path=Path(argv[4]),
-            spared=frozenset(int(arg) for arg in argv[5:]),
-        )
 
 
 class Cleanup:
@@ -117,48 +121,173 @@ class Cleanup:
         self.survivors: list[str] = []
 
 
-def main(argv: list[str]) -> int:
+def wrapper_pid() -> int:
+    """The pid the runner holds for this run: the guardian's once ``guard``
+    forked, else this process's own."""
+    return _guardian_pid if _guardian_pid is not None else os.getpid()
+
+
+def record_stop_signals() -> list[signal.Signals]:
+    """Record the stop signals that arrive from now on, to be acted on once
+    the run is up; returns the list they are appended to."""
+    early: list[signal.Signals] = []
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda signum, _frame: early.append(signal.Signals(signum)))
+    return early
+
+
+def _prctl(option: int, value: int) -> bool:
+    import ctypes  # noqa: PLC0415 - imported before the fork, by guard
+
     try:
-        watch = Watch.from_argv(argv)
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(option, value, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def guard(run_id: str, run_dir: Path, result_path: Path) -> None:
+    """Fork: the caller becomes the guardian of the run and never returns from
+    here; the worker returns, in a process group of its own, and does the run.
+
+    Call before anything of the run exists and before any thread is started.
+    Where the system cannot guard (no fork), returns without forking.
+    """
+    global _guardian_pid  # a property of the whole process
+    me = os.getpid()
+    watch = Watch(
+        wrapper_pid=me,
+        run_id=run_id,
+        run_dir=run_dir,
+        result_path=result_path,
+        # The runner's session and group hold the guardian's parent and
+        # siblings, never the agent (it gets a session of its own).
+        spared=frozenset({os.getsid(0), os.getpgid(0)}),
+    )
+    import ctypes  # noqa: F401, PLC0415 - loaded once, shared by both processes
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # What both processes have imported so far stays shared: the collector
+    # must not touch (and so copy) those pages in either of them.
+    gc.freeze()
+    try:
+        worker = os.fork()
+    except OSError:
+        gc.unfreeze()
+        return
+    if worker == 0:
+        _guardian_pid = me
+        _become_worker(watch)
+        return
+    _stand_guard(worker, watch)
+
+
+def _become_worker(watch: Watch) -> None:
+    # Its own group first, before it starts anything: a kill of the
+    # runner's group that reaches the worker now finds nothing started.
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    signal.signal(GUARDIAN_DEATH_SIGNAL, _guardian_died(watch))
+    _prctl(PR_SET_PDEATHSIG, GUARDIAN_DEATH_SIGNAL)
+    if os.getppid() != watch.wrapper_pid:  # gone before it could ask
+        _end_orphaned_run(watch)
+
+
+def _guardian_died(watch: Watch) -> Callable[[int, Any], None]:
+    def handler(_signum: int, _frame: Any) -> None:
+        if os.getppid() != watch.wrapper_pid:
+            _end_orphaned_run(watch)
+
+    return handler
+
+
+def _end_orphaned_run(watch: Watch) -> None:
+    """The guardian is gone (the runner's ``kill -9``): end the run as it would
+    have, from wherever the worker is, and exit."""
+    # Other stop signals are no use now: nobody waits for this process.
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, signal.SIG_IGN)
+    me = os.getpid()
+    try:
+        cleanup = end_run(watch, known_below(me), {me, watch.wrapper_pid})
+        finish_run(watch, cleanup)
+    finally:
+        os._exit(WRAPPER_KILLED_EXIT)
+
+
+def _stand_guard(worker: int, watch: Watch) -> None:
+    """The guardian's whole life: wait for the worker, pass signals on, clean
+    up if the worker died by a signal; exit with the run's exit status."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+    def forward(signum: int, _frame: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(worker, signum)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, forward)
+    # Waiting is its whole job: should it have to clean up, not at the
+    # expense of the rest of the machine.
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    try:
+        _, status = os.waitpid(worker, 0)
+    except ChildProcessError:  # cannot happen: the worker is its child
+        status = WRAPPER_KILLED_EXIT << 8
+    for sig in STOP_SIGNALS:  # nothing left to pass them on to
+        signal.signal(sig, signal.SIG_IGN)
+    me = os.getpid()
+    if os.WIFSIGNALED(status):
+        died_by = os.WTERMSIG(status)
+        try:
+            cleanup = end_run(watch, known_below(me), {me})
+            finish_run(
+                watch,
+                cleanup,
+                exit_status=128 + died_by,
+                who=f"the wrapper's worker process (pid {worker}) died of {_signal_name(died_by)}",
+            )
+        finally:
+            os._exit(128 + died_by)
+    code = os.waitstatus_to_exitcode(status)
+    if _has_children():
+        # The worker gave up on some of the run's processes: one more try.
+        with contextlib.suppress(Exception):
+            end_run(watch, known_below(me), {me})
+    os._exit(code)
+
+
+def _has_children() -> bool:
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as file:
+            return bool(file.read().split())
+    except OSError:
+        return False
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
     except ValueError:
-        return 2
-    # Waiting is its whole job: it must not slow the run it guards.
-    os.nice(10)
-    own = {os.getpid(), watch.wrapper_pid}
+        return f"signal {signum}"
+
+
+def known_below(pid: int) -> _Known:
+    """The live descendants of ``pid``, with their start times (so that a pid
+    reused later is not taken for one of them)."""
+    import psutil  # noqa: PLC0415 - needed only once the run has to be ended
+
     known: _Known = {}
     try:
-        wrapper: psutil.Process | None = psutil.Process(watch.wrapper_pid)
+        below = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
-        wrapper = None  # already gone: the pipe is at its end too
-    while True:
-        readable, _, _ = select.select([0], [], [], POLL_SECONDS)
-        if readable:
-            data = os.read(0, 4096)
-            if b"done" in data:
-                return 0
-            if not data:
-                break
-        if wrapper is not None:
-            _remember(wrapper, known, own)
-    cleanup = end_run(watch, known, own)
-    finish_run(watch, cleanup)
-    return 0
-
-
-def _remember(wrapper: psutil.Process, known: _Known, own: set[int]) -> None:
-    try:
-        below = wrapper.children(recursive=True)
-    except psutil.Error:
-        return
-    seen = set()
+        return known
     for proc in below:
-        seen.add(proc.pid)
-        if proc.pid not in own and proc.pid not in known:
-            with contextlib.suppress(psutil.Error):
-                known[proc.pid] = proc.create_time()
-    # Forget the dead; keep the living that left the tree (no subreaper).
-    for pid in [pid for pid in known if pid not in seen and not psutil.pid_exists(pid)]:
-        del known[pid]
+        with contextlib.suppress(psutil.Error):
+            known[proc.pid] = proc.create_time()
+    return known
 
 
 # -- ending the run's processes ---------------------------------------------------------
@@ -167,6 +296,8 @@ def _remember(wrapper: psutil.Process, known: _Known, own: set[int]) -> None:
 def end_run(watch: Watch, known: _Known, own: set[int]) -> Cleanup:
     """SIGTERM, then SIGKILL, to every process of the run, sweep after sweep,
     until the sweeps find nothing for ``QUIET_SECONDS`` (bounded)."""
+    import psutil  # noqa: PLC0415 - see known_below
+
     cleanup = Cleanup()
     spared = set(watch.spared) | {os.getsid(0), os.getpgid(0)}
     sweeps = 0
@@ -210,6 +341,8 @@ def find_run(
     agent's session holds what cleared its environment). ``spared``
     sessions and groups are never taken for the run's.
     """
+    import psutil  # noqa: PLC0415 - see known_below
+
     table: dict[int, tuple[psutil.Process, int, int, int]] = {}
     marked: set[int] = set()
     for proc in psutil.process_iter():
@@ -253,6 +386,8 @@ def find_run(
 
 
 def _describe(proc: psutil.Process) -> str:
+    import psutil  # noqa: PLC0415 - see known_below
+
     try:
         return f"{proc.name()} (pid {proc.pid})"
     except psutil.Error:
@@ -262,8 +397,17 @@ def _describe(proc: psutil.Process) -> str:
 # -- the run's result ------------------------------------------------------------------------
 
 
-def finish_run(watch: Watch, cleanup: Cleanup) -> None:
+def finish_run(
+    watch: Watch,
+    cleanup: Cleanup,
+    *,
+    exit_status: int = WRAPPER_KILLED_EXIT,
+    who: str | None = None,
+) -> None:
     """Write the result of a run whose wrapper died, and mark its status finished.
+
+    ``who`` says what died (default: the wrapper, killed), ``exit_status``
+    is the run's exit status the result reports.
 
     Only a run that had begun in its directory (status.json names it) is
     touched; a result.json of this run that the wrapper managed to write
@@ -299,6 +443,8 @@ def finish_run(watch: Watch, cleanup: Cleanup) -> None:
                 cleanup=cleanup,
                 ended_at=time.time(),
                 result_path=path,
+                exit_status=exit_status,
+                who=who,
             )
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -326,6 +472,8 @@ def wrapper_killed_result(
     cleanup: Cleanup,
     ended_at: float,
     result_path: Path,
+    exit_status: int = WRAPPER_KILLED_EXIT,
+    who: str | None = None,
 ) -> dict[str, Any]:
     """result.json for a run whose wrapper died: what status.json and
     config.json knew, ``null`` for what only the wrapper knew."""
@@ -335,10 +483,10 @@ def wrapper_killed_result(
     attempt = known_attempt if isinstance(known_attempt, int) else 1
     pid = known_pid if isinstance(known_pid, int) else None
     forced = bool(cleanup.signals_sent)
+    who = who or f"the wrapper (pid {watch.wrapper_pid}) was killed"
     message = (
-        f"the wrapper (pid {watch.wrapper_pid}) was killed before it finished the run "
-        f"({status.get('state')}, attempt {attempt}); its guardian ended the run's processes "
-        "and wrote this result"
+        f"{who} before it finished the run ({status.get('state')}, attempt {attempt}); "
+        "what remained of the wrapper ended the run's processes and wrote this result"
     )
     warnings = [{"code": "wrapper_killed", "message": message}]
     if cleanup.survivors:
@@ -378,7 +526,7 @@ def wrapper_killed_result(
         "label": conf.get("label", status.get("label")),
         "success": False,
         "outcome": "aborted",
-        "exitStatus": WRAPPER_KILLED_EXIT,
+        "exitStatus": exit_status,
         "stopReason": None,
         "rawStopReason": None,
         "finalText": None,
@@ -448,10 +596,3 @@ def _epoch(stamp: object) -> float | None:
         return datetime.fromisoformat(stamp).timestamp()
     except ValueError:
         return None
-
-
-if __name__ == "__main__":
-    # Run as a script, the guardian's own folder comes first on the path;
-    # the package's parent must instead, for the lazy imports of the writer.
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
-    sys.exit(main(sys.argv))

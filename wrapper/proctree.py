@@ -29,11 +29,8 @@ import contextlib
 import ctypes
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import psutil
 
@@ -44,7 +41,7 @@ PR_SET_CHILD_SUBREAPER = 36
 #: owns the process (a library caller's other children are not ours to end).
 _subreaper = False
 
-#: Pids of the wrapper's own helpers (the guardian, hook handlers): never
+#: Pids of the wrapper's own helpers (hook handlers): never
 #: taken for the agent's leftovers.
 OWN_HELPERS: set[int] = set()
 
@@ -361,48 +358,3 @@ def signal_group(pgid: int, sig: signal.Signals) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
-
-
-def start_guardian(run_id: str, run_dir: Path, result_path: Path) -> subprocess.Popen[bytes] | None:
-    """Start the guardian that ends the run's processes and writes its result if
-    the wrapper dies hard (only when the wrapper owns its process; see
-    ``wrapper.guardian``). It is told everything it needs now, so that it can
-    act from the first instant without a word more from the wrapper."""
-    if not owns_process():
-        return None
-    # The wrapper's own session and group hold its parent and siblings,
-    # never the agent (which gets a session of its own): never the run's to end.
-    spared = {os.getsid(0), os.getpgid(0)}
-    argv = [
-        sys.executable,
-        str(Path(__file__).with_name("guardian.py")),
-        str(os.getpid()),
-        run_id,
-        str(run_dir),
-        str(result_path),
-        *map(str, sorted(spared)),
-    ]
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError:
-        return None
-    OWN_HELPERS.add(proc.pid)
-    return proc
-
-
-def stop_guardian(proc: subprocess.Popen[bytes] | None) -> None:
-    """Tell the guardian the wrapper finished cleanly. It reads ``done`` before
-    the end of its pipe and exits on its own; the wrapper does not wait for it
-    (it may still be starting), and its exit status goes to whoever adopts it."""
-    if proc is None or proc.stdin is None:
-        return
-    with contextlib.suppress(OSError):
-        proc.stdin.write(b"done\n")
-        proc.stdin.close()
-    OWN_HELPERS.discard(proc.pid)
