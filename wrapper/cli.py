@@ -424,9 +424,7 @@ def _check_hook_commands(parser: argparse.ArgumentParser, settings: Settings, cw
         parser.error(f"--settings {exc}")
 
 
-def main(argv: Sequence[str] | None = None, *, guarded: bool = False) -> int:
-    """The command line; ``guarded``: this process is the command's own, and
-    a run forks its guardian off it (see ``wrapper.guardian``)."""
+def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in == ["--version"]:  # answered before the parser and what it imports
         print(f"{PROG} {__version__}")
@@ -440,7 +438,7 @@ def main(argv: Sequence[str] | None = None, *, guarded: bool = False) -> int:
         sub = _subparser(parser, args.subcommand)
         sub.error(_unrecognized(sub, args.subcommand, extras, command is not None))
     if args.subcommand == "run":
-        return _run(parser, args, command, guarded=guarded)
+        return _run(parser, args, command)
     if args.subcommand in ("signal", "reply", "status"):
         from wrapper import tools
 
@@ -475,11 +473,7 @@ def main(argv: Sequence[str] | None = None, *, guarded: bool = False) -> int:
 
 
 def _run(
-    parser: argparse.ArgumentParser,
-    args: argparse.Namespace,
-    command: list[str] | None,
-    *,
-    guarded: bool,
+    parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str] | None
 ) -> int:
     if not command:
         parser.error(
@@ -561,10 +555,9 @@ def _run(
 
     # Stop signals from here on are acted on once the run is up.
     early_signals = guardian.record_stop_signals()
-    if guarded:
-        # This process becomes the run's guardian and waits; what follows
-        # runs in its child, the worker (see wrapper/guardian.py).
-        guardian.guard(config.run_id, config.run_dir, config.result_path)
+    # The guardian learns which run to end should this process die, before
+    # anything of it exists (see wrapper/guardian.py).
+    guardian.announce(config.run_id, config.run_dir, config.result_path)
 
     from wrapper.child import early_start
     from wrapper.proctree import become_subreaper
@@ -593,7 +586,12 @@ def entry() -> None:
     anyway) is skipped: the runner waiting on the wrapper gets its exit
     status sooner. Library callers use ``main``.
     """
-    status = main(guarded=True)
+    from wrapper.guardian import fork_for_run
+
+    # A run's guardian is the process the runner started; the run goes on
+    # in its child (``wrapper.guardian.entry`` forks before importing this module).
+    fork_for_run()
+    status = main()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -41,12 +41,11 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 # typing costs the waiting guardian memory; the annotations need it only when checked.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from pathlib import Path
     from typing import Any
 
     import psutil
@@ -82,8 +81,12 @@ PR_SET_CHILD_SUBREAPER = 36
 
 _Known = dict[int, float]
 
-#: The pid the runner holds (the guardian's), once ``guard`` forked.
+#: In the worker: the guardian's pid (the one the runner holds) and process
+#: group, the pipe to announce the run on, and the run once announced.
 _guardian_pid: int | None = None
+_guardian_pgid: int | None = None
+_announce_fd: int | None = None
+_watch: Watch | None = None
 
 
 class Watch:
@@ -122,8 +125,8 @@ class Cleanup:
 
 
 def wrapper_pid() -> int:
-    """The pid the runner holds for this run: the guardian's once ``guard``
-    forked, else this process's own."""
+    """The pid the runner holds for this run: the guardian's in the worker,
+    else this process's own."""
     return _guardian_pid if _guardian_pid is not None else os.getpid()
 
 
@@ -137,7 +140,7 @@ def record_stop_signals() -> list[signal.Signals]:
 
 
 def _prctl(option: int, value: int) -> bool:
-    import ctypes  # noqa: PLC0415 - imported before the fork, by guard
+    import ctypes  # noqa: PLC0415 - only once forked
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -146,78 +149,119 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def guard(run_id: str, run_dir: Path, result_path: Path) -> None:
-    """Fork: the caller becomes the guardian of the run and never returns from
-    here; the worker returns, in a process group of its own, and does the run.
+def entry() -> None:
+    """The ``agent-wrapper`` command: for a run, the guardian forks off first,
+    with nothing imported yet that the worker would copy (see
+    ``fork_for_run``); then the command line."""
+    fork_for_run()
+    from wrapper.cli import entry as command_line  # noqa: PLC0415 - after the fork
 
-    Call before anything of the run exists and before any thread is started.
-    Where the system cannot guard (no fork), returns without forking.
+    command_line()
+
+
+def fork_for_run(argv: list[str] | None = None) -> None:
+    """When the command line is a run (``argv``: ``sys.argv``), fork: this
+    process becomes the run's guardian and never returns from here; the
+    worker returns, in a process group of its own, and does the run. It
+    tells the guardian which run it is (``announce``) before it creates
+    anything of it.
+
+    Call before any thread is started. Does nothing in the worker, for any
+    other subcommand, or where the system cannot fork.
     """
-    global _guardian_pid  # a property of the whole process
+    global _guardian_pid, _guardian_pgid, _announce_fd  # properties of the whole process
+    args = sys.argv if argv is None else argv
+    if _guardian_pid is not None or args[1:2] != ["run"]:
+        return
     me = os.getpid()
-    watch = Watch(
-        wrapper_pid=me,
-        run_id=run_id,
-        run_dir=run_dir,
-        result_path=result_path,
-        # The runner's session and group hold the guardian's parent and
-        # siblings, never the agent (it gets a session of its own).
-        spared=frozenset({os.getsid(0), os.getpgid(0)}),
-    )
-    import ctypes  # noqa: F401, PLC0415 - loaded once, shared by both processes
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # What both processes have imported so far stays shared: the collector
-    # must not touch (and so copy) those pages in either of them.
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    # What both processes hold now stays shared: the collector must not
+    # touch (and so copy) those pages in either of them.
     gc.freeze()
     try:
         worker = os.fork()
     except OSError:
         gc.unfreeze()
+        os.close(read_end)
+        os.close(write_end)
         return
     if worker == 0:
-        _guardian_pid = me
-        _become_worker(watch)
+        os.close(read_end)
+        _guardian_pid, _guardian_pgid, _announce_fd = me, os.getpgid(0), write_end
+        _become_worker(me)
         return
-    _stand_guard(worker, watch)
+    os.close(write_end)
+    _stand_guard(worker, read_end)
 
 
-def _become_worker(watch: Watch) -> None:
+def announce(run_id: str, run_dir: Path, result_path: Path) -> None:
+    """Tell the guardian which run this is, before anything of it exists (and
+    from then on, end the run should the guardian die). Does nothing in a
+    process without a guardian."""
+    global _watch, _announce_fd  # properties of the whole process
+    fd = _announce_fd
+    if fd is None or _guardian_pid is None:
+        return
+    _watch = Watch(
+        wrapper_pid=_guardian_pid,
+        run_id=run_id,
+        run_dir=run_dir,
+        result_path=result_path,
+        # The runner's session and the guardian's group hold the guardian's
+        # parent and siblings, never the agent (it gets a session of its own).
+        spared=frozenset({os.getsid(0), _guardian_pgid or 0}),
+    )
+    data = "\0".join([run_id, str(run_dir), str(result_path)]).encode()
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+        _announce_fd = None
+
+
+def _become_worker(guardian: int) -> None:
     # Its own group first, before it starts anything: a kill of the
     # runner's group that reaches the worker now finds nothing started.
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
-    signal.signal(GUARDIAN_DEATH_SIGNAL, _guardian_died(watch))
+    signal.signal(GUARDIAN_DEATH_SIGNAL, _guardian_died)
     _prctl(PR_SET_PDEATHSIG, GUARDIAN_DEATH_SIGNAL)
-    if os.getppid() != watch.wrapper_pid:  # gone before it could ask
-        _end_orphaned_run(watch)
+    if os.getppid() != guardian:  # gone before it could ask
+        _end_orphaned_run()
 
 
-def _guardian_died(watch: Watch) -> Callable[[int, Any], None]:
-    def handler(_signum: int, _frame: Any) -> None:
-        if os.getppid() != watch.wrapper_pid:
-            _end_orphaned_run(watch)
-
-    return handler
+def _guardian_died(_signum: int, _frame: Any) -> None:
+    if os.getppid() != _guardian_pid:
+        _end_orphaned_run()
 
 
-def _end_orphaned_run(watch: Watch) -> None:
+def _end_orphaned_run() -> None:
     """The guardian is gone (the runner's ``kill -9``): end the run as it would
     have, from wherever the worker is, and exit."""
     # Other stop signals are no use now: nobody waits for this process.
     for sig in STOP_SIGNALS:
         with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, signal.SIG_IGN)
-    me = os.getpid()
+    watch = _watch
     try:
-        cleanup = end_run(watch, known_below(me), {me, watch.wrapper_pid})
-        finish_run(watch, cleanup)
+        if watch is not None:  # else nothing of the run exists yet
+            me = os.getpid()
+            cleanup = end_run(watch, known_below(me), {me, watch.wrapper_pid})
+            finish_run(watch, cleanup)
     finally:
         os._exit(WRAPPER_KILLED_EXIT)
 
 
-def _stand_guard(worker: int, watch: Watch) -> None:
+def _stand_guard(worker: int, announced: int) -> None:
     """The guardian's whole life: wait for the worker, pass signals on, clean
     up if the worker died by a signal; exit with the run's exit status."""
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -228,35 +272,65 @@ def _stand_guard(worker: int, watch: Watch) -> None:
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, forward)
-    # Waiting is its whole job: should it have to clean up, not at the
-    # expense of the rest of the machine.
+    # Should it have to clean up, not at the expense of the rest of the machine.
     with contextlib.suppress(OSError):
         os.nice(10)
+    watch = _read_announcement(announced)
     try:
         _, status = os.waitpid(worker, 0)
     except ChildProcessError:  # cannot happen: the worker is its child
-        status = WRAPPER_KILLED_EXIT << 8
+        status = signal.SIGKILL
     for sig in STOP_SIGNALS:  # nothing left to pass them on to
-        signal.signal(sig, signal.SIG_IGN)
+        signal.signal(sig, signal.SIG_DFL)
     me = os.getpid()
-    if os.WIFSIGNALED(status):
-        died_by = os.WTERMSIG(status)
-        try:
-            cleanup = end_run(watch, known_below(me), {me})
-            finish_run(
-                watch,
-                cleanup,
-                exit_status=128 + died_by,
-                who=f"the wrapper's worker process (pid {worker}) died of {_signal_name(died_by)}",
-            )
-        finally:
-            os._exit(128 + died_by)
-    code = os.waitstatus_to_exitcode(status)
-    if _has_children():
-        # The worker gave up on some of the run's processes: one more try.
-        with contextlib.suppress(Exception):
-            end_run(watch, known_below(me), {me})
-    os._exit(code)
+    if not os.WIFSIGNALED(status):
+        code = os.waitstatus_to_exitcode(status)
+        if watch is not None and _has_children():
+            # The worker gave up on some of the run's processes: one more try.
+            with contextlib.suppress(Exception):
+                end_run(watch, known_below(me), {me})
+        os._exit(code)
+    died_by = os.WTERMSIG(status)
+    if watch is None:
+        # Nothing of the run exists: end the way the worker did, as if the
+        # runner had started it directly.
+        with contextlib.suppress(OSError):
+            os.kill(me, died_by)
+        os._exit(128 + died_by)
+    try:
+        cleanup = end_run(watch, known_below(me), {me})
+        finish_run(
+            watch,
+            cleanup,
+            exit_status=128 + died_by,
+            who=f"the wrapper's worker process (pid {worker}) died of {_signal_name(died_by)}",
+        )
+    finally:
+        os._exit(128 + died_by)
+
+
+def _read_announcement(fd: int) -> Watch | None:
+    """What the worker announced: None when it ended (or died) before."""
+    data = b""
+    try:
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    parts = data.decode(errors="surrogateescape").split("\0")
+    if len(parts) != 3 or not parts[0]:
+        return None
+    from pathlib import Path  # noqa: PLC0415 - the waiting guardian does without
+
+    return Watch(
+        wrapper_pid=os.getpid(),
+        run_id=parts[0],
+        run_dir=Path(parts[1]),
+        result_path=Path(parts[2]),
+        spared=frozenset({os.getsid(0), os.getpgid(0)}),
+    )
 
 
 def _has_children() -> bool:
