@@ -197,7 +197,7 @@ def fork_for_run(argv: list[str] | None = None) -> None:
         _become_worker(me)
         return
     os.close(write_end)
-    _stand_guard(worker, read_end)
+    _become_guardian(worker, read_end)
 
 
 def announce(run_id: str, run_dir: Path, result_path: Path) -> None:
@@ -261,10 +261,31 @@ def _end_orphaned_run() -> None:
         os._exit(WRAPPER_KILLED_EXIT)
 
 
-def _stand_guard(worker: int, announced: int) -> None:
-    """The guardian's whole life: wait for the worker, pass signals on, clean
-    up if the worker died by a signal; exit with the run's exit status."""
+def _become_guardian(worker: int, announced: int) -> None:
+    """Become the guardian: a child subreaper that waits for ``worker``.
+
+    The waiting is done by a fresh interpreter with nothing imported
+    (``wrapper/waiter.py``, exec'd in place: same pid, same children, the
+    subreaper flag kept): what this process holds would otherwise stay in
+    memory for the whole run, and the pages the worker writes to would be
+    copied, costing twice. Where that cannot be started, it waits here.
+    """
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    # Held from now until the waiter has its handlers; not lost meanwhile.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    waiter = os.path.join(os.path.dirname(os.path.abspath(__file__)), "waiter.py")
+    try:
+        os.set_inheritable(announced, True)
+        args = [str(worker), str(announced), os.pathsep.join(sys.path), *sys.argv]
+        os.execv(sys.executable, [sys.executable, "-I", "-S", waiter, *args])
+    except OSError:
+        pass
+    _stand_guard(worker, announced)
+
+
+def _stand_guard(worker: int, announced: int) -> None:
+    """The guardian's waiting life, where no waiter could be started: what
+    ``wrapper/waiter.py`` does."""
 
     def forward(signum: int, _frame: Any) -> None:
         with contextlib.suppress(OSError):
@@ -272,16 +293,33 @@ def _stand_guard(worker: int, announced: int) -> None:
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     # Should it have to clean up, not at the expense of the rest of the machine.
     with contextlib.suppress(OSError):
         os.nice(10)
-    watch = _read_announcement(announced)
+    announcement = b""
+    try:
+        while chunk := os.read(announced, 65536):
+            announcement += chunk
+    except OSError:
+        pass
+    finally:
+        os.close(announced)
     try:
         _, status = os.waitpid(worker, 0)
     except ChildProcessError:  # cannot happen: the worker is its child
         status = signal.SIGKILL
+    worker_ended(worker, status, announcement)
+
+
+def worker_ended(worker: int, status: int, announcement: bytes) -> None:
+    """The worker ended with wait status ``status``, having announced
+    ``announcement`` (see ``announce``): clean up if it died by a signal, and
+    exit as the run's exit status says. Never returns."""
     for sig in STOP_SIGNALS:  # nothing left to pass them on to
         signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    watch = _read_announcement(announcement)
     me = os.getpid()
     if not os.WIFSIGNALED(status):
         code = os.waitstatus_to_exitcode(status)
@@ -309,16 +347,8 @@ def _stand_guard(worker: int, announced: int) -> None:
         os._exit(128 + died_by)
 
 
-def _read_announcement(fd: int) -> Watch | None:
-    """What the worker announced: None when it ended (or died) before."""
-    data = b""
-    try:
-        while chunk := os.read(fd, 65536):
-            data += chunk
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def _read_announcement(data: bytes) -> Watch | None:
+    """The run the worker announced: None when it ended (or died) before."""
     parts = data.decode(errors="surrogateescape").split("\0")
     if len(parts) != 3 or not parts[0]:
         return None

@@ -9,6 +9,10 @@ reparented to the wrapper instead of init and stays findable: after the
 agent exits, whatever is left below the wrapper, apart from the wrapper's
 own helpers, is the agent's leftovers.
 
+psutil is imported only by the functions that need it: a run whose agent
+leaves nothing behind never does, and the memory of a waiting run stays
+smaller.
+
 Processes the wrapper adopted are reaped by pid, never with a wait on any
 child, which would take the exit status of a process trio is waiting for:
 the agent and the hook handlers are left to their own waiters. Adopted
@@ -31,8 +35,10 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 #: prctl option that makes orphaned descendants reparent to the caller.
 PR_SET_CHILD_SUBREAPER = 36
@@ -121,6 +127,8 @@ def own_children() -> list[int]:
 
 
 def _children_by_scan() -> list[int]:
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     try:
         return [proc.pid for proc in psutil.Process().children()]
     except psutil.Error:
@@ -147,6 +155,8 @@ def reap_orphans() -> int:
 
 
 def descendants(pid: int) -> list[psutil.Process]:
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     try:
         return psutil.Process(pid).children(recursive=True)
     except psutil.Error:
@@ -165,6 +175,8 @@ class TreeLook:
 
 def look_at_tree(pid: int) -> TreeLook:
     """CPU time and pids of ``pid`` and its descendants (one process listing)."""
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     try:
         root = psutil.Process(pid)
         procs = [root, *root.children(recursive=True)]
@@ -197,6 +209,8 @@ def signal_tree(pid: int, sig: signal.Signals) -> list[int]:
 
 
 def signal_each(procs: list[psutil.Process], sig: signal.Signals) -> list[int]:
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     reached = []
     for proc in procs:
         try:
@@ -231,6 +245,8 @@ def leftovers() -> list[psutil.Process]:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)
             continue
+        import psutil  # noqa: PLC0415 - only when something is left
+
         with contextlib.suppress(psutil.Error):
             found.append(psutil.Process(pid))
     return found
@@ -260,6 +276,8 @@ def still_alive(procs: list[psutil.Process]) -> list[psutil.Process]:
 
 def describe(procs: list[psutil.Process], limit: int = 5) -> str:
     """``python3 (pid 12), node (pid 40), ...`` for messages."""
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     names = []
     for proc in procs[:limit]:
         try:
@@ -271,6 +289,8 @@ def describe(procs: list[psutil.Process], limit: int = 5) -> str:
 
 
 def _alive(proc: psutil.Process, me: int) -> bool:
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     try:
         if proc.status() != psutil.STATUS_ZOMBIE:
             return True
@@ -307,6 +327,8 @@ def freeze(find: Callable[[], list[psutil.Process]]) -> tuple[list[psutil.Proces
     def stop(pid: int, proc: psutil.Process | None) -> bool:
         if pid in frozen or pid == me:
             return False
+        import psutil  # noqa: PLC0415 - only when something is left
+
         try:
             # Stopped first, looked at after: it cannot change meanwhile.
             os.kill(pid, signal.SIGSTOP)
