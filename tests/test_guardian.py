@@ -4,11 +4,15 @@ process of the run and leaves its result; stop signals reach the run once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +205,47 @@ def test_a_status_change_held_back_is_written_while_the_agent_is_silent(
     finally:
         wrapper.kill()
         wrapper.wait()
+
+
+def test_the_task_is_read_from_the_terminal_and_the_run_goes_on(tmp_path: Path) -> None:
+    # `--task-file -` typed at a terminal: only the terminal's foreground
+    # process group may read it, so the run must still be in it then.
+    run_dir = tmp_path / "run"
+    scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+    argv = wrapper_argv(run_dir, scenario, task=None, options=["--task-file", "-"])
+    pid, master = pty.fork()
+    if pid == 0:  # the child, its controlling terminal the pty
+        try:
+            os.execve(argv[0], argv, agent_env(tmp_path))
+        finally:
+            os._exit(127)
+    try:
+        os.write(master, b"Tell the time\n\x04")  # the line, then end of file
+        output = b""
+        deadline = time.monotonic() + HANG_LIMIT
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the terminal's other end is closed: all exited
+                    break
+                if not chunk:
+                    break
+                output += chunk
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+        else:
+            pytest.fail(f"the run did not end; the terminal showed {output!r}")
+        if not done:
+            _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(master)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, output
+    result = read_result(run_dir / "result.json")
+    assert (result["outcome"], result["task"]) == ("ok", "Tell the time")

@@ -1,20 +1,25 @@
 """The guardian: the process the runner started, standing guard over the run.
 
-The command line forks once it knows the run's id, directory and result
-path, before it imports trio or psutil and before anything of the run
-exists (``guard``). The parent, the process the runner started and holds the
-pid of, becomes the guardian; the child, the worker, does the run proper and
-starts the agent below itself. The guardian costs nothing while the run
-goes on: it blocks in ``waitpid`` on the worker, passes on the stop signals
-it receives (SIGTERM, SIGINT, SIGHUP, SIGQUIT, each once as it comes), and
-exits with the worker's exit status. It is a child subreaper: should the
-worker die, every process of the run it left (the agent, a double-forked
-process that left the agent's session and cleared its environment)
-reparents to the guardian, which thus knows the whole tree without ever
-having looked at it.
+For a run, the command forks first thing, before it parses its arguments
+or imports anything heavy (``fork_for_run``). The parent, the process the
+runner started and holds the pid of, becomes the guardian; the child, the
+worker, parses the command line, does the run and starts the agent below
+itself. Before it creates anything of the run it announces the run (id,
+directory, result path) to the guardian on a pipe and leaves the
+guardian's process group for one of its own (``announce``).
+
+The guardian costs nothing while the run goes on. It replaces itself with
+a fresh interpreter holding only built-in modules (``wrapper/waiter.py``),
+blocks reading the announcement and then in ``waitpid`` on the worker,
+passes on the stop signals it receives (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+each once, as it comes), and exits with the worker's exit status. It is a
+child subreaper: should the worker die, every process of the run it left
+(the agent, a double-forked process that left the agent's session and
+cleared its environment) reparents to the guardian, which thus knows the
+whole tree without ever having looked at it.
 
 When the worker dies by a signal (SIGKILL, the OOM killer, a crash), the
-guardian:
+guardian (``worker_ended``):
 
 1. ends every process of the run: its own descendants (everything the
    worker left), every process carrying the run's ``AGENT_WRAPPER_RUN_ID``,
@@ -24,13 +29,14 @@ guardian:
    where the run's configuration says it goes, unless the run's own result
    is already there, marks status.json finished, and exits 128 + the signal.
 
-The worker, for its part, leads a process group of its own (a kill of the
-guardian's group does not take it along) and asks the kernel for a signal
-when the guardian dies (``PR_SET_PDEATHSIG``): a runner's ``kill -9`` hits the
-guardian. The worker then does the same, with its own descendants as the
-run's tree, and exits. Either way the one that survives cleans up, and a
-kill in the very first instant finds either nothing started yet or a worker
-that sees at once that its guardian is gone.
+The worker asks the kernel for a signal when the guardian dies
+(``PR_SET_PDEATHSIG``): a runner's ``kill -9`` hits the guardian, or the
+guardian's whole process group, which the worker has left by then. The
+worker then does the same, with its own descendants as the run's tree,
+and exits. Either way the one that survives cleans up. A kill in the very
+first instant finds nothing of the run yet: the worker ends at once when
+its guardian is gone before the run was announced, and the guardian, when
+the worker is gone before, ends the way the worker did.
 """
 
 from __future__ import annotations
@@ -162,9 +168,8 @@ def entry() -> None:
 def fork_for_run(argv: list[str] | None = None) -> None:
     """When the command line is a run (``argv``: ``sys.argv``), fork: this
     process becomes the run's guardian and never returns from here; the
-    worker returns, in a process group of its own, and does the run. It
-    tells the guardian which run it is (``announce``) before it creates
-    anything of it.
+    worker returns and does the run. It tells the guardian which run it is
+    (``announce``) before it creates anything of it.
 
     Call before any thread is started. Does nothing in the worker, for any
     other subcommand, or where the system cannot fork.
@@ -208,6 +213,12 @@ def announce(run_id: str, run_dir: Path, result_path: Path) -> None:
     fd = _announce_fd
     if fd is None or _guardian_pid is None:
         return
+    # A group of its own, before anything of the run exists: a kill of the
+    # runner's group reaches the guardian only (and before this, nothing
+    # of the run). Not earlier: the command line may still read the task
+    # from the terminal, which only its foreground group may do.
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     _watch = Watch(
         wrapper_pid=_guardian_pid,
         run_id=run_id,
@@ -229,10 +240,6 @@ def announce(run_id: str, run_dir: Path, result_path: Path) -> None:
 
 
 def _become_worker(guardian: int) -> None:
-    # Its own group first, before it starts anything: a kill of the
-    # runner's group that reaches the worker now finds nothing started.
-    with contextlib.suppress(OSError):
-        os.setpgid(0, 0)
     signal.signal(GUARDIAN_DEATH_SIGNAL, _guardian_died)
     _prctl(PR_SET_PDEATHSIG, GUARDIAN_DEATH_SIGNAL)
     if os.getppid() != guardian:  # gone before it could ask
