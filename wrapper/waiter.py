@@ -49,12 +49,24 @@ def main(argv: list[str]) -> None:
         _, status = posix.waitpid(worker, 0)
     except ChildProcessError:  # cannot happen: the worker is its child
         status = 9
+    _reap_the_dead()
     if posix.WIFEXITED(status) and not _has_children():
         posix._exit(posix.WEXITSTATUS(status))
     sys.path[:] = path.split(":")
     from wrapper.guardian import worker_ended  # noqa: PLC0415 - only now on the path
 
     worker_ended(worker, status, announcement)
+
+
+def _reap_the_dead() -> None:
+    """Reap what the worker left that has exited already (its status is nobody's)."""
+    while True:
+        try:
+            pid, _ = posix.waitpid(-1, posix.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
 
 
 def _has_children() -> bool:
