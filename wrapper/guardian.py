@@ -301,9 +301,6 @@ def _stand_guard(worker: int, announced: int) -> None:
     for sig in STOP_SIGNALS:
         signal.signal(sig, forward)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    # Should it have to clean up, not at the expense of the rest of the machine.
-    with contextlib.suppress(OSError):
-        os.nice(10)
     announcement = b""
     try:
         while chunk := os.read(announced, 65536):
@@ -328,6 +325,10 @@ def worker_ended(worker: int, status: int, announcement: bytes) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     watch = _read_announcement(announcement)
     me = os.getpid()
+    # Not niced while it waits: the runner is to learn of the end at once.
+    # Cleaning up must not come at the expense of the rest of the machine.
+    with contextlib.suppress(OSError):
+        os.nice(10)
     if not os.WIFSIGNALED(status):
         code = os.waitstatus_to_exitcode(status)
         if watch is not None and _has_children():

@@ -102,6 +102,11 @@ def spawning() -> Iterator[None]:
         _spawning -= 1
 
 
+def prepare_to_signal() -> None:
+    """Load what signalling a tree needs (psutil), ahead of the moment it is needed."""
+    import psutil  # noqa: F401, PLC0415 - loaded here for later use
+
+
 def register_helper(pid: int) -> None:
     """``pid`` is one of the wrapper's helpers, not one of the agent's leftovers."""
     global helpers_started  # counts for the whole process, like OWN_HELPERS

@@ -426,7 +426,12 @@ class AttemptSupervisor:
             else:
                 self.emit(effect)
         self._set_timer()
-        state = _STATUS_BY_PHASE[self.tracker.phase]
+        phase = self.tracker.phase
+        if phase is Phase.GRACE:
+            # The end may be near: the tools to end a lingering tree are
+            # loaded now, in the grace, not when it has run out.
+            proctree.prepare_to_signal()
+        state = _STATUS_BY_PHASE[phase]
         self.status.update(trio.current_time(), force=True, state=state)
 
     def _refresh_baseline(self, now: float) -> None:

@@ -33,11 +33,6 @@ def main(argv: list[str]) -> None:
     for signum in STOP_SIGNALS:
         _signal.signal(signum, forward)
     _signal.pthread_sigmask(_signal.SIG_UNBLOCK, STOP_SIGNALS)
-    try:  # noqa: SIM105 - contextlib is not imported here
-        # Should it have to clean up, not at the expense of the rest of the machine.
-        posix.nice(10)
-    except OSError:
-        pass
     announcement = b""
     try:
         while chunk := posix.read(announced, 65536):
