@@ -134,6 +134,15 @@ def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: fl
         "or minus the moment "
         "SIGTERM was sent 8 s in. Outcome `timeout` (exit 124) or `aborted` (exit 143) "
         "is required.",
+        "- **idle**: 20 runs at once (`agent-wrapper run --output quiet --dialect pi -- sleep "
+        "3600`, a silent agent), and 20 bare `python -c 'import time; time.sleep(3600)'` "
+        "beside them; once every run's status.json says `running`, 3 s for start-up work to "
+        "end, then a window of 60 s (10 s with `--quick`). CPU is the nanosecond run time "
+        "(`/proc/PID/task/*/schedstat`) of every wrapper-side process (the one started and "
+        "every process below it without the run's `AGENT_WRAPPER_RUN_ID`: not the agent's "
+        "tree) over the window, per run, as a share of one core; wakeups/s counts the "
+        "timeslices run. PSS (`/proc/PID/smaps_rollup`) is taken at the window's end, per "
+        "run. Every run must then end `aborted` (exit 143) on SIGTERM.",
         "- **environment**: every measured process gets this environment without "
         "`AGENT_WRAPPER_*` and with a bytecode cache (`PYTHONPYCACHEPREFIX` in the suite's "
         "temporary directory, `PYTHONDONTWRITEBYTECODE` removed), filled by a warm-up run "

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import procs
+from benchmarks.idle import idle
 from benchmarks.procs import Measured, median
 from benchmarks.report import Row, Verdict
 from benchmarks.streams import Stream, file_digest, write_pi_stream, write_scenario
@@ -584,4 +585,5 @@ SECTIONS: dict[str, Callable[[Bench], list[Row]]] = {
     "cleanup": cleanup,
     "startup": startup,
     "storm": storm,
+    "idle": idle,
 }

@@ -1,3 +1,3 @@
-from wrapper.cli import entry
+from wrapper.guardian import entry
 
 entry()

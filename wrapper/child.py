@@ -21,6 +21,7 @@ from pathlib import Path
 from wrapper import proctree
 from wrapper.artifacts import ArtifactErrors, atomic_write, dump_json, prepare_run_dir
 from wrapper.config import RunConfig, child_depth, child_env
+from wrapper.guardian import STOP_SIGNALS, wrapper_pid
 
 
 def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[bytes]:
@@ -48,19 +49,17 @@ def spawn_error(argv: Sequence[str], exc: OSError) -> str:
     return f"{name}: {exc.strerror or exc}"
 
 
-#: The wrapper's own signals that end a run (SIGHUP: tmux kill-pane, a closed terminal).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+__all__ = ["STOP_SIGNALS", "EarlyStart", "early_start", "spawn", "spawn_error"]
 
 
 @dataclass(slots=True)
 class EarlyStart:
     """What the command line did before the run proper: the run directory
-    prepared, the guardian and the agent started, and the stop signals that
-    arrived meanwhile (recorded, to be acted on once the run is up)."""
+    prepared, the agent started, and the stop signals that arrived meanwhile
+    (recorded, to be acted on once the run is up)."""
 
     errors: ArtifactErrors
     dir_ok: bool
-    guardian: subprocess.Popen[bytes] | None
     started: subprocess.Popen[bytes] | OSError
     signals: list[signal.Signals] = field(default_factory=list)
     #: When the run began (wall clock), for result.json and status.json.
@@ -72,10 +71,13 @@ def early_start(
     launch_argv: Sequence[str],
     files: Mapping[Path, str],
     environ: Mapping[str, str],
+    early_signals: list[signal.Signals],
 ) -> EarlyStart | None:
     """Start the agent before the wrapper imports its heavy parts, when nothing
     has to happen first (a refusal for nesting depth, prompt hooks that may
-    change or refuse the task). None when the run must start the usual way."""
+    change or refuse the task). None when the run must start the usual way.
+    ``early_signals`` holds the stop signals received so far, and those to come
+    until the run is up (``guardian.record_stop_signals``)."""
     settings = config.settings
     if (
         child_depth(environ) > config.max_depth
@@ -83,20 +85,14 @@ def early_start(
         or (config.subagent and settings.handlers("SubagentStart"))
     ):
         return None
-    early_signals: list[signal.Signals] = []
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, lambda signum, _frame: early_signals.append(signal.Signals(signum)))
     started_at = time.time()
-    # The guardian first: whenever the run directory exists, something that
-    # outlives a killed wrapper can finish it, and the agent is never alone.
-    guardian = proctree.start_guardian(config.run_id, config.run_dir, config.result_path)
     errors = ArtifactErrors()
     dir_ok = prepare_run_dir(config.run_dir, config.runs_root, errors, config.run_id)
     if dir_ok:
         # Runners polling status.json see the run from its first moment; the
         # run proper takes the file over once it is up. config.json tells the
         # guardian what the run was, should the wrapper die before it is up.
-        status = config.starting_status(started_at, os.getpid())
+        status = config.starting_status(started_at, wrapper_pid())
         with contextlib.suppress(OSError):
             atomic_write(config.run_dir / "status.json", dump_json(status), durable=False)
             atomic_write(config.run_dir / "config.json", dump_json(config.to_json()), durable=False)
@@ -105,13 +101,10 @@ def early_start(
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, text.encode(), durable=False)
     except OSError:
-        proctree.stop_guardian(guardian)
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
         return None  # the run proper reports it
     started: subprocess.Popen[bytes] | OSError
     try:
         started = spawn(launch_argv, child_env(config, 1, environ), config.cwd)
     except OSError as exc:
         started = exc
-    return EarlyStart(errors, dir_ok, guardian, started, early_signals, started_at)
+    return EarlyStart(errors, dir_ok, started, early_signals, started_at)

@@ -551,6 +551,14 @@ def _run(
         launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)
     except UsageError as exc:
         parser.error(f"run: {exc}")
+    from wrapper import guardian
+
+    # Stop signals from here on are acted on once the run is up.
+    early_signals = guardian.record_stop_signals()
+    # The guardian learns which run to end should this process die, before
+    # anything of it exists (see wrapper/guardian.py).
+    guardian.announce(config.run_id, config.run_dir, config.result_path)
+
     from wrapper.child import early_start
     from wrapper.proctree import become_subreaper
 
@@ -558,13 +566,16 @@ def _run(
     become_subreaper()
     # The agent starts now, its start-up overlapping the wrapper's imports.
     environ = dict(os.environ)
-    early = early_start(config, launch.argv, launch.files, environ)
+    early = early_start(config, launch.argv, launch.files, environ, early_signals)
+
+    from functools import partial
 
     import trio
 
     from wrapper.run import execute
 
-    return trio.run(execute, config, dialect, launch, environ, early)
+    run = partial(execute, config, dialect, launch, environ, early, early_signals=early_signals)
+    return trio.run(run)
 
 
 def entry() -> None:
@@ -575,6 +586,11 @@ def entry() -> None:
     anyway) is skipped: the runner waiting on the wrapper gets its exit
     status sooner. Library callers use ``main``.
     """
+    from wrapper.guardian import fork_for_run
+
+    # A run's guardian is the process the runner started; the run goes on
+    # in its child (``wrapper.guardian.entry`` forks before importing this module).
+    fork_for_run()
     status = main()
     sys.stdout.flush()
     sys.stderr.flush()

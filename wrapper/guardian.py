@@ -1,49 +1,60 @@
-"""The guardian: ends the run and writes its result when the wrapper itself dies hard.
+"""The guardian: the process the runner started, standing guard over the run.
 
-A SIGKILLed (or OOM-killed) wrapper runs no cleanup, and a parent-death
-signal would reach only its direct children. So each run starts this small
-process, before the agent, in a session of its own (a kill of the wrapper's
-process group does not take it along), holding the read end of a pipe from
-the wrapper. When the pipe reaches end of file without the wrapper having
-said ``done``, the wrapper is gone, and the guardian:
+For a run, the command forks first thing, before it parses its arguments
+or imports anything heavy (``fork_for_run``). The parent, the process the
+runner started and holds the pid of, becomes the guardian; the child, the
+worker, parses the command line, does the run and starts the agent below
+itself. Before it creates anything of the run it announces the run (id,
+directory, result path) to the guardian on a pipe and leaves the
+guardian's process group for one of its own (``announce``).
 
-1. ends every process of the run. It needs no word from the wrapper to find
-   them, so that a wrapper killed in its first instant leaves nothing
-   either: every process the run starts carries ``AGENT_WRAPPER_RUN_ID`` in
-   its environment, the agent leads a session and a process group of its
-   own, and the guardian keeps a list of the processes below the wrapper
-   (for those that cleared their environment and left the agent's session).
-   Those, their descendants and everything in their sessions and groups get
-   SIGTERM, then SIGKILL, sweep after sweep until nothing is found;
+The guardian costs nothing while the run goes on. It replaces itself with
+a fresh interpreter holding only built-in modules (``wrapper/waiter.py``),
+blocks reading the announcement and then in ``waitpid`` on the worker,
+passes on the stop signals it receives (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+each once, as it comes), and exits with the worker's exit status. It is a
+child subreaper: should the worker die, every process of the run it left
+(the agent, a double-forked process that left the agent's session and
+cleared its environment) reparents to the guardian, which thus knows the
+whole tree without ever having looked at it.
+
+When the worker dies by a signal (SIGKILL, the OOM killer, a crash), the
+guardian (``worker_ended``):
+
+1. ends every process of the run: its own descendants (everything the
+   worker left), every process carrying the run's ``AGENT_WRAPPER_RUN_ID``,
+   and everything in their sessions and process groups get SIGTERM, then
+   SIGKILL, sweep after sweep until nothing is found;
 2. writes result.json (``outcome: aborted``, ``error.kind: wrapper_killed``)
-   where the run's configuration says it goes, unless the run's result is
-   already there, and marks status.json finished.
+   where the run's configuration says it goes, unless the run's own result
+   is already there, marks status.json finished, and exits 128 + the signal.
 
-Run as ``python wrapper/guardian.py WRAPPER_PID RUN_ID RUN_DIR RESULT_PATH
-SPARED_ID...`` (the SPARED_IDs being the wrapper's own session and process
-group, which hold the wrapper's parent and siblings, never the agent). While
-it waits it has imported only psutil.
+The worker asks the kernel for a signal when the guardian dies
+(``PR_SET_PDEATHSIG``): a runner's ``kill -9`` hits the guardian, or the
+guardian's whole process group, which the worker has left by then. The
+worker then does the same, with its own descendants as the run's tree,
+and exits. Either way the one that survives cleans up. A kill in the very
+first instant finds nothing of the run yet: the worker ends at once when
+its guardian is gone before the run was announced, and the guardian, when
+the worker is gone before, ends the way the worker did.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import sys
 import time
-from pathlib import Path
-
-import psutil
 
 # typing costs the waiting guardian memory; the annotations need it only when checked.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
-#: How often the tree below the wrapper is listed again.
-POLL_SECONDS = 0.2
+    import psutil
+
 #: SIGTERM to SIGKILL once the wrapper is gone: time for the agent to save
 #: its state, short enough that the run ends soon after its wrapper.
 TERM_SECONDS = 1.0
@@ -58,21 +69,36 @@ QUIET_SECONDS = 0.5
 #: At most this many sweeps send signals: the bound on the cleanup when
 #: processes keep appearing (a fork bomb) or cannot die (state D).
 MAX_SIGNAL_SWEEPS = 10
-#: The wrapper's exit status as the result reports it: 128 + SIGKILL, the way
-#: a wrapper dies without a word (the guardian is not its parent and cannot
-#: learn the real one).
+#: The run's exit status as result.json reports it when the guardian was
+#: killed: 128 + SIGKILL, the way a process dies without a word.
 WRAPPER_KILLED_EXIT = 128 + signal.SIGKILL
 #: The environment variable that marks every process of a run.
 RUN_ID_VARIABLE = "AGENT_WRAPPER_RUN_ID"
+#: The wrapper's stop signals, which the guardian passes on to the worker.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+#: The signal the worker gets when the guardian dies. Not one of the stop
+#: signals, whose handlers trio takes over; the worker checks that its
+#: guardian is really gone before acting on it.
+GUARDIAN_DEATH_SIGNAL = signal.SIGUSR2
+#: prctl options.
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 _Known = dict[int, float]
 
+#: In the worker: the guardian's pid (the one the runner holds) and process
+#: group, the pipe to announce the run on, and the run once announced.
+_guardian_pid: int | None = None
+_guardian_pgid: int | None = None
+_announce_fd: int | None = None
+_watch: Watch | None = None
+
 
 class Watch:
-    """What the guardian is told at its start: whose death to watch, which run is
-    then its to end, and the sessions and groups never to touch."""
+    """What the guardian and the worker know of the run from the start: which
+    run is theirs to end, and the sessions and groups never to touch."""
 
-    # A plain class: dataclasses would cost the waiting guardian a megabyte.
+    # A plain class: dataclasses would cost the waiting guardian memory.
     __slots__ = ("result_path", "run_dir", "run_id", "spared", "wrapper_pid")
 
     def __init__(
@@ -84,26 +110,12 @@ class Watch:
         result_path: Path,
         spared: frozenset[int] = frozenset(),
     ) -> None:
+        #: The pid the runner holds: the guardian's.
         self.wrapper_pid = wrapper_pid
         self.run_id = run_id
         self.run_dir = run_dir
         self.result_path = result_path
         self.spared = spared
-
-    @classmethod
-    def from_argv(cls, argv: list[str]) -> Watch:
-        """Raises ``ValueError`` for a malformed command line."""
-        if len(argv) < 5 or not argv[2]:
-            raise ValueError(
-                "usage: guardian.py WRAPPER_PID RUN_ID RUN_DIR RESULT_PATH [SPARED...]"
-            )
-        return cls(
-            wrapper_pid=int(argv[1]),
-            run_id=argv[2],
-            run_dir=Path(argv[3]),
-            result_path=Path(argv[4]),
-            spared=frozenset(int(arg) for arg in argv[5:]),
-        )
 
 
 class Cleanup:
@@ -117,48 +129,275 @@ class Cleanup:
         self.survivors: list[str] = []
 
 
-def main(argv: list[str]) -> int:
+def wrapper_pid() -> int:
+    """The pid the runner holds for this run: the guardian's in the worker,
+    else this process's own."""
+    return _guardian_pid if _guardian_pid is not None else os.getpid()
+
+
+def record_stop_signals() -> list[signal.Signals]:
+    """Record the stop signals that arrive from now on, to be acted on once
+    the run is up; returns the list they are appended to."""
+    early: list[signal.Signals] = []
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda signum, _frame: early.append(signal.Signals(signum)))
+    return early
+
+
+def _prctl(option: int, value: int) -> bool:
+    import ctypes  # noqa: PLC0415 - only once forked
+
     try:
-        watch = Watch.from_argv(argv)
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(option, value, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def entry() -> None:
+    """The ``agent-wrapper`` command: for a run, the guardian forks off first,
+    with nothing imported yet that the worker would copy (see
+    ``fork_for_run``); then the command line."""
+    fork_for_run()
+    from wrapper.cli import entry as command_line  # noqa: PLC0415 - after the fork
+
+    command_line()
+
+
+def fork_for_run(argv: list[str] | None = None) -> None:
+    """When the command line is a run (``argv``: ``sys.argv``), fork: this
+    process becomes the run's guardian and never returns from here; the
+    worker returns and does the run. It tells the guardian which run it is
+    (``announce``) before it creates anything of it.
+
+    Call before any thread is started. Does nothing in the worker, for any
+    other subcommand, or where the system cannot fork.
+    """
+    global _guardian_pid, _guardian_pgid, _announce_fd  # properties of the whole process
+    args = sys.argv if argv is None else argv
+    if _guardian_pid is not None or args[1:2] != ["run"]:
+        return
+    me = os.getpid()
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    try:
+        worker = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return
+    if worker == 0:
+        os.close(read_end)
+        _guardian_pid, _guardian_pgid, _announce_fd = me, os.getpgid(0), write_end
+        _become_worker(me)
+        return
+    os.close(write_end)
+    _become_guardian(worker, read_end)
+
+
+def announce(run_id: str, run_dir: Path, result_path: Path) -> None:
+    """Tell the guardian which run this is, before anything of it exists (and
+    from then on, end the run should the guardian die). Does nothing in a
+    process without a guardian."""
+    global _watch, _announce_fd  # properties of the whole process
+    fd = _announce_fd
+    if fd is None or _guardian_pid is None:
+        return
+    # A group of its own, before anything of the run exists: a kill of the
+    # runner's group reaches the guardian only (and before this, nothing
+    # of the run). Not earlier: the command line may still read the task
+    # from the terminal, which only its foreground group may do.
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    _watch = Watch(
+        wrapper_pid=_guardian_pid,
+        run_id=run_id,
+        run_dir=run_dir,
+        result_path=result_path,
+        # The runner's session and the guardian's group hold the guardian's
+        # parent and siblings, never the agent (it gets a session of its own).
+        spared=frozenset({os.getsid(0), _guardian_pgid or 0}),
+    )
+    data = "\0".join([run_id, str(run_dir), str(result_path)]).encode()
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+        _announce_fd = None
+
+
+def _become_worker(guardian: int) -> None:
+    signal.signal(GUARDIAN_DEATH_SIGNAL, _guardian_died)
+    _prctl(PR_SET_PDEATHSIG, GUARDIAN_DEATH_SIGNAL)
+    if os.getppid() != guardian:  # gone before it could ask
+        _end_orphaned_run()
+
+
+def _guardian_died(_signum: int, _frame: Any) -> None:
+    if os.getppid() != _guardian_pid:
+        _end_orphaned_run()
+
+
+def _end_orphaned_run() -> None:
+    """The guardian is gone (the runner's ``kill -9``): end the run as it would
+    have, from wherever the worker is, and exit."""
+    # Other stop signals are no use now: nobody waits for this process.
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, signal.SIG_IGN)
+    watch = _watch
+    try:
+        if watch is not None:  # else nothing of the run exists yet
+            me = os.getpid()
+            cleanup = end_run(watch, known_below(me), {me, watch.wrapper_pid})
+            finish_run(watch, cleanup)
+    finally:
+        os._exit(WRAPPER_KILLED_EXIT)
+
+
+def _become_guardian(worker: int, announced: int) -> None:
+    """Become the guardian: a child subreaper that waits for ``worker``.
+
+    The waiting is done by a fresh interpreter with nothing imported
+    (``wrapper/waiter.py``, exec'd in place: same pid, same children, the
+    subreaper flag kept): what this process holds would otherwise stay in
+    memory for the whole run, and the pages the worker writes to would be
+    copied, costing twice. Where that cannot be started, it waits here.
+    """
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    # Held from now until the waiter has its handlers; not lost meanwhile.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    waiter = os.path.join(os.path.dirname(os.path.abspath(__file__)), "waiter.py")
+    try:
+        os.set_inheritable(announced, True)
+        args = [str(worker), str(announced), os.pathsep.join(sys.path), *sys.argv]
+        os.execv(sys.executable, [sys.executable, "-I", "-S", waiter, *args])
+    except OSError:
+        pass
+    _stand_guard(worker, announced)
+
+
+def _stand_guard(worker: int, announced: int) -> None:
+    """The guardian's waiting life, where no waiter could be started: what
+    ``wrapper/waiter.py`` does."""
+
+    def forward(signum: int, _frame: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(worker, signum)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    announcement = b""
+    try:
+        while chunk := os.read(announced, 65536):
+            announcement += chunk
+    except OSError:
+        pass
+    finally:
+        os.close(announced)
+    try:
+        _, status = os.waitpid(worker, 0)
+    except ChildProcessError:  # cannot happen: the worker is its child
+        status = signal.SIGKILL
+    worker_ended(worker, status, announcement)
+
+
+def worker_ended(worker: int, status: int, announcement: bytes) -> None:
+    """The worker ended with wait status ``status``, having announced
+    ``announcement`` (see ``announce``): clean up if it died by a signal, and
+    exit as the run's exit status says. Never returns."""
+    # Nothing left to pass them on to, and the cleanup is not to be cut short.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    watch = _read_announcement(announcement)
+    me = os.getpid()
+    # Not niced while it waits: the runner is to learn of the end at once.
+    # Cleaning up must not come at the expense of the rest of the machine.
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    if not os.WIFSIGNALED(status):
+        code = os.waitstatus_to_exitcode(status)
+        if watch is not None and _has_children():
+            # The worker gave up on some of the run's processes: one more try.
+            with contextlib.suppress(Exception):
+                end_run(watch, known_below(me), {me})
+        os._exit(code)
+    died_by = os.WTERMSIG(status)
+    if watch is None:
+        # Nothing of the run exists: end the way the worker did, as if the
+        # runner had started it directly.
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(died_by, signal.SIG_DFL)
+        with contextlib.suppress(OSError):
+            os.kill(me, died_by)
+        os._exit(128 + died_by)
+    try:
+        cleanup = end_run(watch, known_below(me), {me})
+        finish_run(
+            watch,
+            cleanup,
+            exit_status=128 + died_by,
+            who=f"the wrapper's worker process (pid {worker}) died of {_signal_name(died_by)}",
+        )
+    finally:
+        os._exit(128 + died_by)
+
+
+def _read_announcement(data: bytes) -> Watch | None:
+    """The run the worker announced: None when it ended (or died) before."""
+    parts = data.decode(errors="surrogateescape").split("\0")
+    if len(parts) != 3 or not parts[0]:
+        return None
+    from pathlib import Path  # noqa: PLC0415 - the waiting guardian does without
+
+    return Watch(
+        wrapper_pid=os.getpid(),
+        run_id=parts[0],
+        run_dir=Path(parts[1]),
+        result_path=Path(parts[2]),
+        spared=frozenset({os.getsid(0), os.getpgid(0)}),
+    )
+
+
+def _has_children() -> bool:
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as file:
+            return bool(file.read().split())
+    except OSError:
+        return False
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
     except ValueError:
-        return 2
-    # Waiting is its whole job: it must not slow the run it guards.
-    os.nice(10)
-    own = {os.getpid(), watch.wrapper_pid}
+        return f"signal {signum}"
+
+
+def known_below(pid: int) -> _Known:
+    """The live descendants of ``pid``, with their start times (so that a pid
+    reused later is not taken for one of them)."""
+    import psutil  # noqa: PLC0415 - needed only once the run has to be ended
+
     known: _Known = {}
     try:
-        wrapper: psutil.Process | None = psutil.Process(watch.wrapper_pid)
+        below = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
-        wrapper = None  # already gone: the pipe is at its end too
-    while True:
-        readable, _, _ = select.select([0], [], [], POLL_SECONDS)
-        if readable:
-            data = os.read(0, 4096)
-            if b"done" in data:
-                return 0
-            if not data:
-                break
-        if wrapper is not None:
-            _remember(wrapper, known, own)
-    cleanup = end_run(watch, known, own)
-    finish_run(watch, cleanup)
-    return 0
-
-
-def _remember(wrapper: psutil.Process, known: _Known, own: set[int]) -> None:
-    try:
-        below = wrapper.children(recursive=True)
-    except psutil.Error:
-        return
-    seen = set()
+        return known
     for proc in below:
-        seen.add(proc.pid)
-        if proc.pid not in own and proc.pid not in known:
-            with contextlib.suppress(psutil.Error):
-                known[proc.pid] = proc.create_time()
-    # Forget the dead; keep the living that left the tree (no subreaper).
-    for pid in [pid for pid in known if pid not in seen and not psutil.pid_exists(pid)]:
-        del known[pid]
+        with contextlib.suppress(psutil.Error):
+            known[proc.pid] = proc.create_time()
+    return known
 
 
 # -- ending the run's processes ---------------------------------------------------------
@@ -167,6 +406,8 @@ def _remember(wrapper: psutil.Process, known: _Known, own: set[int]) -> None:
 def end_run(watch: Watch, known: _Known, own: set[int]) -> Cleanup:
     """SIGTERM, then SIGKILL, to every process of the run, sweep after sweep,
     until the sweeps find nothing for ``QUIET_SECONDS`` (bounded)."""
+    import psutil  # noqa: PLC0415 - see known_below
+
     cleanup = Cleanup()
     spared = set(watch.spared) | {os.getsid(0), os.getpgid(0)}
     sweeps = 0
@@ -210,6 +451,8 @@ def find_run(
     agent's session holds what cleared its environment). ``spared``
     sessions and groups are never taken for the run's.
     """
+    import psutil  # noqa: PLC0415 - see known_below
+
     table: dict[int, tuple[psutil.Process, int, int, int]] = {}
     marked: set[int] = set()
     for proc in psutil.process_iter():
@@ -253,6 +496,8 @@ def find_run(
 
 
 def _describe(proc: psutil.Process) -> str:
+    import psutil  # noqa: PLC0415 - see known_below
+
     try:
         return f"{proc.name()} (pid {proc.pid})"
     except psutil.Error:
@@ -262,8 +507,17 @@ def _describe(proc: psutil.Process) -> str:
 # -- the run's result ------------------------------------------------------------------------
 
 
-def finish_run(watch: Watch, cleanup: Cleanup) -> None:
+def finish_run(
+    watch: Watch,
+    cleanup: Cleanup,
+    *,
+    exit_status: int = WRAPPER_KILLED_EXIT,
+    who: str | None = None,
+) -> None:
     """Write the result of a run whose wrapper died, and mark its status finished.
+
+    ``who`` says what died (default: the wrapper, killed), ``exit_status``
+    is the run's exit status the result reports.
 
     Only a run that had begun in its directory (status.json names it) is
     touched; a result.json of this run that the wrapper managed to write
@@ -299,6 +553,8 @@ def finish_run(watch: Watch, cleanup: Cleanup) -> None:
                 cleanup=cleanup,
                 ended_at=time.time(),
                 result_path=path,
+                exit_status=exit_status,
+                who=who,
             )
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -326,6 +582,8 @@ def wrapper_killed_result(
     cleanup: Cleanup,
     ended_at: float,
     result_path: Path,
+    exit_status: int = WRAPPER_KILLED_EXIT,
+    who: str | None = None,
 ) -> dict[str, Any]:
     """result.json for a run whose wrapper died: what status.json and
     config.json knew, ``null`` for what only the wrapper knew."""
@@ -335,10 +593,10 @@ def wrapper_killed_result(
     attempt = known_attempt if isinstance(known_attempt, int) else 1
     pid = known_pid if isinstance(known_pid, int) else None
     forced = bool(cleanup.signals_sent)
+    who = who or f"the wrapper (pid {watch.wrapper_pid}) was killed"
     message = (
-        f"the wrapper (pid {watch.wrapper_pid}) was killed before it finished the run "
-        f"({status.get('state')}, attempt {attempt}); its guardian ended the run's processes "
-        "and wrote this result"
+        f"{who} before it finished the run ({status.get('state')}, attempt {attempt}); "
+        "what remained of the wrapper ended the run's processes and wrote this result"
     )
     warnings = [{"code": "wrapper_killed", "message": message}]
     if cleanup.survivors:
@@ -378,7 +636,7 @@ def wrapper_killed_result(
         "label": conf.get("label", status.get("label")),
         "success": False,
         "outcome": "aborted",
-        "exitStatus": WRAPPER_KILLED_EXIT,
+        "exitStatus": exit_status,
         "stopReason": None,
         "rawStopReason": None,
         "finalText": None,
@@ -448,10 +706,3 @@ def _epoch(stamp: object) -> float | None:
         return datetime.fromisoformat(stamp).timestamp()
     except ValueError:
         return None
-
-
-if __name__ == "__main__":
-    # Run as a script, the guardian's own folder comes first on the path;
-    # the package's parent must instead, for the lazy imports of the writer.
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
-    sys.exit(main(sys.argv))

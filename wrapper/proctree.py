@@ -9,6 +9,10 @@ reparented to the wrapper instead of init and stays findable: after the
 agent exits, whatever is left below the wrapper, apart from the wrapper's
 own helpers, is the agent's leftovers.
 
+psutil is imported only by the functions that need it: a run whose agent
+leaves nothing behind never does, and the memory of a waiting run stays
+smaller.
+
 Processes the wrapper adopted are reaped by pid, never with a wait on any
 child, which would take the exit status of a process trio is waiting for:
 the agent and the hook handlers are left to their own waiters. Adopted
@@ -29,13 +33,12 @@ import contextlib
 import ctypes
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 #: prctl option that makes orphaned descendants reparent to the caller.
 PR_SET_CHILD_SUBREAPER = 36
@@ -44,7 +47,7 @@ PR_SET_CHILD_SUBREAPER = 36
 #: owns the process (a library caller's other children are not ours to end).
 _subreaper = False
 
-#: Pids of the wrapper's own helpers (the guardian, hook handlers): never
+#: Pids of the wrapper's own helpers (hook handlers): never
 #: taken for the agent's leftovers.
 OWN_HELPERS: set[int] = set()
 
@@ -99,6 +102,11 @@ def spawning() -> Iterator[None]:
         _spawning -= 1
 
 
+def prepare_to_signal() -> None:
+    """Load what signalling a tree needs (psutil), ahead of the moment it is needed."""
+    import psutil  # noqa: F401, PLC0415 - loaded here for later use
+
+
 def register_helper(pid: int) -> None:
     """``pid`` is one of the wrapper's helpers, not one of the agent's leftovers."""
     global helpers_started  # counts for the whole process, like OWN_HELPERS
@@ -124,6 +132,8 @@ def own_children() -> list[int]:
 
 
 def _children_by_scan() -> list[int]:
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     try:
         return [proc.pid for proc in psutil.Process().children()]
     except psutil.Error:
@@ -150,6 +160,8 @@ def reap_orphans() -> int:
 
 
 def descendants(pid: int) -> list[psutil.Process]:
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     try:
         return psutil.Process(pid).children(recursive=True)
     except psutil.Error:
@@ -168,6 +180,8 @@ class TreeLook:
 
 def look_at_tree(pid: int) -> TreeLook:
     """CPU time and pids of ``pid`` and its descendants (one process listing)."""
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     try:
         root = psutil.Process(pid)
         procs = [root, *root.children(recursive=True)]
@@ -200,6 +214,8 @@ def signal_tree(pid: int, sig: signal.Signals) -> list[int]:
 
 
 def signal_each(procs: list[psutil.Process], sig: signal.Signals) -> list[int]:
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     reached = []
     for proc in procs:
         try:
@@ -234,6 +250,8 @@ def leftovers() -> list[psutil.Process]:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)
             continue
+        import psutil  # noqa: PLC0415 - only when something is left
+
         with contextlib.suppress(psutil.Error):
             found.append(psutil.Process(pid))
     return found
@@ -263,6 +281,8 @@ def still_alive(procs: list[psutil.Process]) -> list[psutil.Process]:
 
 def describe(procs: list[psutil.Process], limit: int = 5) -> str:
     """``python3 (pid 12), node (pid 40), ...`` for messages."""
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     names = []
     for proc in procs[:limit]:
         try:
@@ -274,6 +294,8 @@ def describe(procs: list[psutil.Process], limit: int = 5) -> str:
 
 
 def _alive(proc: psutil.Process, me: int) -> bool:
+    import psutil  # noqa: PLC0415 - only when processes are looked at closely
+
     try:
         if proc.status() != psutil.STATUS_ZOMBIE:
             return True
@@ -310,6 +332,8 @@ def freeze(find: Callable[[], list[psutil.Process]]) -> tuple[list[psutil.Proces
     def stop(pid: int, proc: psutil.Process | None) -> bool:
         if pid in frozen or pid == me:
             return False
+        import psutil  # noqa: PLC0415 - only when something is left
+
         try:
             # Stopped first, looked at after: it cannot change meanwhile.
             os.kill(pid, signal.SIGSTOP)
@@ -361,48 +385,3 @@ def signal_group(pgid: int, sig: signal.Signals) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
-
-
-def start_guardian(run_id: str, run_dir: Path, result_path: Path) -> subprocess.Popen[bytes] | None:
-    """Start the guardian that ends the run's processes and writes its result if
-    the wrapper dies hard (only when the wrapper owns its process; see
-    ``wrapper.guardian``). It is told everything it needs now, so that it can
-    act from the first instant without a word more from the wrapper."""
-    if not owns_process():
-        return None
-    # The wrapper's own session and group hold its parent and siblings,
-    # never the agent (which gets a session of its own): never the run's to end.
-    spared = {os.getsid(0), os.getpgid(0)}
-    argv = [
-        sys.executable,
-        str(Path(__file__).with_name("guardian.py")),
-        str(os.getpid()),
-        run_id,
-        str(run_dir),
-        str(result_path),
-        *map(str, sorted(spared)),
-    ]
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError:
-        return None
-    OWN_HELPERS.add(proc.pid)
-    return proc
-
-
-def stop_guardian(proc: subprocess.Popen[bytes] | None) -> None:
-    """Tell the guardian the wrapper finished cleanly. It reads ``done`` before
-    the end of its pipe and exits on its own; the wrapper does not wait for it
-    (it may still be starting), and its exit status goes to whoever adopts it."""
-    if proc is None or proc.stdin is None:
-        return
-    with contextlib.suppress(OSError):
-        proc.stdin.write(b"done\n")
-        proc.stdin.close()
-    OWN_HELPERS.discard(proc.pid)

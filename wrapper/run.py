@@ -48,6 +48,7 @@ from wrapper.events import (
     ResultWritten,
     WarningEvent,
 )
+from wrapper.guardian import wrapper_pid
 from wrapper.hooks.gate import StopGate
 from wrapper.hooks.observers import Observers
 from wrapper.hooks.runner import HookContext
@@ -62,7 +63,7 @@ from wrapper.outcome import (
     quoting_stderr,
 )
 from wrapper.pretty import TICK_SECONDS, PrettyView
-from wrapper.proctree import owns_process, reap_orphans, start_guardian, stop_guardian
+from wrapper.proctree import owns_process, reap_orphans
 from wrapper.result import AttemptRecord, build_result
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
@@ -88,33 +89,30 @@ async def execute(
     launch: Launch,
     environ: Mapping[str, str],
     early: EarlyStart | None = None,
+    *,
+    early_signals: list[signal.Signals] | None = None,
 ) -> int:
     """Run the agent as configured and write result.json; return the exit status.
 
     ``launch`` is the dialect's argv for the task (computed before the run, so
     that a task the agent cannot take is a usage error, not a failed run).
-    ``early`` is what the command line already started.
+    ``early`` is what the command line already started; ``early_signals``
+    the stop signals it recorded when it started nothing.
     """
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        guardian = (
-            early.guardian
-            if early is not None
-            else start_guardian(config.run_id, config.run_dir, config.result_path)
-        )
-        try:
-            run = Run(config, dialect, launch, environ, early)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(run.relay_signals, signals)
-                if owns_process():
-                    nursery.start_soon(reap_orphans_on_sigchld)
-                if run.pump is not None:
-                    nursery.start_soon(run.pump.run)
-                if run.view is not None and os.isatty(1):
-                    nursery.start_soon(run.tick_view)
-                exit_status = await run.execute()
-                nursery.cancel_scope.cancel()
-        finally:
-            stop_guardian(guardian)
+        run = Run(config, dialect, launch, environ, early)
+        if early is None and early_signals:
+            run.interrupts += early_signals
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run.relay_signals, signals)
+            if owns_process():
+                nursery.start_soon(reap_orphans_on_sigchld)
+            if run.pump is not None:
+                nursery.start_soon(run.pump.run)
+            if run.view is not None and os.isatty(1):
+                nursery.start_soon(run.tick_view)
+            exit_status = await run.execute()
+            nursery.cancel_scope.cancel()
     return exit_status
 
 
@@ -206,7 +204,7 @@ class Run:
             run_dir / "status.json", self.errors, STATUS_INTERVAL, enabled=self.dir_ok
         )
         self.status.update(
-            self.clock_start, force=True, **config.starting_status(self.started_at, os.getpid())
+            self.clock_start, force=True, **config.starting_status(self.started_at, wrapper_pid())
         )
         self.gate = StopGate(
             config=config,

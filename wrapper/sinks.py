@@ -177,6 +177,9 @@ class StatusWriter:
         self._dirty = False
         #: Wall-clock time of the agent's last event (formatted only when written).
         self.last_event: float | None = None
+        #: Called when a change is held back by the interval: whoever writes
+        #: it once the interval is over sleeps until then, and only then.
+        self.on_held: Callable[[], None] | None = None
 
     def touch(self, now: float, wall: float) -> None:
         """The agent produced an event: cheap, the file is rewritten at most once per interval."""
@@ -184,12 +187,21 @@ class StatusWriter:
         self._dirty = True
         if now - self._last >= self.interval:
             self.write(now)
+        elif self.on_held is not None:
+            self.on_held()
 
     def update(self, now: float, *, force: bool = False, **fields: Any) -> None:
         self._fields.update(fields)
         self._dirty = True
         if force or now - self._last >= self.interval:
             self.write(now)
+        elif self.on_held is not None:
+            self.on_held()
+
+    @property
+    def next_write(self) -> float:
+        """When a change held back now may be written."""
+        return self._last + self.interval
 
     def write(self, now: float) -> None:
         if not self._enabled or self._errors.failed("status") or not self._dirty:

@@ -215,7 +215,7 @@ class AttemptSupervisor:
         assert proc.stderr is not None
         async with trio.open_nursery() as background:
             background.start_soon(self._run_timer, tracker)
-            background.start_soon(self._flush_status_periodically)
+            background.start_soon(self._flush_held_status)
             async with trio.open_nursery() as pipes:
                 pipes.start_soon(self._read_stdout, proc.stdout)
                 pipes.start_soon(self._read_stderr, proc.stderr)
@@ -268,12 +268,22 @@ class AttemptSupervisor:
         if self._timer is not None and self.tracker is not None:
             self._timer.deadline = self.tracker.next_deadline
 
-    async def _flush_status_periodically(self) -> None:
-        interval = self.status.interval
-        while True:
-            await trio.sleep(interval)
-            if self.status.pending:
-                self.status.write(trio.current_time())
+    async def _flush_held_status(self) -> None:
+        """Write the status.json changes the interval held back, once it is
+        over. Sleeps, without a timer, while nothing is held back: a silent
+        agent costs no wakeups."""
+        status = self.status
+        held = trio.Event()
+        status.on_held = held.set
+        try:
+            while True:
+                await held.wait()
+                await trio.sleep_until(status.next_write)
+                held = trio.Event()
+                status.on_held = held.set
+                status.write(trio.current_time())
+        finally:
+            status.on_held = None
 
     async def _read_stdout(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineFramer(self.config.max_line_bytes)
@@ -429,7 +439,12 @@ class AttemptSupervisor:
             else:
                 self.emit(effect)
         self._set_timer()
-        state = _STATUS_BY_PHASE[self.tracker.phase]
+        phase = self.tracker.phase
+        if phase is Phase.GRACE:
+            # The end may be near: the tools to end a lingering tree are
+            # loaded now, in the grace, not when it has run out.
+            proctree.prepare_to_signal()
+        state = _STATUS_BY_PHASE[phase]
         self.status.update(trio.current_time(), force=True, state=state)
 
     def _refresh_baseline(self, now: float) -> None:

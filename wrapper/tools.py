@@ -153,7 +153,7 @@ def status_main(run_dir: str, as_json: bool) -> int:
     if wrapper_killed and not wrapper_gone:
         lines = [
             f"{name}: ended because the wrapper (pid {status.get('wrapperPid')}) was killed; "
-            "its guardian ended the run's processes and wrote the result (outcome "
+            "what remained of it ended the run's processes and wrote the result (outcome "
             f"{result.get('outcome') if result else status.get('outcome')})"
         ]
         if isinstance(error, dict) and error.get("message"):

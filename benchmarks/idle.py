@@ -1,0 +1,252 @@
+"""The idle section: what standing guard over a silent agent costs.
+
+Many runs are started at once, each supervising an agent that sleeps and
+writes nothing (``--output quiet``); a window after their start-up has
+settled, the CPU time of every wrapper-side process (the one the runner
+started and every process below it that does not carry the run's
+``AGENT_WRAPPER_RUN_ID``: the agent's tree does) is read from
+``/proc/PID/task/*/schedstat`` (nanoseconds, not 10 ms ticks) at the start and
+the end of the window, and their PSS from ``/proc/PID/smaps_rollup`` (shared
+pages count once across all of them). The same figures are taken, side by
+side in the same window, for as many bare Python processes sleeping: the
+cost of merely being a Python process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchmarks.report import Row, Verdict
+
+if TYPE_CHECKING:
+    from benchmarks.suite import Bench
+
+MB = 1e6
+#: How many runs stand guard at once, and for how long they are watched.
+IDLE_RUNS = 20
+IDLE_WINDOW = 60.0
+IDLE_WINDOW_QUICK = 10.0
+#: After the last run reports ``running``, time for start-up work to end
+#: (imports, the first status writes) before the window opens.
+IDLE_SETTLE = 3.0
+#: The targets: a share of one core per run, and PSS per run.
+IDLE_CPU_TARGET = 0.0005
+IDLE_PSS_TARGET = 20 * MB
+#: How long the runs may take to start, and to end once told to.
+START_LIMIT = 120.0
+STOP_LIMIT = 60.0
+RUN_ID_MARK = b"AGENT_WRAPPER_RUN_ID="
+SLEEPER = "import time; time.sleep(3600)"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    #: CPU nanoseconds and timeslices (schedstat) summed over the processes.
+    cpu_ns: int
+    slices: int
+    #: PSS in bytes, summed.
+    pss: int
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                ppid = int(file.read().rpartition(b")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    return children
+
+
+def _marked(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            return any(item.startswith(RUN_ID_MARK) for item in file.read().split(b"\0"))
+    except OSError:
+        return False
+
+
+def wrapper_side(root: int, children: dict[int, list[int]]) -> list[int]:
+    """``root`` and its descendants outside the agent's tree (no run id in their environment)."""
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        if _marked(pid):
+            continue  # the agent, and everything below it, is the agent's
+        found.append(pid)
+        pending += children.get(pid, [])
+    return found
+
+
+def sample(pids: list[int]) -> Sample:
+    cpu = slices = pss = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as file:
+                    fields = file.read().split()
+                cpu += int(fields[0])
+                slices += int(fields[2])
+            except (OSError, ValueError, IndexError):
+                continue
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as file:
+                for line in file:
+                    if line.startswith(b"Pss:"):
+                        pss += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return Sample(cpu, slices, pss)
+
+
+def _state(run_dir: Path) -> Any:
+    try:
+        return json.loads((run_dir / "status.json").read_text()).get("state")
+    except (OSError, ValueError):
+        return None
+
+
+def idle(bench: Bench) -> list[Row]:
+    runs = IDLE_RUNS
+    window = IDLE_WINDOW_QUICK if bench.quick else IDLE_WINDOW
+    bench.progress(f"idle: {runs} silent runs at once, {window:g} s window")
+    before = len(bench.problems)
+    wrappers: list[tuple[subprocess.Popen[bytes], Path]] = []
+    sleepers: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(runs):
+            run_dir = bench.run_dir()
+            argv: list[str | Path] = [
+                bench.wrapper,
+                "run",
+                "--output",
+                "quiet",
+                "--dialect",
+                "pi",
+                "--run-dir",
+                run_dir,
+                "--",
+                "sleep",
+                "3600",
+            ]
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=bench.env,
+            )
+            wrappers.append((proc, run_dir))
+            sleepers.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", SLEEPER], stdin=subprocess.DEVNULL, env=bench.env
+                )
+            )
+        deadline = time.monotonic() + START_LIMIT
+        while not all(_state(run_dir) == "running" for _, run_dir in wrappers):
+            if time.monotonic() > deadline or any(p.poll() is not None for p, _ in wrappers):
+                bench.check(False, "idle: the runs did not all start")
+                return []
+            time.sleep(0.1)
+        time.sleep(IDLE_SETTLE)
+        children = _children_map()
+        ours = [pid for proc, _ in wrappers for pid in wrapper_side(proc.pid, children)]
+        agents = [
+            pid
+            for proc, _ in wrappers
+            for pid in _descendants(proc.pid, children)
+            if pid not in ours
+        ]
+        bare = [proc.pid for proc in sleepers]
+        first = [sample(ours), sample(bare), sample(agents)]
+        started = time.monotonic_ns()
+        time.sleep(window)
+        last = [sample(ours), sample(bare), sample(agents)]
+        elapsed = time.monotonic_ns() - started
+        for _, run_dir in wrappers:
+            bench.check(
+                _state(run_dir) == "running", f"idle ({run_dir}): state {_state(run_dir)!r}"
+            )
+        processes = len(ours) / runs
+    finally:
+        for proc, _ in wrappers:
+            proc.send_signal(signal.SIGTERM)
+        for sleeper in sleepers:
+            sleeper.kill()
+        for proc, run_dir in wrappers:
+            try:
+                status = proc.wait(timeout=STOP_LIMIT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                status = proc.wait()
+            try:
+                outcome = json.loads((run_dir / "result.json").read_text()).get("outcome")
+            except (OSError, ValueError):
+                outcome = None
+            bench.check(
+                (status, outcome) == (128 + signal.SIGTERM, "aborted"),
+                f"idle ({run_dir}): SIGTERM ended it with {status}, outcome {outcome!r}",
+            )
+        for sleeper in sleepers:
+            sleeper.wait()
+    failed = len(bench.problems) > before
+
+    def share(index: int) -> float:
+        return (last[index].cpu_ns - first[index].cpu_ns) / elapsed / runs
+
+    def wakeups(index: int) -> float:
+        return (last[index].slices - first[index].slices) / (elapsed / 1e9) / runs
+
+    def cpu_text(index: int) -> str:
+        return f"{share(index) * 100:.4f} % · {wakeups(index):.2f} wakeups/s"
+
+    ours_cpu, bare_cpu = share(0), share(1)
+    pss, bare_pss, agent_pss = (last[i].pss / runs for i in range(3))
+    verdict = Verdict.FAIL if failed else Verdict.PASS
+    return [
+        Row(
+            "idle",
+            f"CPU per run, {runs} silent runs at once, {window:g} s "
+            f"({processes:g} wrapper processes a run)",
+            cpu_text(0),
+            f"{cpu_text(1)} (a bare python sleeping); the agent {cpu_text(2)}",
+            f"+{(ours_cpu - bare_cpu) * 100:.4f} points",
+            f"≤ {IDLE_CPU_TARGET * 100:g} % of a core",
+            verdict if ours_cpu <= IDLE_CPU_TARGET else Verdict.FAIL,
+        ),
+        Row(
+            "idle",
+            f"PSS per run, {runs} runs at once",
+            f"{pss / MB:.1f} MB",
+            f"{bare_pss / MB:.1f} MB (a bare python sleeping); the agent {agent_pss / MB:.1f} MB",
+            f"{pss / bare_pss:.1f}×",
+            f"≤ {IDLE_PSS_TARGET / MB:g} MB",
+            verdict if pss <= IDLE_PSS_TARGET else Verdict.FAIL,
+        ),
+    ]
+
+
+def _descendants(root: int, children: dict[int, list[int]]) -> list[int]:
+    found, pending = [], list(children.get(root, []))
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending += children.get(pid, [])
+    return found
