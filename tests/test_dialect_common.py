@@ -7,6 +7,7 @@ a usage error that names the agent.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,7 +21,6 @@ from hypothesis import strategies as st
 from tests.dialect_support import line, objects, replay
 from wrapper.dialects import (
     DIALECTS,
-    EXECUTABLES,
     Dialect,
     UsageError,
     dialect_for_command,
@@ -28,6 +28,7 @@ from wrapper.dialects import (
 )
 from wrapper.dialects.base import MAX_ARG_BYTES
 from wrapper.events import UnparsedLine
+from wrapper.registry import BY_NAME
 
 #: Nothing beyond the generic lines.
 no_lines: st.SearchStrategy[list[bytes]] = st.just([])
@@ -267,10 +268,10 @@ def test_executable_names_the_dialect(agent: Agent, command: tuple[str, ...]) ->
 
 
 @pytest.mark.parametrize("agent", each(AGENTS))
-def test_the_executable_table_matches_the_dialect(agent: Agent) -> None:
+def test_the_registry_entry_names_the_dialect(agent: Agent) -> None:
     assert agent.dialect.name == agent.name
-    listed = {exe for exe, name in EXECUTABLES.items() if name == agent.name}
-    assert listed == set(agent.dialect.executables)
+    named = {os.path.basename(command[0]) for command in agent.commands}
+    assert named == set(BY_NAME[agent.name].executables)
 
 
 @pytest.mark.parametrize(

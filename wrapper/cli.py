@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         DEFAULT_SETTLE_GRACE,
         OutputMode,
     )
-    from wrapper.dialects import DIALECTS
     from wrapper.framing import DEFAULT_MAX_LINE_BYTES
+    from wrapper.registry import BY_NAME
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -99,9 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--dialect",
-        choices=["auto", *sorted(DIALECTS)],
+        choices=["auto", *sorted(BY_NAME)],
         default="auto",
-        help="the agent's stream format (default: auto, from the command's name)",
+        help="the agent's stream format (default: auto, from the command line)",
     )
     run.add_argument("--label", metavar="TEXT", help="a human name for the run")
     run.add_argument(
@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     normalize.add_argument("file", nargs="?", default="-", help="the stream (default: stdin)")
     normalize.add_argument(
         "--dialect",
-        choices=["auto", *sorted(DIALECTS)],
+        choices=["auto", *sorted(BY_NAME)],
         default="auto",
         help="the stream's format (default: recognised from its first events)",
     )

@@ -1,9 +1,8 @@
-"""Agent dialects: one module per agent CLI, registered here by name."""
+"""Agent dialects: one module per agent CLI, listed in ``wrapper.registry``."""
 
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,45 +17,25 @@ from wrapper.dialects.base import (
 )
 from wrapper.events import Event, UnparsedLine, WarningEvent
 from wrapper.framing import Frame, Oversized
+from wrapper.registry import AGENTS, BY_NAME, detect, program
 
-#: Dialect name -> its module and class, imported on first use (a run needs one).
-_MODULES = {
-    "pi": ("wrapper.dialects.pi", "PiDialect"),
-    "claude": ("wrapper.dialects.claude", "ClaudeDialect"),
-    "codex": ("wrapper.dialects.codex", "CodexDialect"),
-    "gemini": ("wrapper.dialects.gemini", "GeminiDialect"),
-    "opencode": ("wrapper.dialects.opencode", "OpencodeDialect"),
-    "amp": ("wrapper.dialects.amp", "AmpDialect"),
-    "cursor": ("wrapper.dialects.cursor", "CursorDialect"),
-}
-
-#: Executable basename -> dialect name (each class's ``executables``, kept
-#: here so that choosing a dialect imports only that one; a test pins them).
-EXECUTABLES = {
-    "pi": "pi",
-    "claude": "claude",
-    "codex": "codex",
-    "gemini": "gemini",
-    "opencode": "opencode",
-    "amp": "amp",
-    "cursor-agent": "cursor",
-    "cursor": "cursor",
-}
+#: Executable basename -> dialect name, for the entries that need nothing more.
+EXECUTABLES = {exe: agent.name for agent in AGENTS if not agent.needs for exe in agent.executables}
 
 
 class _Registry(Mapping[str, type[Dialect]]):
     """Dialect classes by name, each module imported when first asked for."""
 
     def __getitem__(self, name: str) -> type[Dialect]:
-        module, attr = _MODULES[name]
+        module, _, attr = BY_NAME[name].dialect.partition(":")
         cls: type[Dialect] = getattr(importlib.import_module(module), attr)
         return cls
 
     def __iter__(self) -> Iterator[str]:
-        return iter(_MODULES)
+        return iter(BY_NAME)
 
     def __len__(self) -> int:
-        return len(_MODULES)
+        return len(BY_NAME)
 
 
 DIALECTS: Mapping[str, type[Dialect]] = _Registry()
@@ -82,17 +61,16 @@ __all__ = [
 
 
 def dialect_for_command(command: Sequence[str]) -> type[Dialect] | None:
-    """The dialect named by the executable's basename, if it is conclusive."""
-    if not command:
-        return None
-    name = EXECUTABLES.get(os.path.basename(command[0]))
-    return DIALECTS[name] if name is not None else None
+    """The dialect the command line names (its program, and for some agents
+    an option or subcommand: ``wrapper.registry``), if it is conclusive."""
+    agent = detect(command)
+    return DIALECTS[agent.name] if agent is not None else None
 
 
 def resolve_dialect(name: str, command: Sequence[str], has_task: bool) -> Dialect:
     """Pick the dialect for a run before it starts.
 
-    ``auto`` decides from the executable's name. When that is not conclusive,
+    ``auto`` decides from the command line (``dialect_for_command``). When that is not conclusive,
     a run that needs something inserted (a task) cannot go on without
     ``--dialect``; a run without a task recognises the agent from its stream.
     """
@@ -103,7 +81,8 @@ def resolve_dialect(name: str, command: Sequence[str], has_task: bool) -> Dialec
         return cls()
     if has_task:
         known = ", ".join(sorted(DIALECTS))
-        exe = os.path.basename(command[0]) if command else "(none)"
+        found = program(command)
+        exe = found[0] if found is not None else "(none)"
         raise UsageError(
             f"cannot tell which agent {exe!r} is, so the task cannot be placed: "
             f"pass --dialect ({known})"

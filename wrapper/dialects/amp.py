@@ -40,7 +40,6 @@ from wrapper.dialects.claude import ClaudeDialect
 
 class AmpDialect(ClaudeDialect):
     name: ClassVar[str] = "amp"
-    executables: ClassVar[frozenset[str]] = frozenset({"amp"})
     agent_name: ClassVar[str] = "Amp"
     no_session_flag: ClassVar[str | None] = None
     transcript_dir: ClassVar[tuple[str, str] | None] = None

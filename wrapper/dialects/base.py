@@ -292,13 +292,12 @@ def as_str(value: Any) -> str | None:
 class Dialect:
     """One agent CLI's format. An instance is used for one run and may keep state.
 
-    Subclasses set ``name``, ``executables`` and ``stop_reasons`` and
-    implement ``parse``, ``recognises`` and ``launch``.
+    Subclasses set ``name`` and ``stop_reasons`` and implement ``parse``,
+    ``recognises`` and ``launch``; the program names an agent goes by are in
+    its ``wrapper.registry`` entry.
     """
 
     name: ClassVar[str] = ""
-    #: Basenames of the executable that identify this agent.
-    executables: ClassVar[frozenset[str]] = frozenset()
     #: Raw stop reason -> canonical one. Unlisted values are kept as they are.
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {}
     #: Defaults of ``--grace`` and ``--settle-grace`` for this agent: long

@@ -111,7 +111,6 @@ class ClaudeDialect(Dialect):
     name: ClassVar[str] = "claude"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
-    executables: ClassVar[frozenset[str]] = frozenset({"claude"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         # the API's stop reasons, on the result line since 2.1.2xx
         "end_turn": StopReason.STOP,

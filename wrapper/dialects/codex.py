@@ -111,7 +111,6 @@ class CodexDialect(Dialect):
     name: ClassVar[str] = "codex"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
-    executables: ClassVar[frozenset[str]] = frozenset({"codex"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "turn.completed": StopReason.STOP,
         "turn.failed": StopReason.ERROR,

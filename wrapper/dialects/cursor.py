@@ -50,7 +50,6 @@ _CURSOR_TYPES = frozenset({"tool_call", "thinking", "interaction_query"})
 
 class CursorDialect(ClaudeDialect):
     name: ClassVar[str] = "cursor"
-    executables: ClassVar[frozenset[str]] = frozenset({"cursor-agent", "cursor"})
     agent_name: ClassVar[str] = "Cursor Agent"
     no_session_flag: ClassVar[str | None] = None
     transcript_dir: ClassVar[tuple[str, str] | None] = None

@@ -98,7 +98,6 @@ class GeminiDialect(Dialect):
     name: ClassVar[str] = "gemini"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
-    executables: ClassVar[frozenset[str]] = frozenset({"gemini"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "success": StopReason.STOP,
         "error": StopReason.ERROR,

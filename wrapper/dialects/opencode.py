@@ -83,7 +83,6 @@ class OpencodeDialect(Dialect):
     name: ClassVar[str] = "opencode"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
-    executables: ClassVar[frozenset[str]] = frozenset({"opencode"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         # step_finish reasons (the AI SDK's finish reasons)
         "stop": StopReason.STOP,

@@ -75,7 +75,6 @@ class PiDialect(Dialect):
     name: ClassVar[str] = "pi"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
-    executables: ClassVar[frozenset[str]] = frozenset({"pi"})
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "stop": StopReason.STOP,
         "end_turn": StopReason.STOP,

@@ -1,0 +1,128 @@
+"""The one list of agents: what picks a dialect from a command line, and what
+reading it costs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wrapper import registry
+from wrapper.dialects import DIALECTS, UsageError, resolve_dialect
+from wrapper.registry import AGENTS, Agent, detect, program
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: A dialect that a command line names by an option or a subcommand, as a
+#: protocol mode of several CLIs would be.
+MODE = Agent(
+    "mode", "wrapper.dialects.pi:PiDialect", ("gemini", "opencode"), "pi", ("--mode-x", "serve")
+)
+
+
+@pytest.fixture
+def with_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "AGENTS", (*AGENTS, MODE))
+
+
+def name(command: list[str]) -> str | None:
+    agent = detect(command)
+    return agent.name if agent is not None else None
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["claude", "-p"], "claude"),
+        (["/opt/bin/codex", "exec", "--json"], "codex"),
+        (["cursor", "-p"], "cursor"),
+        (["env", "FOO=1", "-u", "BAR", "claude", "-p"], "claude"),
+        (["npx", "-y", "opencode", "run"], "opencode"),
+        (["npx", "--package", "x", "@scope/gemini@1.2.3", "-p"], "gemini"),
+        (["bunx", "pi@0.73.1", "--mode", "json"], "pi"),
+        (["python3", "agent.py"], None),
+        (["env", "FOO=1"], None),
+        ([], None),
+    ],
+)
+def test_the_program_is_found_through_launchers(command: list[str], expected: str | None) -> None:
+    assert name(command) == expected
+
+
+@pytest.mark.usefixtures("with_mode")
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["gemini", "--mode-x"], "mode"),
+        (["gemini", "-y", "--mode-x", "--model", "m"], "mode"),
+        (["gemini", "-p", "hi"], "gemini"),
+        (["opencode", "serve"], "mode"),
+        (["opencode", "run", "serve"], "opencode"),  # a word later on is the task's, not a mode
+        (["gemini", "-p", "--", "--mode-x"], "gemini"),  # after --, an argument
+        (["claude", "--mode-x"], "claude"),
+    ],
+)
+def test_an_option_or_subcommand_can_name_another_dialect(
+    command: list[str], expected: str
+) -> None:
+    assert name(command) == expected
+
+
+def test_resolving_a_launched_agent_places_the_task(tmp_path: Path) -> None:
+    dialect = resolve_dialect("auto", ["env", "A=1", "claude", "-p"], has_task=True)
+    assert dialect.name == "claude"
+    argv = dialect.launch(["env", "A=1", "claude", "-p"], "do it", tmp_path).argv
+    assert argv[:4] == ["env", "A=1", "claude", "-p"]
+    assert argv[-1] == "do it"
+
+
+def test_an_unknown_program_with_a_task_is_named_in_the_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"'myagent'.*--dialect"):
+        resolve_dialect("auto", ["env", "myagent", "--json"], has_task=True)
+
+
+def test_every_entry_names_its_class_and_no_program_is_claimed_twice() -> None:
+    assert list(DIALECTS) == [agent.name for agent in AGENTS]
+    for agent in AGENTS:
+        assert DIALECTS[agent.name].name == agent.name
+    claimed = [(exe, agent.needs) for agent in AGENTS for exe in agent.executables]
+    assert len(claimed) == len(set(claimed))
+
+
+def test_program_reports_the_arguments_it_gets() -> None:
+    assert program(["env", "X=1", "pi", "--mode", "json"]) == ("pi", ["--mode", "json"])
+
+
+def run_python(code: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    loaded: list[str] = json.loads(out)
+    return loaded
+
+
+def test_the_registry_needs_nothing_but_the_standard_library() -> None:
+    loaded = run_python(
+        "import sys, json; sys.path.insert(0, '.'); import wrapper.registry; "
+        "print(json.dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in {'wrapper', 'orjson', 'trio', 'psutil'})))"
+    )
+    assert loaded == ["wrapper", "wrapper.registry"]
+
+
+def test_choosing_a_dialect_imports_that_dialect_alone() -> None:
+    loaded = run_python(
+        "import sys, json; sys.path.insert(0, '.'); "
+        "from wrapper.dialects import resolve_dialect; "
+        "resolve_dialect('auto', ['npx', 'codex', 'exec', '--json'], has_task=True); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('wrapper.dialects.'))))"
+    )
+    assert loaded == ["wrapper.dialects._shared", "wrapper.dialects.base", "wrapper.dialects.codex"]
