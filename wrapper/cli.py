@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from wrapper import __version__
 
@@ -372,56 +372,13 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
     return parser
 
 
-def new_run_id() -> str:
-    import secrets
-    import time
-
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
-
-
-def _read_task_file(parser: argparse.ArgumentParser, path: str) -> str:
-    try:
-        if path == "-":
-            # What a shell pipe or here-document adds, not part of the task.
-            return sys.stdin.read().removesuffix("\n")
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        parser.error(f"--task-file {path}: cannot read it: {reason}")
-
-
-def _on_stop(*choices: str | None) -> str:
-    """The flag, else the settings, else the context's policy, else ``allow``."""
-    return next((choice for choice in choices if choice), "allow")
-
-
-_T = TypeVar("_T")
-
-
-def _first(*values: _T | None) -> _T:
-    return next(value for value in values if value is not None)
-
-
 def _load_settings(parser: argparse.ArgumentParser, paths: list[str]) -> Settings:
-    from wrapper.settings import SettingsError, load_settings
+    from wrapper.prepare import RunUsageError, load_settings
 
     try:
-        settings = load_settings(paths)
-    except SettingsError as exc:
-        parser.error(f"--settings {exc}")
-    for note in settings.notes:
-        print(f"{PROG}: note: {note}", file=sys.stderr)
-    return settings
-
-
-def _check_hook_commands(parser: argparse.ArgumentParser, settings: Settings, cwd: Path) -> None:
-    """Hook programs and scripts must exist where the handlers will run."""
-    from wrapper.settings import SettingsError, check_commands
-
-    try:
-        check_commands(settings, {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}, cwd)
-    except SettingsError as exc:
-        parser.error(f"--settings {exc}")
+        return load_settings(paths)
+    except RunUsageError as exc:
+        parser.error(str(exc))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -475,82 +432,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(
     parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str] | None
 ) -> int:
-    if not command:
-        parser.error(
-            "run: no COMMAND: put the agent's command after --, "
-            "e.g. agent-wrapper run --task 'Fix it' -- pi --mode json -p"
-        )
-    from wrapper.config import (
-        CONTEXT_POLICIES,
-        DEFAULT_MAX_STEERS,
-        DEFAULT_RUNS_ROOT,
-        OutputMode,
-        RunConfig,
-        child_depth,
-    )
-    from wrapper.dialects import UsageError, resolve_dialect
+    from wrapper.prepare import RunUsageError, prepare_run
 
-    task = args.task if args.task_file is None else _read_task_file(parser, args.task_file)
-    if task is not None and not task.strip():
-        source = "--task" if args.task_file is None else f"--task-file {args.task_file}"
-        parser.error(
-            f"run: {source} is empty: give the agent something to do, or leave the "
-            "task out to run COMMAND as it is"
-        )
     try:
-        dialect = resolve_dialect(args.dialect, command, task is not None)
-    except UsageError as exc:
-        parser.error(f"run: {exc}")
-    settings = _load_settings(parser, args.settings)
-    cwd = Path.cwd()
-    _check_hook_commands(parser, settings, cwd)
-    run_id = new_run_id()
-    runs_root = None
-    if args.run_dir is None:
-        runs_root = cwd / DEFAULT_RUNS_ROOT
-        run_dir = runs_root / run_id
-    else:
-        if not args.run_dir:
-            parser.error("run: --run-dir is empty: give a directory for the run's files")
-        run_dir = (cwd / args.run_dir).absolute()
-        from wrapper.artifacts import run_dir_problem
-
-        problem = run_dir_problem(run_dir)
-        if problem is not None:
-            parser.error(f"run: --run-dir {problem}")
-    result_path = (cwd / args.result).absolute() if args.result else run_dir / "result.json"
-    config = RunConfig(
-        command=tuple(command),
-        task=task,
-        dialect=args.dialect,
-        label=args.label,
-        run_id=run_id,
-        run_dir=run_dir,
-        result_path=result_path,
-        runs_root=runs_root,
-        cwd=cwd,
-        grace=_first(args.grace, dialect.default_grace),
-        settle_grace=_first(args.settle_grace, dialect.default_settle_grace),
-        kill_after=args.kill_after,
-        timeout=args.timeout,
-        drain_timeout=args.drain_timeout,
-        output=OutputMode(args.output),
-        max_depth=args.max_depth,
-        max_line_bytes=args.max_line_bytes,
-        attempt_timeout=args.attempt_timeout,
-        idle_timeout=args.idle_timeout,
-        settings=settings,
-        max_steers=_first(args.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
-        hooks_fail_closed=args.hooks_fail_closed or settings.fail_closed,
-        subagent=args.subagent or child_depth(os.environ) > 1,
-        on_stop=_on_stop(args.on_stop, settings.on_stop, CONTEXT_POLICIES.get(args.context)),
-        context=args.context,
-        escalation_timeout=args.escalation_timeout,
-    )
-    try:
-        launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)
-    except UsageError as exc:
-        parser.error(f"run: {exc}")
+        prepared = prepare_run(args, command)
+    except RunUsageError as exc:
+        parser.error(str(exc))
+    config, dialect, launch = prepared.config, prepared.dialect, prepared.launch
     from wrapper import guardian
 
     # Stop signals from here on are acted on once the run is up.
@@ -572,7 +460,7 @@ def _run(
 
     import trio
 
-    from wrapper.run import execute
+    from wrapper.execution import execute
 
     run = partial(execute, config, dialect, launch, environ, early, early_signals=early_signals)
     return trio.run(run)

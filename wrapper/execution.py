@@ -1,4 +1,10 @@
-"""One whole run: prepare the run directory, supervise the agent, write the result.
+"""Runs: prepare the run directory, supervise the agent, write the result.
+
+A ``Run`` is one run and nothing else: its own cancel scopes, agent, sinks
+and result. What belongs to the whole process (the stop signals, reaping
+the orphans a subreaper adopts, the guardian) is set up once by whoever owns
+the process (``execute`` for the command line's one run, the batch for its
+many) and handed to each run: a signal reaches a run as ``Run.interrupt``.
 
 The wrapper's stop signals are caught from the first moment of the run to
 the last, result writing included, so that a signal can shorten the run but
@@ -8,6 +14,7 @@ never cost its result.json.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shlex
@@ -16,7 +23,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -62,7 +69,7 @@ from wrapper.outcome import (
     quoting_stderr,
 )
 from wrapper.pretty import TICK_SECONDS, PrettyView
-from wrapper.proctree import owns_process, reap_orphans
+from wrapper.proctree import RunClaim, owns_process, reap_orphans
 from wrapper.result import AttemptRecord, build_result
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
@@ -91,7 +98,8 @@ async def execute(
     *,
     early_signals: list[signal.Signals] | None = None,
 ) -> int:
-    """Run the agent as configured and write result.json; return the exit status.
+    """The command line's run: the process's duties around one ``Run``;
+    returns the run's exit status.
 
     ``launch`` is the dialect's argv for the task (computed before the run, so
     that a task the agent cannot take is a usage error, not a failed run).
@@ -103,16 +111,20 @@ async def execute(
         if early is None and early_signals:
             run.interrupts += early_signals
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(run.relay_signals, signals)
+            nursery.start_soon(relay_signals, signals, lambda: (run,))
             if owns_process():
                 nursery.start_soon(reap_orphans_on_sigchld)
-            if run.pump is not None:
-                nursery.start_soon(run.pump.run)
-            if run.view is not None and os.isatty(1):
-                nursery.start_soon(run.tick_view)
             exit_status = await run.execute()
             nursery.cancel_scope.cancel()
     return exit_status
+
+
+async def relay_signals(signals: Any, runs: Callable[[], Iterable[Run]]) -> None:
+    """Hand each stop signal the process receives to every run ``runs`` names now."""
+    async for signum in signals:
+        sig = signal.Signals(signum)
+        for run in runs():
+            run.interrupt(sig)
 
 
 async def reap_orphans_on_sigchld() -> None:
@@ -124,6 +136,16 @@ async def reap_orphans_on_sigchld() -> None:
             reap_orphans()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class LiveOutput:
+    """Where a run shows its events as they come, when it shares the
+    process's stdout with other runs: ``show`` gets each event and its
+    JSON line; the pump is run by the owner."""
+
+    pump: OutputPump
+    show: Callable[[Event, bytes], None]
+
+
 class Run:
     def __init__(
         self,
@@ -132,8 +154,15 @@ class Run:
         launch: Launch,
         environ: Mapping[str, str],
         early: EarlyStart | None = None,
+        *,
+        live: LiveOutput | None = None,
+        claim: RunClaim | None = None,
     ) -> None:
+        """``live``: a shared output (a batch's), instead of the run's own
+        by its ``--output``. ``claim``: which processes below the wrapper are
+        this run's, when other runs share the process (None: all of them)."""
         self.config = config
+        self.claim = claim
         self.dialect = dialect
         self.launch = launch
         self.environ = environ
@@ -175,17 +204,25 @@ class Run:
                 self.errors.record("config", run_dir / "config.json", exc)
 
         mode = self.output_mode = resolve_output(config.output)
-        self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
-        self.view = (
-            PrettyView(
-                color=os.isatty(1),
-                label=config.label,
-                reply=f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))}",
+        #: The run's own stdout output, which it runs itself; a shared one is its owner's.
+        self.own_pump = live is None
+        self.view: PrettyView | None = None
+        self.pump: OutputPump | None
+        if live is not None:
+            self.pump = live.pump
+            self.stream = EventStream(self.events_log, live.show)
+        else:
+            self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
+            self.view = (
+                PrettyView(
+                    color=os.isatty(1),
+                    label=config.label,
+                    reply=f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))}",
+                )
+                if mode is OutputMode.PRETTY
+                else None
             )
-            if mode is OutputMode.PRETTY
-            else None
-        )
-        self.stream = EventStream(self.events_log, self._live_output())
+            self.stream = EventStream(self.events_log, self._live_output())
         self.hook_ctx = HookContext(
             cwd=config.cwd,
             env={
@@ -243,16 +280,28 @@ class Run:
             await trio.sleep(TICK_SECONDS)
             pump.write(view.ticker(trio.current_time() - self.clock_start).encode())
 
-    async def relay_signals(self, signals: Any) -> None:
-        async for signum in signals:
-            sig = signal.Signals(signum)
-            self.interrupts.append(sig)
-            if self.supervisor is not None:
-                self.supervisor.interrupt(sig)
-            if self.between_attempts is not None:
-                self.between_attempts.cancel()
+    def interrupt(self, sig: signal.Signals) -> None:
+        """The wrapper received the stop signal ``sig`` (or the run's owner
+        stops it as if): the run ends ``aborted``, its result written."""
+        self.interrupts.append(sig)
+        if self.supervisor is not None:
+            self.supervisor.interrupt(sig)
+        if self.between_attempts is not None:
+            self.between_attempts.cancel()
 
     async def execute(self) -> int:
+        """Do the run and write its result; returns its exit status."""
+        if not self.own_pump or self.pump is None:
+            return await self._execute()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.pump.run)
+            if self.view is not None and os.isatty(1):
+                nursery.start_soon(self.tick_view)
+            exit_status = await self._execute()
+            nursery.cancel_scope.cancel()
+        return exit_status
+
+    async def _execute(self) -> int:
         try:
             async with trio.open_nursery() as background:
                 if self.observers.wanted:
@@ -319,6 +368,7 @@ class Run:
             output=self.pump,
             on_event=self.observers.observe if self.observers.wanted else None,
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
+            claim=self.claim,
         )
         for sig in self.interrupts:
             supervisor.interrupt(sig)
