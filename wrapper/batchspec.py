@@ -130,7 +130,7 @@ def _parse_line(
         action = options.get(key)
         if action is None:
             raise SpecError(_unknown(key, [*OWN_KEYS, *options]))
-        setattr(namespace, action.dest, _value(key, value, action, spec_dir))
+        setattr(namespace, action.dest, one_value(key, value, action, spec_dir))
     if "task" in obj and "taskFile" in obj:
         raise SpecError('"task" and "taskFile" cannot both be given')
     if obj.get("taskFile") == "-":
@@ -161,8 +161,9 @@ def _unknown(key: str, known: Iterable[str]) -> str:
     return f"unknown key {key!r}{hint}"
 
 
-def _value(key: str, value: Any, action: argparse.Action, spec_dir: Path) -> Any:
-    """A line's value for one option, checked as the command line checks it."""
+def one_value(key: str, value: Any, action: argparse.Action, spec_dir: Path) -> Any:
+    """A value for one option (``key`` names it in messages), checked as the
+    command line checks it; paths are taken relative to ``spec_dir``."""
     if action.nargs == 0:  # a flag
         if not isinstance(value, bool):
             raise SpecError(f"{key!r} is true or false, not {value!r}")

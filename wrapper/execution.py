@@ -163,6 +163,8 @@ class Run:
         this run's, when other runs share the process (None: all of them)."""
         self.config = config
         self.claim = claim
+        #: result.json as the run wrote it (or printed it), once it has.
+        self.result: dict[str, Any] | None = None
         self.dialect = dialect
         self.launch = launch
         self.environ = environ
@@ -517,7 +519,11 @@ class Run:
                 policy=self.gate.policy,
             )
 
-        written = write_result(self.config, render, self.errors, artifacts)
+        def render_kept() -> dict[str, Any]:
+            self.result = render()
+            return self.result
+
+        written = write_result(self.config, render_kept, self.errors, artifacts)
         exit_status = verdict.exit_status if written is not None else EXIT_NO_RESULT
         outcome = str(verdict.outcome)
         error = verdict.error.to_json() if verdict.error is not None else None

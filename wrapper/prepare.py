@@ -35,7 +35,7 @@ from wrapper.settings import load_settings as load
 PROG = "agent-wrapper"
 
 
-class RunUsageError(Exception):
+class RunUsageError(ValueError):
     """Run options that cannot make a run; the message is what the command
     line prints after ``agent-wrapper: error:``."""
 
