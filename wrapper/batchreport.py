@@ -63,9 +63,15 @@ class RunEntry:
 
 
 def batch_json(
-    entries: Sequence[RunEntry], *, started_at: str, ended_at: str, exit_status: int
+    entries: Sequence[RunEntry],
+    *,
+    started_at: str,
+    ended_at: str,
+    exit_status: int,
+    warnings: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
-    """The whole batch: counts by outcome, then every run in spec order."""
+    """The whole batch: counts by outcome, then every run in spec order, and
+    the batch's own warnings (``{code, message}``)."""
     outcomes: dict[str, int] = {}
     for entry in entries:
         outcomes[entry.outcome] = outcomes.get(entry.outcome, 0) + 1
@@ -78,6 +84,7 @@ def batch_json(
         "runs": len(entries),
         "outcomes": outcomes,
         "results": [entry.to_json() for entry in entries],
+        "warnings": [dict(warning) for warning in warnings],
     }
 
 

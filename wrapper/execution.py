@@ -111,7 +111,7 @@ async def execute(
         if early is None and early_signals:
             run.interrupts += early_signals
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(relay_signals, signals, lambda: (run,))
+            nursery.start_soon(relay_signals, signals, lambda _sig: (run,))
             if owns_process():
                 nursery.start_soon(reap_orphans_on_sigchld)
             exit_status = await run.execute()
@@ -119,11 +119,12 @@ async def execute(
     return exit_status
 
 
-async def relay_signals(signals: Any, runs: Callable[[], Iterable[Run]]) -> None:
-    """Hand each stop signal the process receives to every run ``runs`` names now."""
+async def relay_signals(signals: Any, runs: Callable[[signal.Signals], Iterable[Run]]) -> None:
+    """Hand each stop signal the process receives to every run ``runs``
+    names for it (told of the signal, it says which runs are going on)."""
     async for signum in signals:
         sig = signal.Signals(signum)
-        for run in runs():
+        for run in runs(sig):
             run.interrupt(sig)
 
 
