@@ -45,7 +45,6 @@ the worker is gone before, ends the way the worker did.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 import sys
@@ -191,13 +190,9 @@ def fork_for_run(argv: list[str] | None = None) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
-    # What both processes hold now stays shared: the collector must not
-    # touch (and so copy) those pages in either of them.
-    gc.freeze()
     try:
         worker = os.fork()
     except OSError:
-        gc.unfreeze()
         os.close(read_end)
         os.close(write_end)
         return
@@ -337,8 +332,9 @@ def worker_ended(worker: int, status: int, announcement: bytes) -> None:
     """The worker ended with wait status ``status``, having announced
     ``announcement`` (see ``announce``): clean up if it died by a signal, and
     exit as the run's exit status says. Never returns."""
-    for sig in STOP_SIGNALS:  # nothing left to pass them on to
-        signal.signal(sig, signal.SIG_DFL)
+    # Nothing left to pass them on to, and the cleanup is not to be cut short.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     watches = _read_announcement(announcement)
     me = os.getpid()
@@ -357,6 +353,8 @@ def worker_ended(worker: int, status: int, announcement: bytes) -> None:
     if not watches:
         # Nothing of the run exists: end the way the worker did, as if the
         # runner had started it directly.
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(died_by, signal.SIG_DFL)
         with contextlib.suppress(OSError):
             os.kill(me, died_by)
         os._exit(128 + died_by)
