@@ -185,3 +185,8 @@ def test_batch_json_lists_every_run_and_counts_outcomes() -> None:
     assert [r["outcome"] for r in report["results"]] == ["ok", "error"]
     assert report["results"][1]["error"]["kind"] == "agent_error"
     assert report["results"][0]["durationMs"] == 1500
+
+
+def test_no_run_folder_takes_the_batch_reports_name(tmp_path: Path) -> None:
+    runs = spec(tmp_path, {"command": ["a"], "label": "batch.json"}, {"command": ["b"]})
+    assert folder_names(runs) == ["batch.json-2", "2"]

@@ -220,7 +220,8 @@ def folder_names(runs: Sequence[SpecRun]) -> list[str]:
     """A run-directory name for each run: its label made safe (letters,
     digits, ``.``, ``_``, ``-``), else its line number; unique in the batch
     (``name-2``, ``name-3`` for repeats, compared without case)."""
-    taken: set[str] = set()
+    # The batch's own report sits beside the runs' folders.
+    taken: set[str] = {"batch.json"}
     names = []
     for run in runs:
         base = _UNSAFE.sub("-", run.label or "").strip(".-")[:MAX_FOLDER] or str(run.line)

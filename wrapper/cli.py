@@ -525,6 +525,8 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 f"batch: {flag} is one run's: give it on a line of the spec "
                 "(runDir, result, label); --runs-dir says where the runs go"
             )
+    if args.task_file == "-":
+        parser.error("batch: --task-file cannot be -: the runs of a batch share no standard input")
     spec_path = Path(args.spec)
     try:
         text = spec_path.read_text(encoding="utf-8")
@@ -587,6 +589,8 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     # Stop signals from here on are acted on once the batch is up.
     early_signals = guardian.record_stop_signals()
+    # The runs' guardian alone in the runner's process group (see wrapper/guardian.py).
+    guardian.leave_guardians_group()
     # Orphans of the agents' trees come back to the wrapper and stay findable.
     become_subreaper()
     from functools import partial

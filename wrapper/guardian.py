@@ -214,12 +214,7 @@ def announce(run_id: str, run_dir: Path, result_path: Path, *, more: bool = Fals
     if fd is None or _guardian_pid is None:
         return
     if not _watches:
-        # A group of its own, before anything of the run exists: a kill of the
-        # runner's group reaches the guardian only (and before this, nothing
-        # of the run). Not earlier: the command line may still read the task
-        # from the terminal, which only its foreground group may do.
-        with contextlib.suppress(OSError):
-            os.setpgid(0, 0)
+        leave_guardians_group()
     _watches.append(
         Watch(
             wrapper_pid=_guardian_pid,
@@ -239,6 +234,17 @@ def announce(run_id: str, run_dir: Path, result_path: Path, *, more: bool = Fals
         pass
     if not more:
         close_announcements()
+
+
+def leave_guardians_group() -> None:
+    """Move the worker to a process group of its own, before anything of a
+    run exists: a kill of the runner's group reaches the guardian only (and
+    before this, nothing of the run). Not earlier: the command line may
+    still read the task from the terminal, which only its foreground group
+    may do. Does nothing in a process without a guardian."""
+    if _guardian_pid is not None:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
 
 
 def close_announcements() -> None:
