@@ -255,3 +255,30 @@ def test_a_killed_worker_leaves_each_started_run_a_result(tmp_path: Path) -> Non
         result = read_result(runs / f"r{n}" / "result.json")
         assert result["outcome"] == "aborted"
         assert result["error"]["kind"] == "wrapper_killed"
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_an_orphan_no_run_can_claim_is_ended_at_the_batchs_end(tmp_path: Path) -> None:
+    # A process that cleared its environment and left the agent's session:
+    # it belongs to no run that can be told, so the batch ends it at its end.
+    escape = [
+        "env",
+        "-i",
+        "setsid",
+        "-f",
+        sys.executable,
+        "-c",
+        "import time; time.sleep(60)",
+        f"escapee-{tmp_path}",
+    ]
+    leaves = scenario(tmp_path, "escapes", [{"run": {"argv": escape}}, *OK_STEPS])
+    spec = write_spec(tmp_path, [line(leaves, label="escapes")])
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "quiet")
+    assert proc.returncode == 0, proc.stderr.decode()
+    result = read_result(tmp_path / "runs" / "escapes" / "result.json")
+    assert result["outcome"] == "ok"
+    report = json.loads((tmp_path / "runs" / "batch.json").read_text())
+    [warning] = report["warnings"]
+    assert warning["code"] == "leftover_processes"
+    assert "python" in warning["message"]
+    assert "outlived the runs" in proc.stderr.decode()
