@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,20 +146,7 @@ async def run_async(
     )
     prepared = prepare_run(namespace, list(command), cwd=base, environ=environ, say_notes=False)
     the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ)
-    finished = trio.Event()
-
-    async def stop_when_cancelled() -> None:
-        try:
-            await finished.wait()
-        except trio.Cancelled:
-            the_run.interrupt(signal.SIGTERM)
-            raise
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(stop_when_cancelled)
-        with trio.CancelScope(shield=True):
-            await the_run.execute()
-        finished.set()
+    await the_run.execute()
     assert the_run.result is not None
     return RunResult.from_json(the_run.result)
 

@@ -293,7 +293,29 @@ class Run:
             self.between_attempts.cancel()
 
     async def execute(self) -> int:
-        """Do the run and write its result; returns its exit status."""
+        """Do the run and write its result; returns its exit status.
+
+        Cancelled by its owner, the run ends as a stop signal would end it
+        (``aborted``, the agent's tree ended, result.json written) before
+        the cancellation goes on: the other runs of the process are not
+        touched."""
+        finished = trio.Event()
+
+        async def stop_when_cancelled() -> None:
+            try:
+                await finished.wait()
+            except trio.Cancelled:
+                self.interrupt(signal.SIGTERM)
+                raise
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_when_cancelled)
+            with trio.CancelScope(shield=True):
+                exit_status = await self._execute_with_output()
+            finished.set()
+        return exit_status
+
+    async def _execute_with_output(self) -> int:
         if not self.own_pump or self.pump is None:
             return await self._execute()
         async with trio.open_nursery() as nursery:
