@@ -65,7 +65,7 @@ def test_an_ok_run_returns_what_result_json_says(
 
 
 @pytest.mark.usefixtures("env", "no_leaks")
-def test_a_failing_run_and_a_timeout(tmp_path: Path) -> None:
+def test_a_failing_run_and_a_timeout(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     failing = fake_command(tmp_path, [{"stderr": "boom"}, {"exit": 3}], "failing")
     result = wrapper.run(failing, task="Do it", run_dir=tmp_path / "failing-run")
     assert_matches_file(result, tmp_path / "failing-run")
@@ -82,6 +82,8 @@ def test_a_failing_run_and_a_timeout(tmp_path: Path) -> None:
     assert result.exit_status == 124
     assert result.error is not None
     assert result.error["kind"] == "timeout"
+    # The caller has the result: the wrapper writes nothing on its stdout or stderr.
+    assert capfd.readouterr() == ("", "")
 
 
 @pytest.mark.usefixtures("env", "no_leaks")

@@ -145,7 +145,8 @@ async def run_async(
         base,
     )
     prepared = prepare_run(namespace, list(command), cwd=base, environ=environ, say_notes=False)
-    the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ)
+    # The caller has the result: nothing on its stderr either.
+    the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ, say_at_end=False)
     await the_run.execute()
     assert the_run.result is not None
     return RunResult.from_json(the_run.result)

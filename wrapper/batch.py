@@ -167,6 +167,8 @@ async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, show
             item.environ,
             live=live,
             claim=proctree.RunClaim(config.run_id),
+            # The pretty output says how each run ended; elsewhere stderr does.
+            say_at_end=mode is not OutputMode.PRETTY,
         )
         item.state, item.started = "running", time.monotonic()
         if batch.stopped_by is not None:

@@ -158,11 +158,15 @@ class Run:
         *,
         live: LiveOutput | None = None,
         claim: RunClaim | None = None,
+        say_at_end: bool = True,
     ) -> None:
         """``live``: a shared output (a batch's), instead of the run's own
         by its ``--output``. ``claim``: which processes below the wrapper are
-        this run's, when other runs share the process (None: all of them)."""
+        this run's, when other runs share the process (None: all of them).
+        ``say_at_end``: repeat the run's error and its gravest warnings on
+        stderr at its end (unless its live view showed them)."""
         self.config = config
+        self.say_at_end = say_at_end
         self.claim = claim
         #: result.json as the run wrote it (or printed it), once it has.
         self.result: dict[str, Any] | None = None
@@ -560,14 +564,19 @@ class Run:
         if pump is not None:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):
                 await pump.drain()
-        if self.output_mode is not OutputMode.PRETTY:
+        if self.output_mode is not OutputMode.PRETTY and self.say_at_end:
             # The live view showed them as they came.
             for warning in self.stream.warnings:
                 if warning["code"] in WARNINGS_AT_END:
                     with contextlib.suppress(OSError, ValueError):
                         text = " ".join(str(warning["message"]).split())
                         print(f"agent-wrapper: warning: {text}", file=sys.stderr, flush=True)
-        if error is not None and written is not None and self.output_mode is not OutputMode.PRETTY:
+        if (
+            error is not None
+            and written is not None
+            and self.output_mode is not OutputMode.PRETTY
+            and self.say_at_end
+        ):
             # The live view shows the error itself; elsewhere a person reading
             # the log (a CI job, a runner's capture) gets one line on stderr.
             with contextlib.suppress(OSError, ValueError):
