@@ -54,6 +54,12 @@ def batch_argv(spec: Path, *options: str) -> list[str]:
     return [sys.executable, "-m", "wrapper", "batch", str(spec), *options]
 
 
+def read_report(runs_dir: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads((runs_dir / "batch.json").read_text())
+    validate("batch", report)
+    return report
+
+
 def run_batch(tmp_path: Path, spec: Path, *options: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         batch_argv(spec, *options),
@@ -94,7 +100,7 @@ def test_jobs_bounds_how_many_agents_run_at_once(tmp_path: Path) -> None:
         for result in results
     ]
     assert most_at_once(agents) == 2
-    report = json.loads((runs / "batch.json").read_text())
+    report = read_report(runs)
     assert report["exitStatus"] == 0
     assert report["outcomes"] == {"ok": 4}
     assert [entry["runId"] for entry in report["results"]] == [r["runId"] for r in results]
@@ -125,7 +131,7 @@ def test_a_failing_run_fails_the_batch_and_its_junit_case(tmp_path: Path) -> Non
     assert proc.stdout == b""
     broken = read_result(tmp_path / "runs" / "broken" / "result.json")
     assert broken["outcome"] == "error"
-    report = json.loads((tmp_path / "runs" / "batch.json").read_text())
+    report = read_report(tmp_path / "runs")
     assert report["exitStatus"] == 1
     assert report["outcomes"] == {"ok": 1, "error": 1}
     assert [(e["label"], e["success"]) for e in report["results"]] == [
@@ -150,7 +156,7 @@ def test_shards_run_every_line_exactly_once(tmp_path: Path) -> None:
             tmp_path, spec, "--shard", f"{index}/3", "--runs-dir", f"shard{index}", "--jobs", "3"
         )
         assert proc.returncode == 0, proc.stderr.decode()
-        report = json.loads((tmp_path / f"shard{index}" / "batch.json").read_text())
+        report = read_report(tmp_path / f"shard{index}")
         for entry in report["results"]:
             tasks.append(read_result(Path(entry["runDir"]) / "result.json")["task"])
     assert sorted(tasks) == sorted(f"task {n}" for n in range(7))
@@ -179,7 +185,7 @@ def test_sigterm_ends_every_run_aborted_with_its_result(tmp_path: Path) -> None:
         result = read_result(runs / f"r{n}" / "result.json")
         assert result["outcome"] == "aborted"
         assert result["error"]["kind"] == "interrupted"
-    report = json.loads((runs / "batch.json").read_text())
+    report = read_report(runs)
     assert report["exitStatus"] == 143
     assert report["outcomes"] == {"aborted": 3}
 
@@ -198,7 +204,7 @@ def test_one_runs_cleanup_leaves_another_runs_agent_alone(tmp_path: Path) -> Non
     assert any(w["code"] == "leftover_processes" for w in left["warnings"])
     assert pidfile.exists()
     # Ended by its run's cleanup, not as an orphan at the batch's end.
-    assert json.loads((tmp_path / "runs" / "batch.json").read_text())["warnings"] == []
+    assert read_report(tmp_path / "runs")["warnings"] == []
     working = read_result(tmp_path / "runs" / "works" / "result.json")
     # Still working while the other run cleaned up, and never touched.
     assert epoch(working["attempts"][0]["endedAt"]) > epoch(left["endedAt"])
@@ -277,7 +283,7 @@ def test_an_orphan_no_run_can_claim_is_ended_at_the_batchs_end(tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr.decode()
     result = read_result(tmp_path / "runs" / "escapes" / "result.json")
     assert result["outcome"] == "ok"
-    report = json.loads((tmp_path / "runs" / "batch.json").read_text())
+    report = read_report(tmp_path / "runs")
     [warning] = report["warnings"]
     assert warning["code"] == "leftover_processes"
     assert "python" in warning["message"]
