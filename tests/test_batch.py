@@ -288,3 +288,26 @@ def test_an_orphan_no_run_can_claim_is_ended_at_the_batchs_end(tmp_path: Path) -
     assert warning["code"] == "leftover_processes"
     assert "python" in warning["message"]
     assert "outlived the runs" in proc.stderr.decode()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_pretty_output_has_a_line_per_run_and_the_progress(tmp_path: Path) -> None:
+    spec = write_spec(
+        tmp_path,
+        [
+            line(scenario(tmp_path, "ok", OK_STEPS), label="fine"),
+            line(scenario(tmp_path, "bad", [{"stderr": "boom"}, {"exit": 3}]), label="broken"),
+        ],
+    )
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "pretty", "--jobs", "1")
+    assert proc.returncode == 1
+    lines = proc.stdout.decode().splitlines()
+    runs = tmp_path / "runs"
+    assert "ok fine (ok, " in lines[0]
+    assert lines[0].endswith(f"[{runs / 'fine' / 'result.json'}]")
+    [failed] = [text for text in lines if text.startswith("FAILED broken (error, ")]
+    assert "exited with status 3" in failed
+    assert lines[-1].startswith("[batch] 2/2 done, 0 running, 1 failed, 0 waiting, 0:")
+    assert lines[-1].endswith(f"(finished; {runs / 'batch.json'})")
+    # The pretty output said how the failed run ended: stderr does not repeat it.
+    assert "exited with status 3" not in proc.stderr.decode()
