@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ PROGRESS_TICK = 1.0
 ORPHAN_KILL_AFTER = 2.0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class BatchRun:
     """One run of the batch: where it is in the spec, and how it is going."""
 
@@ -124,9 +125,20 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
             if progress is not None:
                 nursery.start_soon(progress.tick, clock_start)
             limiter = trio.CapacityLimiter(batch.jobs)
-            async with trio.open_nursery() as runs:
-                for item in batch.runs:
-                    runs.start_soon(_one, batch, item, limiter, _Shown(pump, mode, progress))
+            try:
+                async with trio.open_nursery() as runs:
+                    # In spec order: each run takes its place before the next starts.
+                    for item in batch.runs:
+                        await limiter.acquire_on_behalf_of(item)
+                        runs.start_soon(_one, batch, item, limiter, _Shown(pump, mode, progress))
+            except Exception as exc:  # a bug must still end in batch.json
+                traceback.print_exception(exc, file=sys.stderr)
+                batch.warnings.append(
+                    {
+                        "code": "internal",
+                        "message": f"the batch failed (please report it): {type(exc).__name__}",
+                    }
+                )
             guardian.close_announcements()
             await _end_unclaimed(batch)
             exit_status = _exit_status(batch)
@@ -150,8 +162,9 @@ class _Shown:
 
 
 async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, shown: _Shown) -> None:
+    """Run ``item``, whose place among the runs going on it already has."""
     pump, mode, progress = shown.pump, shown.mode, shown.progress
-    async with limiter:
+    try:
         config = item.prepared.config
         # The guardian knows of the run before anything of it exists.
         guardian.announce(config.run_id, config.run_dir, config.result_path, more=True)
@@ -183,6 +196,8 @@ async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, show
             item.state = "done"
             if progress is not None:
                 progress.finished(item)
+    finally:
+        limiter.release_on_behalf_of(item)
 
 
 def _tagged(pump: OutputPump, run_id: str) -> Any:
@@ -226,7 +241,8 @@ async def _end_unclaimed(batch: Batch) -> None:
 def _exit_status(batch: Batch) -> int:
     if batch.stopped_by is not None:
         return 128 + int(batch.stopped_by)
-    return 0 if all(item.outcome == "ok" for item in batch.runs) else 1
+    failed = any(w["code"] == "internal" for w in batch.warnings)
+    return 0 if not failed and all(item.outcome == "ok" for item in batch.runs) else 1
 
 
 def _write_reports(batch: Batch, exit_status: int) -> None:
