@@ -232,6 +232,11 @@ def test_a_bad_line_is_named_and_nothing_starts(tmp_path: Path) -> None:
         assert named in stderr
         assert not (tmp_path / "runs").exists()
         assert not marker.exists()
+    spec = write_spec(tmp_path, [line(starts)])
+    proc = run_batch(tmp_path, spec, "--shard", "4/3", "--runs-dir", "runs")
+    assert proc.returncode == 2
+    assert "batch: --shard 4/3: I must be between 1 and N" in proc.stderr.decode()
+    assert not marker.exists()
 
 
 @pytest.mark.usefixtures("no_leaks")

@@ -533,12 +533,16 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         parser.error(f"batch: {args.spec}: cannot read it: {reason}")
+    try:
+        shard_of = parse_shard(args.shard) if args.shard else (1, 1)
+    except SpecError as exc:
+        parser.error(f"batch: {exc}")
     run_parser = _subparser(parser, "run")
     try:
         every = parse_spec(text, spec_path.parent.absolute(), run_parser, args)
-        selected = shard(every, *parse_shard(args.shard)) if args.shard else every
     except SpecError as exc:
         parser.error(f"batch: {args.spec}: {exc}")
+    selected = shard(every, *shard_of)
     names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     cwd = Path.cwd()
     batch_id = new_run_id()
