@@ -143,6 +143,13 @@ def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: fl
         "tree) over the window, per run, as a share of one core; wakeups/s counts the "
         "timeslices run. PSS (`/proc/PID/smaps_rollup`) is taken at the window's end, per "
         "run. Every run must then end `aborted` (exit 143) on SIGTERM.",
+        "- **batch**: two `agent-wrapper batch --output quiet` side by side, one of 1 run and "
+        "one of 20 runs at once (`--jobs 20`), every agent `sleep 3600` (`--dialect pi`, "
+        "silent); once every run's status.json says `running`, 3 s for start-up work to end "
+        "(1 s with `--quick`), then the PSS (`/proc/PID/smaps_rollup`) of each batch's "
+        "wrapper-side processes (the guardian and the worker, not the agents' trees), summed. "
+        "The cost of one more run is the difference over the 19 runs added. Both must then "
+        "end on SIGTERM with exit 143 and every run `aborted` in batch.json.",
         "- **environment**: every measured process gets this environment without "
         "`AGENT_WRAPPER_*` and with a bytecode cache (`PYTHONPYCACHEPREFIX` in the suite's "
         "temporary directory, `PYTHONDONTWRITEBYTECODE` removed), filled by a warm-up run "

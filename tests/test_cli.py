@@ -193,6 +193,10 @@ def test_public_surface_is_pinned() -> None:
             "decide",
             "is_terminal",
             "last_assistant_message",
+            "run",
+            "run_async",
+            "RunResult",
+            "RunUsageError",
         ]
     )
     for name in wrapper.__all__:

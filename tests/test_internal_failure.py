@@ -12,7 +12,7 @@ from tests.conftest import FAKE_PI, agent_env, read_result, write_scenario
 from wrapper.config import OutputMode, RunConfig
 from wrapper.dialects.pi import PiDialect
 from wrapper.events import Event
-from wrapper.run import execute
+from wrapper.execution import execute
 
 
 class ExplodingDialect(PiDialect):

@@ -8,6 +8,16 @@ from __future__ import annotations
 
 import importlib
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what type checkers see of the lazy names below
+    from wrapper.api import RunResult, run, run_async
+    from wrapper.completion import CompletionTracker, Limits, SendSignal
+    from wrapper.events import TERMINAL_STOP_REASONS, StopReason, canonical_stop_reason, is_terminal
+    from wrapper.framing import LineFramer
+    from wrapper.outcome import ErrorKind, Outcome, RunFacts, Verdict, decide
+    from wrapper.prepare import RunUsageError
+    from wrapper.transcript import last_assistant_message
+
 __version__ = "0.1.0"
 
 _EXPORTS = {
@@ -25,6 +35,10 @@ _EXPORTS = {
     "Verdict": "wrapper.outcome",
     "decide": "wrapper.outcome",
     "last_assistant_message": "wrapper.transcript",
+    "run": "wrapper.api",
+    "run_async": "wrapper.api",
+    "RunResult": "wrapper.api",
+    "RunUsageError": "wrapper.prepare",
 }
 
 __all__ = [  # noqa: RUF022 - the version first, then the lazy names as listed above
@@ -43,6 +57,10 @@ __all__ = [  # noqa: RUF022 - the version first, then the lazy names as listed a
     "Verdict",
     "decide",
     "last_assistant_message",
+    "run",
+    "run_async",
+    "RunResult",
+    "RunUsageError",
 ]
 
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from wrapper import __version__
 
@@ -60,18 +60,7 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from wrapper.config import (
-        CONTEXT_POLICIES,
-        DEFAULT_DRAIN_TIMEOUT,
-        DEFAULT_ESCALATION_TIMEOUT,
-        DEFAULT_GRACE,
-        DEFAULT_KILL_AFTER,
-        DEFAULT_MAX_DEPTH,
-        DEFAULT_MAX_STEERS,
-        DEFAULT_RUNS_ROOT,
-        DEFAULT_SETTLE_GRACE,
-        OutputMode,
-    )
+    from wrapper.config import DEFAULT_JOBS
     from wrapper.framing import DEFAULT_MAX_LINE_BYTES
     from wrapper.registry import BY_NAME
 
@@ -91,153 +80,40 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run COMMAND (the agent with its own flags, JSON mode included, "
         "e.g. `pi --mode json -p`) and supervise it. The wrapper inserts only the task.",
     )
-    task = run.add_mutually_exclusive_group()
-    task.add_argument(
-        "--task", metavar="TEXT", help="the prompt, placed where the agent expects it"
+    add_run_options(run)
+    batch = sub.add_parser(
+        "batch",
+        help="run the runs of a JSONL spec, several at once",
+        usage=f"{PROG} batch SPEC.jsonl [--jobs N] [--runs-dir DIR] [--junit FILE] "
+        "[--shard I/N] [--output MODE] [run options...]",
+        description="Run every run of SPEC.jsonl (one JSON object a line: command, and "
+        "optionally task, label, cwd, env and any run option in camelCase), at most N at "
+        "once, in one process with one guardian. The run options given here are the "
+        "defaults a line overrides. Writes each run's directory, RUNS_DIR/batch.json and, "
+        "with --junit, a JUnit report. Exit 0 when every run is ok, 1 otherwise.",
     )
-    task.add_argument(
-        "--task-file", metavar="PATH", help="read the prompt from PATH (- for standard input)"
+    batch.add_argument("spec", metavar="SPEC.jsonl", help="the runs, one JSON object a line")
+    batch.add_argument(
+        "--jobs",
+        metavar="N",
+        type=_positive_int,
+        default=DEFAULT_JOBS,
+        help=f"how many runs at once (default {DEFAULT_JOBS})",
     )
-    run.add_argument(
-        "--dialect",
-        choices=["auto", *sorted(BY_NAME)],
-        default="auto",
-        help="the agent's stream format (default: auto, from the command line)",
-    )
-    run.add_argument("--label", metavar="TEXT", help="a human name for the run")
-    run.add_argument(
-        "--run-dir",
+    batch.add_argument(
+        "--runs-dir",
         metavar="DIR",
-        help=f"where the run's files go (default: ./{DEFAULT_RUNS_ROOT}/RUN_ID)",
+        help="where the runs' directories (RUNS_DIR/LABEL, else RUNS_DIR/LINE) and batch.json "
+        "go (default: ./agent-runs/batch-BATCH_ID)",
     )
-    run.add_argument(
-        "--result",
-        metavar="PATH",
-        type=Path,
-        help="where result.json goes (default: RUN_DIR/result.json)",
+    batch.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
+    batch.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run only shard I of N (from 1): the lines whose place in the spec, from 0, "
+        "is I-1 modulo N",
     )
-    run.add_argument(
-        "--grace",
-        metavar="SECONDS",
-        type=_seconds,
-        default=None,
-        help="how long the agent may keep running after its final message "
-        f"(default: the agent's, see README; {DEFAULT_GRACE:g} for an unknown agent)",
-    )
-    run.add_argument(
-        "--settle-grace",
-        metavar="SECONDS",
-        type=_seconds,
-        default=None,
-        help="the same, once the agent said it is completely done "
-        f"(default: the agent's, see README; {DEFAULT_SETTLE_GRACE:g} for an unknown agent)",
-    )
-    run.add_argument(
-        "--kill-after",
-        metavar="SECONDS",
-        type=_seconds,
-        default=DEFAULT_KILL_AFTER,
-        help=f"SIGTERM to SIGKILL (default {DEFAULT_KILL_AFTER:g})",
-    )
-    run.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        help="hard limit on the whole run (default: none)",
-    )
-    run.add_argument(
-        "--attempt-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        help="limit on each attempt; an expired attempt still goes through the Stop hooks "
-        "(default: none)",
-    )
-    run.add_argument(
-        "--idle-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        help="end the run when the agent writes nothing for this long while no tool is "
-        "running (default: off)",
-    )
-    run.add_argument(
-        "--settings",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="hooks and stop settings, in Claude Code's settings format (repeatable; "
-        "later files add hooks and replace other keys)",
-    )
-    run.add_argument(
-        "--max-steers",
-        metavar="N",
-        type=_count,
-        help="how many times a blocked stop may send the agent back to work "
-        f"(default: stop.maxSteers from the settings, else {DEFAULT_MAX_STEERS})",
-    )
-    run.add_argument(
-        "--hooks-fail-closed",
-        action="store_true",
-        help="a Stop handler that crashes, times out or answers garbage ends the run as "
-        "an error (hook_failed) instead of allowing the stop (default: stop.failClosed "
-        "from the settings, else fail open)",
-    )
-    run.add_argument(
-        "--subagent",
-        action="store_true",
-        help="run as a subagent: stops fire SubagentStop handlers instead of Stop "
-        "(implied when the wrapper runs inside another wrapped agent)",
-    )
-    run.add_argument(
-        "--on-stop",
-        choices=["allow", "signal", "idle", "escalate"],
-        help="what a stop the hooks allowed means: allow it; require an explicit "
-        "completion signal; treat it as idle (settings onIdle); or ask a person "
-        "(default: onStop from the settings, else by --context, else allow)",
-    )
-    run.add_argument(
-        "--context",
-        choices=sorted(CONTEXT_POLICIES),
-        help="where the run happens: pipeline (default policy signal) or standalone "
-        "(default policy escalate)",
-    )
-    run.add_argument(
-        "--escalation-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        default=DEFAULT_ESCALATION_TIMEOUT,
-        help="how long to wait for a person's reply before letting the agent stop "
-        f"(default {DEFAULT_ESCALATION_TIMEOUT:g})",
-    )
-    run.add_argument(
-        "--drain-timeout",
-        metavar="SECONDS",
-        type=_seconds,
-        default=DEFAULT_DRAIN_TIMEOUT,
-        help="after the agent exits, how long to wait for its output to end "
-        f"(default {DEFAULT_DRAIN_TIMEOUT:g})",
-    )
-    run.add_argument(
-        "--output",
-        choices=[mode.value for mode in OutputMode],
-        default=OutputMode.AUTO.value,
-        help="what to print on stdout: jsonl events, a pretty live view, or nothing "
-        "(default: auto, pretty on a terminal, jsonl otherwise)",
-    )
-    run.add_argument(
-        "--max-depth",
-        metavar="N",
-        type=_positive_int,
-        default=DEFAULT_MAX_DEPTH,
-        help="refuse to start when nested deeper than N wrapped agents "
-        f"(default {DEFAULT_MAX_DEPTH})",
-    )
-    run.add_argument(
-        "--max-line-bytes",
-        metavar="N",
-        type=_positive_int,
-        default=DEFAULT_MAX_LINE_BYTES,
-        help=f"skip output lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
-    )
+    add_run_options(batch)
     normalize = sub.add_parser(
         "normalize",
         help="print a saved raw stream as normalized events",
@@ -334,6 +210,172 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a run, for ``run`` and (as the defaults of every line) ``batch``."""
+    from wrapper.config import (
+        CONTEXT_POLICIES,
+        DEFAULT_DRAIN_TIMEOUT,
+        DEFAULT_ESCALATION_TIMEOUT,
+        DEFAULT_GRACE,
+        DEFAULT_KILL_AFTER,
+        DEFAULT_MAX_DEPTH,
+        DEFAULT_MAX_STEERS,
+        DEFAULT_RUNS_ROOT,
+        DEFAULT_SETTLE_GRACE,
+        OutputMode,
+    )
+    from wrapper.framing import DEFAULT_MAX_LINE_BYTES
+    from wrapper.registry import BY_NAME
+
+    task = parser.add_mutually_exclusive_group()
+    task.add_argument(
+        "--task", metavar="TEXT", help="the prompt, placed where the agent expects it"
+    )
+    task.add_argument(
+        "--task-file", metavar="PATH", help="read the prompt from PATH (- for standard input)"
+    )
+    parser.add_argument(
+        "--dialect",
+        choices=["auto", *sorted(BY_NAME)],
+        default="auto",
+        help="the agent's stream format (default: auto, from the command line)",
+    )
+    parser.add_argument("--label", metavar="TEXT", help="a human name for the run")
+    parser.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        help=f"where the run's files go (default: ./{DEFAULT_RUNS_ROOT}/RUN_ID)",
+    )
+    parser.add_argument(
+        "--result",
+        metavar="PATH",
+        type=Path,
+        help="where result.json goes (default: RUN_DIR/result.json)",
+    )
+    parser.add_argument(
+        "--grace",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="how long the agent may keep running after its final message "
+        f"(default: the agent's, see README; {DEFAULT_GRACE:g} for an unknown agent)",
+    )
+    parser.add_argument(
+        "--settle-grace",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="the same, once the agent said it is completely done "
+        f"(default: the agent's, see README; {DEFAULT_SETTLE_GRACE:g} for an unknown agent)",
+    )
+    parser.add_argument(
+        "--kill-after",
+        metavar="SECONDS",
+        type=_seconds,
+        default=DEFAULT_KILL_AFTER,
+        help=f"SIGTERM to SIGKILL (default {DEFAULT_KILL_AFTER:g})",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        help="hard limit on the whole run (default: none)",
+    )
+    parser.add_argument(
+        "--attempt-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        help="limit on each attempt; an expired attempt still goes through the Stop hooks "
+        "(default: none)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        help="end the run when the agent writes nothing for this long while no tool is "
+        "running (default: off)",
+    )
+    parser.add_argument(
+        "--settings",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="hooks and stop settings, in Claude Code's settings format (repeatable; "
+        "later files add hooks and replace other keys)",
+    )
+    parser.add_argument(
+        "--max-steers",
+        metavar="N",
+        type=_count,
+        help="how many times a blocked stop may send the agent back to work "
+        f"(default: stop.maxSteers from the settings, else {DEFAULT_MAX_STEERS})",
+    )
+    parser.add_argument(
+        "--hooks-fail-closed",
+        action="store_true",
+        help="a Stop handler that crashes, times out or answers garbage ends the run as "
+        "an error (hook_failed) instead of allowing the stop (default: stop.failClosed "
+        "from the settings, else fail open)",
+    )
+    parser.add_argument(
+        "--subagent",
+        action="store_true",
+        help="run as a subagent: stops fire SubagentStop handlers instead of Stop "
+        "(implied when the wrapper runs inside another wrapped agent)",
+    )
+    parser.add_argument(
+        "--on-stop",
+        choices=["allow", "signal", "idle", "escalate"],
+        help="what a stop the hooks allowed means: allow it; require an explicit "
+        "completion signal; treat it as idle (settings onIdle); or ask a person "
+        "(default: onStop from the settings, else by --context, else allow)",
+    )
+    parser.add_argument(
+        "--context",
+        choices=sorted(CONTEXT_POLICIES),
+        help="where the run happens: pipeline (default policy signal) or standalone "
+        "(default policy escalate)",
+    )
+    parser.add_argument(
+        "--escalation-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=DEFAULT_ESCALATION_TIMEOUT,
+        help="how long to wait for a person's reply before letting the agent stop "
+        f"(default {DEFAULT_ESCALATION_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=DEFAULT_DRAIN_TIMEOUT,
+        help="after the agent exits, how long to wait for its output to end "
+        f"(default {DEFAULT_DRAIN_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--output",
+        choices=[mode.value for mode in OutputMode],
+        default=OutputMode.AUTO.value,
+        help="what to print on stdout: jsonl events, a pretty live view, or nothing "
+        "(default: auto, pretty on a terminal, jsonl otherwise)",
+    )
+    parser.add_argument(
+        "--max-depth",
+        metavar="N",
+        type=_positive_int,
+        default=DEFAULT_MAX_DEPTH,
+        help="refuse to start when nested deeper than N wrapped agents "
+        f"(default {DEFAULT_MAX_DEPTH})",
+    )
+    parser.add_argument(
+        "--max-line-bytes",
+        metavar="N",
+        type=_positive_int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        help=f"skip output lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
+    )
+
+
 def _split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
     """Split ``run`` arguments at the first ``--``: options before, COMMAND after."""
     if "--" not in args:
@@ -373,56 +415,13 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
     return parser
 
 
-def new_run_id() -> str:
-    import secrets
-    import time
-
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
-
-
-def _read_task_file(parser: argparse.ArgumentParser, path: str) -> str:
-    try:
-        if path == "-":
-            # What a shell pipe or here-document adds, not part of the task.
-            return sys.stdin.read().removesuffix("\n")
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        parser.error(f"--task-file {path}: cannot read it: {reason}")
-
-
-def _on_stop(*choices: str | None) -> str:
-    """The flag, else the settings, else the context's policy, else ``allow``."""
-    return next((choice for choice in choices if choice), "allow")
-
-
-_T = TypeVar("_T")
-
-
-def _first(*values: _T | None) -> _T:
-    return next(value for value in values if value is not None)
-
-
 def _load_settings(parser: argparse.ArgumentParser, paths: list[str]) -> Settings:
-    from wrapper.settings import SettingsError, load_settings
+    from wrapper.prepare import RunUsageError, load_settings
 
     try:
-        settings = load_settings(paths)
-    except SettingsError as exc:
-        parser.error(f"--settings {exc}")
-    for note in settings.notes:
-        print(f"{PROG}: note: {note}", file=sys.stderr)
-    return settings
-
-
-def _check_hook_commands(parser: argparse.ArgumentParser, settings: Settings, cwd: Path) -> None:
-    """Hook programs and scripts must exist where the handlers will run."""
-    from wrapper.settings import SettingsError, check_commands
-
-    try:
-        check_commands(settings, {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}, cwd)
-    except SettingsError as exc:
-        parser.error(f"--settings {exc}")
+        return load_settings(paths)
+    except RunUsageError as exc:
+        parser.error(str(exc))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -440,6 +439,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.error(_unrecognized(sub, args.subcommand, extras, command is not None))
     if args.subcommand == "run":
         return _run(parser, args, command)
+    if args.subcommand == "batch":
+        return _batch(parser, args)
     if args.subcommand in ("signal", "reply", "status"):
         from wrapper import tools
 
@@ -476,82 +477,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(
     parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str] | None
 ) -> int:
-    if not command:
-        parser.error(
-            "run: no COMMAND: put the agent's command after --, "
-            "e.g. agent-wrapper run --task 'Fix it' -- pi --mode json -p"
-        )
-    from wrapper.config import (
-        CONTEXT_POLICIES,
-        DEFAULT_MAX_STEERS,
-        DEFAULT_RUNS_ROOT,
-        OutputMode,
-        RunConfig,
-        child_depth,
-    )
-    from wrapper.dialects import UsageError, resolve_dialect
+    from wrapper.prepare import RunUsageError, prepare_run
 
-    task = args.task if args.task_file is None else _read_task_file(parser, args.task_file)
-    if task is not None and not task.strip():
-        source = "--task" if args.task_file is None else f"--task-file {args.task_file}"
-        parser.error(
-            f"run: {source} is empty: give the agent something to do, or leave the "
-            "task out to run COMMAND as it is"
-        )
     try:
-        dialect = resolve_dialect(args.dialect, command, task is not None)
-    except UsageError as exc:
-        parser.error(f"run: {exc}")
-    settings = _load_settings(parser, args.settings)
-    cwd = Path.cwd()
-    _check_hook_commands(parser, settings, cwd)
-    run_id = new_run_id()
-    runs_root = None
-    if args.run_dir is None:
-        runs_root = cwd / DEFAULT_RUNS_ROOT
-        run_dir = runs_root / run_id
-    else:
-        if not args.run_dir:
-            parser.error("run: --run-dir is empty: give a directory for the run's files")
-        run_dir = (cwd / args.run_dir).absolute()
-        from wrapper.artifacts import run_dir_problem
-
-        problem = run_dir_problem(run_dir)
-        if problem is not None:
-            parser.error(f"run: --run-dir {problem}")
-    result_path = (cwd / args.result).absolute() if args.result else run_dir / "result.json"
-    config = RunConfig(
-        command=tuple(command),
-        task=task,
-        dialect=args.dialect,
-        label=args.label,
-        run_id=run_id,
-        run_dir=run_dir,
-        result_path=result_path,
-        runs_root=runs_root,
-        cwd=cwd,
-        grace=_first(args.grace, dialect.default_grace),
-        settle_grace=_first(args.settle_grace, dialect.default_settle_grace),
-        kill_after=args.kill_after,
-        timeout=args.timeout,
-        drain_timeout=args.drain_timeout,
-        output=OutputMode(args.output),
-        max_depth=args.max_depth,
-        max_line_bytes=args.max_line_bytes,
-        attempt_timeout=args.attempt_timeout,
-        idle_timeout=args.idle_timeout,
-        settings=settings,
-        max_steers=_first(args.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
-        hooks_fail_closed=args.hooks_fail_closed or settings.fail_closed,
-        subagent=args.subagent or child_depth(os.environ) > 1,
-        on_stop=_on_stop(args.on_stop, settings.on_stop, CONTEXT_POLICIES.get(args.context)),
-        context=args.context,
-        escalation_timeout=args.escalation_timeout,
-    )
-    try:
-        launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)
-    except UsageError as exc:
-        parser.error(f"run: {exc}")
+        prepared = prepare_run(args, command)
+    except RunUsageError as exc:
+        parser.error(str(exc))
+    config, dialect, launch = prepared.config, prepared.dialect, prepared.launch
     from wrapper import guardian
 
     # Stop signals from here on are acted on once the run is up.
@@ -574,10 +506,107 @@ def _run(
     defer_import("idna")
     import trio
 
-    from wrapper.run import execute
+    from wrapper.execution import execute
 
     run = partial(execute, config, dialect, launch, environ, early, early_signals=early_signals)
     return trio.run(run)
+
+
+def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Check the whole spec (every line made into a run, as ``run`` would)
+    before anything starts; then run the batch."""
+    import copy
+
+    from wrapper.batchspec import SpecError, folder_names, parse_shard, parse_spec, shard
+    from wrapper.config import DEFAULT_BATCHES_ROOT, OutputMode
+    from wrapper.prepare import RunUsageError, new_run_id, prepare_run
+
+    for flag, dest in (("--run-dir", "run_dir"), ("--result", "result"), ("--label", "label")):
+        if getattr(args, dest) is not None:
+            parser.error(
+                f"batch: {flag} is one run's: give it on a line of the spec "
+                "(runDir, result, label); --runs-dir says where the runs go"
+            )
+    if args.task_file == "-":
+        parser.error("batch: --task-file cannot be -: the runs of a batch share no standard input")
+    spec_path = Path(args.spec)
+    try:
+        text = spec_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        parser.error(f"batch: {args.spec}: cannot read it: {reason}")
+    try:
+        shard_of = parse_shard(args.shard) if args.shard else (1, 1)
+    except SpecError as exc:
+        parser.error(f"batch: {exc}")
+    run_parser = _subparser(parser, "run")
+    try:
+        every = parse_spec(text, spec_path.parent.absolute(), run_parser, args)
+    except SpecError as exc:
+        parser.error(f"batch: {args.spec}: {exc}")
+    selected = shard(every, *shard_of)
+    names = dict(zip((run.index for run in every), folder_names(every), strict=True))
+    cwd = Path.cwd()
+    batch_id = new_run_id()
+    runs_dir = (
+        (cwd / args.runs_dir).absolute()
+        if args.runs_dir
+        else cwd / DEFAULT_BATCHES_ROOT / f"batch-{batch_id}"
+    )
+    output = OutputMode(args.output)
+    from wrapper.batch import Batch, BatchRun
+    from wrapper.execution import resolve_output
+
+    quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
+    items: list[BatchRun] = []
+    places: dict[Path, int] = {}
+    for run in selected:
+        options = copy.copy(run.options)
+        options.output = quiet_runs
+        environ = {**os.environ, **run.env}
+        try:
+            prepared = prepare_run(
+                options,
+                run.command,
+                cwd=run.cwd,
+                environ=environ,
+                run_dir=runs_dir / names[run.index],
+            )
+        except RunUsageError as exc:
+            parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
+        config = prepared.config
+        for path in dict.fromkeys([config.run_dir, config.result_path]):
+            if path in places:
+                parser.error(
+                    f"batch: {args.spec}: line {run.line}: {path} is line {places[path]}'s too: "
+                    "every run needs a directory and a result.json of its own"
+                )
+            places[path] = run.line
+        items.append(BatchRun(run.name, run.label, run.line, prepared, environ))
+    batch = Batch(
+        runs=items,
+        runs_dir=runs_dir,
+        jobs=args.jobs,
+        output=output,
+        junit=(cwd / args.junit).absolute() if args.junit else None,
+    )
+    from wrapper import guardian
+    from wrapper.proctree import become_subreaper
+
+    # Stop signals from here on are acted on once the batch is up.
+    early_signals = guardian.record_stop_signals()
+    # The runs' guardian alone in the runner's process group (see wrapper/guardian.py).
+    guardian.leave_guardians_group()
+    # Orphans of the agents' trees come back to the wrapper and stay findable.
+    become_subreaper()
+    from functools import partial
+
+    defer_import("idna")
+    import trio
+
+    from wrapper.batch import run_batch
+
+    return trio.run(partial(run_batch, batch, early_signals))
 
 
 class _Deferred(ModuleType):

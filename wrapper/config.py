@@ -37,6 +37,11 @@ OUTPUT_FLUSH_TIMEOUT = 5.0
 READ_CHUNK_BYTES = 1024 * 1024
 #: Where runs go when --run-dir is not given, relative to the working directory.
 DEFAULT_RUNS_ROOT = Path(".agent-wrapper") / "runs"
+#: How many runs of a batch go on at once, unless --jobs says otherwise.
+DEFAULT_JOBS = 4
+#: Where a batch's runs go when --runs-dir is not given, relative to the
+#: working directory (then ``batch-BATCH_ID`` below it).
+DEFAULT_BATCHES_ROOT = Path("agent-runs")
 #: Longest stderr line turned into one event (the log keeps every byte).
 STDERR_LINE_BYTES = 64 * 1024
 

@@ -160,7 +160,7 @@ class Event:
 #: Keys the sinks put around every event's payload. A payload key among them
 #: would silently overwrite the envelope (a retry's number passing for the
 #: wrapper's attempt), so an event type that declares one is refused.
-ENVELOPE_KEYS: frozenset[str] = frozenset({"type", "seq", "ts", "attempt", "source"})
+ENVELOPE_KEYS: frozenset[str] = frozenset({"type", "seq", "ts", "attempt", "source", "runId"})
 
 _FIELD_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
 

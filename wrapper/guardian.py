@@ -6,7 +6,10 @@ runner started and holds the pid of, becomes the guardian; the child, the
 worker, parses the command line, does the run and starts the agent below
 itself. Before it creates anything of the run it announces the run (id,
 directory, result path) to the guardian on a pipe and leaves the
-guardian's process group for one of its own (``announce``).
+guardian's process group for one of its own (``announce``). A batch is
+guarded the same way: its worker announces each run as it starts it, and
+what the guardian does at the worker's death it does for every run
+announced.
 
 The guardian costs nothing while the run goes on. It replaces itself with
 a fresh interpreter holding only built-in modules (``wrapper/waiter.py``),
@@ -91,7 +94,9 @@ _Known = dict[int, float]
 _guardian_pid: int | None = None
 _guardian_pgid: int | None = None
 _announce_fd: int | None = None
-_watch: Watch | None = None
+_watches: list[Watch] = []
+#: Ends each run's record on the announcement pipe (no field is empty).
+RECORD_END = b"\0\0"
 
 
 class Watch:
@@ -175,7 +180,7 @@ def fork_for_run(argv: list[str] | None = None) -> None:
     """
     global _guardian_pid, _guardian_pgid, _announce_fd  # properties of the whole process
     args = sys.argv if argv is None else argv
-    if _guardian_pid is not None or args[1:2] != ["run"]:
+    if _guardian_pid is not None or args[1:2] not in (["run"], ["batch"]):
         return
     me = os.getpid()
     try:
@@ -200,37 +205,54 @@ def fork_for_run(argv: list[str] | None = None) -> None:
     _become_guardian(worker, read_end)
 
 
-def announce(run_id: str, run_dir: Path, result_path: Path) -> None:
+def announce(run_id: str, run_dir: Path, result_path: Path, *, more: bool = False) -> None:
     """Tell the guardian which run this is, before anything of it exists (and
-    from then on, end the run should the guardian die). Does nothing in a
-    process without a guardian."""
-    global _watch, _announce_fd  # properties of the whole process
+    from then on, end the run should the guardian die). ``more``: other runs
+    of this process will be announced later (a batch), each before it
+    starts. Does nothing in a process without a guardian."""
     fd = _announce_fd
     if fd is None or _guardian_pid is None:
         return
-    # A group of its own, before anything of the run exists: a kill of the
-    # runner's group reaches the guardian only (and before this, nothing
-    # of the run). Not earlier: the command line may still read the task
-    # from the terminal, which only its foreground group may do.
-    with contextlib.suppress(OSError):
-        os.setpgid(0, 0)
-    _watch = Watch(
-        wrapper_pid=_guardian_pid,
-        run_id=run_id,
-        run_dir=run_dir,
-        result_path=result_path,
-        # The runner's session and the guardian's group hold the guardian's
-        # parent and siblings, never the agent (it gets a session of its own).
-        spared=frozenset({os.getsid(0), _guardian_pgid or 0}),
+    if not _watches:
+        leave_guardians_group()
+    _watches.append(
+        Watch(
+            wrapper_pid=_guardian_pid,
+            run_id=run_id,
+            run_dir=run_dir,
+            result_path=result_path,
+            # The runner's session and the guardian's group hold the guardian's
+            # parent and siblings, never the agent (it gets a session of its own).
+            spared=frozenset({os.getsid(0), _guardian_pgid or 0}),
+        )
     )
-    data = "\0".join([run_id, str(run_dir), str(result_path)]).encode()
+    data = "\0".join([run_id, str(run_dir), str(result_path)]).encode() + RECORD_END
     try:
         while data:
             data = data[os.write(fd, data) :]
     except OSError:
         pass
-    finally:
-        os.close(fd)
+    if not more:
+        close_announcements()
+
+
+def leave_guardians_group() -> None:
+    """Move the worker to a process group of its own, before anything of a
+    run exists: a kill of the runner's group reaches the guardian only (and
+    before this, nothing of the run). Not earlier: the command line may
+    still read the task from the terminal, which only its foreground group
+    may do. Does nothing in a process without a guardian."""
+    if _guardian_pid is not None:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
+
+
+def close_announcements() -> None:
+    """No more runs will be announced."""
+    global _announce_fd  # a property of the whole process
+    if _announce_fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(_announce_fd)
         _announce_fd = None
 
 
@@ -253,12 +275,13 @@ def _end_orphaned_run() -> None:
     for sig in STOP_SIGNALS:
         with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, signal.SIG_IGN)
-    watch = _watch
+    watches = list(_watches)
     try:
-        if watch is not None:  # else nothing of the run exists yet
+        if watches:  # else nothing of the run exists yet
             me = os.getpid()
-            cleanup = end_run(watch, known_below(me), {me, watch.wrapper_pid})
-            finish_run(watch, cleanup)
+            cleanup = end_run(watches, known_below(me), {me, watches[0].wrapper_pid})
+            for watch in watches:
+                finish_run(watch, cleanup)
     finally:
         os._exit(WRAPPER_KILLED_EXIT)
 
@@ -319,7 +342,7 @@ def worker_ended(worker: int, status: int, announcement: bytes) -> None:
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    watch = _read_announcement(announcement)
+    watches = _read_announcement(announcement)
     me = os.getpid()
     # Not niced while it waits: the runner is to learn of the end at once.
     # Cleaning up must not come at the expense of the rest of the machine.
@@ -327,13 +350,13 @@ def worker_ended(worker: int, status: int, announcement: bytes) -> None:
         os.nice(10)
     if not os.WIFSIGNALED(status):
         code = os.waitstatus_to_exitcode(status)
-        if watch is not None and _has_children():
+        if watches and _has_children():
             # The worker gave up on some of the run's processes: one more try.
             with contextlib.suppress(Exception):
-                end_run(watch, known_below(me), {me})
+                end_run(watches, known_below(me), {me})
         os._exit(code)
     died_by = os.WTERMSIG(status)
-    if watch is None:
+    if not watches:
         # Nothing of the run exists: end the way the worker did, as if the
         # runner had started it directly.
         with contextlib.suppress(OSError, ValueError):
@@ -342,31 +365,39 @@ def worker_ended(worker: int, status: int, announcement: bytes) -> None:
             os.kill(me, died_by)
         os._exit(128 + died_by)
     try:
-        cleanup = end_run(watch, known_below(me), {me})
-        finish_run(
-            watch,
-            cleanup,
-            exit_status=128 + died_by,
-            who=f"the wrapper's worker process (pid {worker}) died of {_signal_name(died_by)}",
-        )
+        cleanup = end_run(watches, known_below(me), {me})
+        for watch in watches:
+            finish_run(
+                watch,
+                cleanup,
+                exit_status=128 + died_by,
+                who=f"the wrapper's worker process (pid {worker}) died of {_signal_name(died_by)}",
+            )
     finally:
         os._exit(128 + died_by)
 
 
-def _read_announcement(data: bytes) -> Watch | None:
-    """The run the worker announced: None when it ended (or died) before."""
-    parts = data.decode(errors="surrogateescape").split("\0")
-    if len(parts) != 3 or not parts[0]:
-        return None
+def _read_announcement(data: bytes) -> list[Watch]:
+    """The runs the worker announced, whole (none when it ended, or died,
+    before it announced one)."""
     from pathlib import Path  # noqa: PLC0415 - the waiting guardian does without
 
-    return Watch(
-        wrapper_pid=os.getpid(),
-        run_id=parts[0],
-        run_dir=Path(parts[1]),
-        result_path=Path(parts[2]),
-        spared=frozenset({os.getsid(0), os.getpgid(0)}),
-    )
+    watches = []
+    # What follows the last record's end is a record cut short by a death.
+    for record in data.split(RECORD_END)[:-1]:
+        parts = record.decode(errors="surrogateescape").split("\0")
+        if len(parts) != 3 or not parts[0]:
+            continue
+        watches.append(
+            Watch(
+                wrapper_pid=os.getpid(),
+                run_id=parts[0],
+                run_dir=Path(parts[1]),
+                result_path=Path(parts[2]),
+                spared=frozenset({os.getsid(0), os.getpgid(0)}),
+            )
+        )
+    return watches
 
 
 def _has_children() -> bool:
@@ -403,17 +434,20 @@ def known_below(pid: int) -> _Known:
 # -- ending the run's processes ---------------------------------------------------------
 
 
-def end_run(watch: Watch, known: _Known, own: set[int]) -> Cleanup:
-    """SIGTERM, then SIGKILL, to every process of the run, sweep after sweep,
+def end_run(watches: list[Watch], known: _Known, own: set[int]) -> Cleanup:
+    """SIGTERM, then SIGKILL, to every process of the runs, sweep after sweep,
     until the sweeps find nothing for ``QUIET_SECONDS`` (bounded)."""
     import psutil  # noqa: PLC0415 - see known_below
 
     cleanup = Cleanup()
-    spared = set(watch.spared) | {os.getsid(0), os.getpgid(0)}
+    run_ids = {watch.run_id for watch in watches}
+    spared = {os.getsid(0), os.getpgid(0)}
+    for watch in watches:
+        spared |= watch.spared
     sweeps = 0
     quiet_since: float | None = None
     while True:
-        targets, groups = find_run(watch.run_id, known, own, spared)
+        targets, groups = find_run(run_ids, known, own, spared)
         if not targets:
             now = time.monotonic()
             quiet_since = now if quiet_since is None else quiet_since
@@ -441,11 +475,11 @@ def end_run(watch: Watch, known: _Known, own: set[int]) -> Cleanup:
 
 
 def find_run(
-    run_id: str, known: _Known, own: set[int], spared: set[int]
+    run_ids: set[str], known: _Known, own: set[int], spared: set[int]
 ) -> tuple[list[psutil.Process], set[int]]:
-    """The live processes of the run, and the process groups to signal whole.
+    """The live processes of the runs, and the process groups to signal whole.
 
-    A process is the run's when its environment carries the run id, when the
+    A process is a run's when its environment carries the run's id, when the
     guardian saw it below the wrapper, when it descends from one of those,
     or when it shares a session or a process group with one of those (the
     agent's session holds what cleared its environment). ``spared``
@@ -469,7 +503,7 @@ def find_run(
             continue
         table[pid] = (proc, ppid, sid, pgid)
         with contextlib.suppress(psutil.Error):
-            if proc.environ().get(RUN_ID_VARIABLE) == run_id:
+            if proc.environ().get(RUN_ID_VARIABLE) in run_ids:
                 marked.add(pid)
     for pid, created in known.items():
         entry = table.get(pid)

@@ -226,8 +226,49 @@ def signal_each(procs: list[psutil.Process], sig: signal.Signals) -> list[int]:
     return reached
 
 
-def leftovers() -> list[psutil.Process]:
-    """Live processes below the wrapper that are not its own helpers (or theirs).
+class RunClaim:
+    """Which processes below the wrapper are one run's, when several runs
+    share the wrapper (a batch): the run's agents and what they started
+    (their sessions and process groups), and whatever carries the run's id
+    in its environment. Another run's agent, or an orphan that cleared its
+    environment and left the agent's session, is never this run's."""
+
+    __slots__ = ("agents", "run_id")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        #: The pids of the run's agents, one per attempt (each leads a session).
+        self.agents: set[int] = set()
+
+    def __call__(self, pid: int) -> bool:
+        if pid in self.agents:
+            return True
+        if pid in WAITED:  # another run's agent
+            return False
+        try:
+            if os.getsid(pid) in self.agents or os.getpgid(pid) in self.agents:
+                return True
+        except OSError:
+            return False
+        return run_id_of(pid) == self.run_id
+
+
+def run_id_of(pid: int) -> str | None:
+    """The ``AGENT_WRAPPER_RUN_ID`` in ``pid``'s environment, if it can be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            data = file.read()
+    except OSError:
+        return None
+    for entry in data.split(b"\0"):
+        if entry.startswith(b"AGENT_WRAPPER_RUN_ID="):
+            return entry.partition(b"=")[2].decode(errors="replace")
+    return None
+
+
+def leftovers(claim: Callable[[int], bool] | None = None) -> list[psutil.Process]:
+    """Live processes below the wrapper that are not its own helpers (or theirs);
+    with ``claim``, only the subtrees of the wrapper's children it claims.
 
     Only for a subreaper, whose children are all the wrapper's doing; zombies
     among its adopted children are reaped on the way.
@@ -241,7 +282,11 @@ def leftovers() -> list[psutil.Process]:
     for pid, ppid, state in _process_table():
         by_parent.setdefault(ppid, []).append((pid, state))
     found: list[psutil.Process] = []
-    pending = [entry for entry in by_parent.get(me, []) if entry[0] not in OWN_HELPERS]
+    pending = [
+        entry
+        for entry in by_parent.get(me, [])
+        if entry[0] not in OWN_HELPERS and (claim is None or entry[1] == "Z" or claim(entry[0]))
+    ]
     while pending:
         pid, state = pending.pop()
         pending += by_parent.get(pid, [])
@@ -307,17 +352,24 @@ def _alive(proc: psutil.Process, me: int) -> bool:
     return False
 
 
-def adopted() -> list[int]:
+def adopted(claim: Callable[[int], bool] | None = None) -> list[int]:
     """The wrapper's direct children that are neither its helpers nor waited
-    for by pid (the agent): processes it adopted. A quick look, for a
-    process that forks and exits faster than a full listing. Only for a
-    subreaper: a library caller's other children are not the agent's."""
+    for by pid (the agent): processes it adopted (with ``claim``, those it
+    claims). A quick look, for a process that forks and exits faster than a
+    full listing. Only for a subreaper: a library caller's other children
+    are not the agent's."""
     if not _subreaper or _spawning:
         return []
-    return [pid for pid in own_children() if pid not in OWN_HELPERS and pid not in WAITED]
+    return [
+        pid
+        for pid in own_children()
+        if pid not in OWN_HELPERS and pid not in WAITED and (claim is None or claim(pid))
+    ]
 
 
-def freeze(find: Callable[[], list[psutil.Process]]) -> tuple[list[psutil.Process], bool]:
+def freeze(
+    find: Callable[[], list[psutil.Process]], claim: Callable[[int], bool] | None = None
+) -> tuple[list[psutil.Process], bool]:
     """Stop (SIGSTOP) every process ``find`` lists, and its process group,
     listing again until nothing new appears. Returns the processes stopped
     and whether the tree stopped growing within ``FREEZE_ROUNDS``.
@@ -347,7 +399,7 @@ def freeze(find: Callable[[], list[psutil.Process]]) -> tuple[list[psutil.Proces
     for _round in range(FREEZE_ROUNDS):
         new = sum(stop(proc.pid, proc) for proc in find())
         for _look in range(FREEZE_QUICK_LOOKS):
-            quick = sum(stop(pid, None) for pid in adopted())
+            quick = sum(stop(pid, None) for pid in adopted(claim))
             if not quick:
                 break
             new += quick

@@ -18,7 +18,7 @@ import sys
 import termios
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -80,6 +80,9 @@ IDLE_BASELINE_SHARE = 0.25
 #: How much of a late final message's text its warning quotes.
 LATE_TEXT_CHARS = 200
 
+if TYPE_CHECKING:
+    import psutil
+
 _STATUS_BY_PHASE = {
     Phase.WORKING: "running",
     Phase.GRACE: "grace",
@@ -105,6 +108,7 @@ class AttemptSupervisor:
         output: OutputPump | None,
         on_event: Callable[[Event], None] | None = None,
         coalesce_deltas: bool = True,
+        claim: proctree.RunClaim | None = None,
     ) -> None:
         self.config = config
         self.dialect = dialect
@@ -118,6 +122,9 @@ class AttemptSupervisor:
         self.on_event = on_event
         #: Merge a chunk's text deltas into one (no live reader wants each).
         self.coalesce_deltas = coalesce_deltas
+        #: Which leftovers are this run's when the wrapper holds other runs
+        #: too (None: everything below the wrapper is).
+        self.claim = claim
         self.tracker: CompletionTracker | None = None
         self.record: AttemptRecord | None = None
         self._timer: trio.CancelScope | None = None
@@ -178,6 +185,8 @@ class AttemptSupervisor:
             return record
         proc = Child(started)
         record.pid = proc.pid
+        if self.claim is not None:
+            self.claim.agents.add(proc.pid)
         _widen_pipe(proc.stdout)
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
@@ -515,7 +524,7 @@ class AttemptSupervisor:
             # is caught by freezing the tree before signalling it.
             if pgid is not None:
                 proctree.signal_group(pgid, signal.SIGSTOP)
-            procs, _converged = proctree.freeze(proctree.leftovers)
+            procs, _converged = proctree.freeze(self._leftovers, self.claim)
             procs = proctree.still_alive(procs)
             if not procs and not group_alive():
                 return
@@ -550,7 +559,7 @@ class AttemptSupervisor:
                         if not procs and not group_alive():
                             watch.cancel_scope.cancel()
                             break
-        left = proctree.leftovers()
+        left = self._leftovers()
         if left:
             self.emit(
                 WarningEvent(
@@ -559,6 +568,9 @@ class AttemptSupervisor:
                     f"{CLEANUP_ROUNDS} rounds of cleanup and may still be running",
                 )
             )
+
+    def _leftovers(self) -> list[psutil.Process]:
+        return proctree.leftovers(self.claim)
 
     async def _cancel_on_hurry(self, scope: trio.CancelScope) -> None:
         await self._hurry.wait()

@@ -4,12 +4,13 @@
 PATH ARGV...``) in the process the runner started, once it has forked the
 worker: same pid, the worker still its child, the child-subreaper flag
 kept, the stop signals blocked. It passes the stop signals on to the worker
-as they come, reads the run the worker announces on the pipe FD, and waits
-for the worker. A worker that exited is followed at once with its exit
-status; only a worker that died by a signal, or left processes behind,
-brings in ``wrapper.guardian`` (from PATH, the original ``sys.path``) to
-clean up. Only built-in modules until then: the waiting costs the least a
-Python process can.
+as they come, reads the run (a batch: each run) the worker announces on the
+pipe FD until the worker closes it or dies, and waits for the worker. A
+worker that exited is followed at once with its exit status; only a
+worker that died by a signal, or left processes behind, brings in
+``wrapper.guardian`` (from PATH, the original ``sys.path``) to clean up.
+Only built-in modules until then: the waiting costs the least a Python
+process can.
 """
 
 import _signal  # type: ignore[import-not-found]  # signal without its enum module

@@ -1,4 +1,10 @@
-"""One whole run: prepare the run directory, supervise the agent, write the result.
+"""Runs: prepare the run directory, supervise the agent, write the result.
+
+A ``Run`` is one run and nothing else: its own cancel scopes, agent, sinks
+and result. What belongs to the whole process (the stop signals, reaping
+the orphans a subreaper adopts, the guardian) is set up once by whoever owns
+the process (``execute`` for the command line's one run, the batch for its
+many) and handed to each run: a signal reaches a run as ``Run.interrupt``.
 
 The wrapper's stop signals are caught from the first moment of the run to
 the last, result writing included, so that a signal can shorten the run but
@@ -8,6 +14,7 @@ never cost its result.json.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shlex
@@ -16,7 +23,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -63,7 +70,7 @@ from wrapper.outcome import (
     quoting_stderr,
 )
 from wrapper.pretty import TICK_SECONDS, PrettyView
-from wrapper.proctree import owns_process, reap_orphans
+from wrapper.proctree import RunClaim, owns_process, reap_orphans
 from wrapper.result import AttemptRecord, build_result
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
@@ -92,7 +99,8 @@ async def execute(
     *,
     early_signals: list[signal.Signals] | None = None,
 ) -> int:
-    """Run the agent as configured and write result.json; return the exit status.
+    """The command line's run: the process's duties around one ``Run``;
+    returns the run's exit status.
 
     ``launch`` is the dialect's argv for the task (computed before the run, so
     that a task the agent cannot take is a usage error, not a failed run).
@@ -104,16 +112,21 @@ async def execute(
         if early is None and early_signals:
             run.interrupts += early_signals
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(run.relay_signals, signals)
+            nursery.start_soon(relay_signals, signals, lambda _sig: (run,))
             if owns_process():
                 nursery.start_soon(reap_orphans_on_sigchld)
-            if run.pump is not None:
-                nursery.start_soon(run.pump.run)
-            if run.view is not None and os.isatty(1):
-                nursery.start_soon(run.tick_view)
             exit_status = await run.execute()
             nursery.cancel_scope.cancel()
     return exit_status
+
+
+async def relay_signals(signals: Any, runs: Callable[[signal.Signals], Iterable[Run]]) -> None:
+    """Hand each stop signal the process receives to every run ``runs``
+    names for it (told of the signal, it says which runs are going on)."""
+    async for signum in signals:
+        sig = signal.Signals(signum)
+        for run in runs(sig):
+            run.interrupt(sig)
 
 
 async def reap_orphans_on_sigchld() -> None:
@@ -125,6 +138,16 @@ async def reap_orphans_on_sigchld() -> None:
             reap_orphans()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class LiveOutput:
+    """Where a run shows its events as they come, when it shares the
+    process's stdout with other runs: ``show`` gets each event and its
+    JSON line; the pump is run by the owner."""
+
+    pump: OutputPump
+    show: Callable[[Event, bytes], None]
+
+
 class Run:
     def __init__(
         self,
@@ -133,8 +156,21 @@ class Run:
         launch: Launch,
         environ: Mapping[str, str],
         early: EarlyStart | None = None,
+        *,
+        live: LiveOutput | None = None,
+        claim: RunClaim | None = None,
+        say_at_end: bool = True,
     ) -> None:
+        """``live``: a shared output (a batch's), instead of the run's own
+        by its ``--output``. ``claim``: which processes below the wrapper are
+        this run's, when other runs share the process (None: all of them).
+        ``say_at_end``: repeat the run's error and its gravest warnings on
+        stderr at its end (unless its live view showed them)."""
         self.config = config
+        self.say_at_end = say_at_end
+        self.claim = claim
+        #: result.json as the run wrote it (or printed it), once it has.
+        self.result: dict[str, Any] | None = None
         self.dialect = dialect
         self.launch = launch
         self.environ = environ
@@ -176,17 +212,25 @@ class Run:
                 self.errors.record("config", run_dir / "config.json", exc)
 
         mode = self.output_mode = resolve_output(config.output)
-        self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
-        self.view = (
-            PrettyView(
-                color=os.isatty(1),
-                label=config.label,
-                reply=f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))}",
+        #: The run's own stdout output, which it runs itself; a shared one is its owner's.
+        self.own_pump = live is None
+        self.view: PrettyView | None = None
+        self.pump: OutputPump | None
+        if live is not None:
+            self.pump = live.pump
+            self.stream = EventStream(self.events_log, live.show)
+        else:
+            self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
+            self.view = (
+                PrettyView(
+                    color=os.isatty(1),
+                    label=config.label,
+                    reply=f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))}",
+                )
+                if mode is OutputMode.PRETTY
+                else None
             )
-            if mode is OutputMode.PRETTY
-            else None
-        )
-        self.stream = EventStream(self.events_log, self._live_output())
+            self.stream = EventStream(self.events_log, self._live_output())
         self.hook_ctx = HookContext(
             cwd=config.cwd,
             env={
@@ -244,16 +288,50 @@ class Run:
             await trio.sleep(TICK_SECONDS)
             pump.write(view.ticker(trio.current_time() - self.clock_start).encode())
 
-    async def relay_signals(self, signals: Any) -> None:
-        async for signum in signals:
-            sig = signal.Signals(signum)
-            self.interrupts.append(sig)
-            if self.supervisor is not None:
-                self.supervisor.interrupt(sig)
-            if self.between_attempts is not None:
-                self.between_attempts.cancel()
+    def interrupt(self, sig: signal.Signals) -> None:
+        """The wrapper received the stop signal ``sig`` (or the run's owner
+        stops it as if): the run ends ``aborted``, its result written."""
+        self.interrupts.append(sig)
+        if self.supervisor is not None:
+            self.supervisor.interrupt(sig)
+        if self.between_attempts is not None:
+            self.between_attempts.cancel()
 
     async def execute(self) -> int:
+        """Do the run and write its result; returns its exit status.
+
+        Cancelled by its owner, the run ends as a stop signal would end it
+        (``aborted``, the agent's tree ended, result.json written) before
+        the cancellation goes on: the other runs of the process are not
+        touched."""
+        finished = trio.Event()
+
+        async def stop_when_cancelled() -> None:
+            try:
+                await finished.wait()
+            except trio.Cancelled:
+                self.interrupt(signal.SIGTERM)
+                raise
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_when_cancelled)
+            with trio.CancelScope(shield=True):
+                exit_status = await self._execute_with_output()
+            finished.set()
+        return exit_status
+
+    async def _execute_with_output(self) -> int:
+        if not self.own_pump or self.pump is None:
+            return await self._execute()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.pump.run)
+            if self.view is not None and os.isatty(1):
+                nursery.start_soon(self.tick_view)
+            exit_status = await self._execute()
+            nursery.cancel_scope.cancel()
+        return exit_status
+
+    async def _execute(self) -> int:
         try:
             async with trio.open_nursery() as background:
                 if self.observers.wanted:
@@ -320,6 +398,7 @@ class Run:
             output=self.pump,
             on_event=self.observers.observe if self.observers.wanted else None,
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
+            claim=self.claim,
         )
         for sig in self.interrupts:
             supervisor.interrupt(sig)
@@ -471,7 +550,11 @@ class Run:
                 policy=self.gate.policy,
             )
 
-        written = write_result(self.config, render, self.errors, artifacts)
+        def render_kept() -> dict[str, Any]:
+            self.result = render()
+            return self.result
+
+        written = write_result(self.config, render_kept, self.errors, artifacts)
         exit_status = verdict.exit_status if written is not None else EXIT_NO_RESULT
         outcome = str(verdict.outcome)
         error = verdict.error.to_json() if verdict.error is not None else None
@@ -485,14 +568,19 @@ class Run:
         if pump is not None:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):
                 await pump.drain()
-        if self.output_mode is not OutputMode.PRETTY:
+        if self.output_mode is not OutputMode.PRETTY and self.say_at_end:
             # The live view showed them as they came.
             for warning in self.stream.warnings:
                 if warning["code"] in WARNINGS_AT_END:
                     with contextlib.suppress(OSError, ValueError):
                         text = " ".join(str(warning["message"]).split())
                         print(f"agent-wrapper: warning: {text}", file=sys.stderr, flush=True)
-        if error is not None and written is not None and self.output_mode is not OutputMode.PRETTY:
+        if (
+            error is not None
+            and written is not None
+            and self.output_mode is not OutputMode.PRETTY
+            and self.say_at_end
+        ):
             # The live view shows the error itself; elsewhere a person reading
             # the log (a CI job, a runner's capture) gets one line on stderr.
             with contextlib.suppress(OSError, ValueError):

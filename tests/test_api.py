@@ -1,0 +1,163 @@
+"""The Python API: ``wrapper.run`` and ``wrapper.run_async`` against the fake agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import wrapper
+from tests.conftest import FAKE_PI, HANG_LIMIT, agent_env, read_result, write_scenario
+
+
+def fake_command(tmp_path: Path, steps: list[dict[str, Any]], name: str = "s") -> list[str]:
+    directory = tmp_path / name
+    directory.mkdir()
+    scenario = write_scenario(directory, steps)
+    return [str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(scenario)]
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("AGENT_WRAPPER_"):
+            monkeypatch.delenv(name)
+    for name, value in agent_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+
+
+def assert_matches_file(result: wrapper.RunResult, run_dir: Path) -> dict[str, Any]:
+    on_disk = read_result(run_dir / "result.json")
+    assert dict(result.data) == on_disk
+    assert result.outcome == on_disk["outcome"]
+    assert result.success == on_disk["success"]
+    assert result.exit_status == on_disk["exitStatus"]
+    assert result.stop_reason == on_disk["stopReason"]
+    assert result.raw_stop_reason == on_disk["rawStopReason"]
+    assert result.final_text == on_disk["finalText"]
+    assert result.usage == on_disk["usage"]
+    assert result.error == on_disk["error"]
+    assert result.run_dir == run_dir
+    return on_disk
+
+
+@pytest.mark.usefixtures("env", "no_leaks")
+def test_an_ok_run_returns_what_result_json_says(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    command = fake_command(tmp_path, [{"assistant": {"text": "All done.", "stopReason": "stop"}}])
+    result = wrapper.run(command, task="Do it", run_dir=tmp_path / "run", label="api-ok")
+    on_disk = assert_matches_file(result, tmp_path / "run")
+    assert result.outcome == "ok"
+    assert result.success
+    assert result.exit_status == 0
+    assert result.final_text == "All done."
+    assert on_disk["label"] == "api-ok"
+    assert on_disk["task"] == "Do it"
+    # Quiet by default: nothing on the caller's stdout.
+    assert capfd.readouterr().out == ""
+
+
+@pytest.mark.usefixtures("env", "no_leaks")
+def test_a_failing_run_and_a_timeout(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    failing = fake_command(tmp_path, [{"stderr": "boom"}, {"exit": 3}], "failing")
+    result = wrapper.run(failing, task="Do it", run_dir=tmp_path / "failing-run")
+    assert_matches_file(result, tmp_path / "failing-run")
+    assert result.outcome == "error"
+    assert not result.success
+    assert result.exit_status == 1
+    assert result.error is not None
+    assert result.error["kind"] == "exited_early"
+
+    slow = fake_command(tmp_path, [{"sleep": 60}], "slow")
+    result = wrapper.run(slow, task="Do it", run_dir=tmp_path / "slow-run", timeout=0.5)
+    assert_matches_file(result, tmp_path / "slow-run")
+    assert result.outcome == "timeout"
+    assert result.exit_status == 124
+    assert result.error is not None
+    assert result.error["kind"] == "timeout"
+    # The caller has the result: the wrapper writes nothing on its stdout or stderr.
+    assert capfd.readouterr() == ("", "")
+
+
+@pytest.mark.usefixtures("env", "no_leaks")
+def test_two_runs_at_once_inside_a_trio_loop(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {"sleep": 1.0},
+        {"assistant": {"text": "Done.", "stopReason": "stop"}},
+    ]
+    commands = [fake_command(tmp_path, steps, f"s{n}") for n in (1, 2)]
+    results: dict[int, wrapper.RunResult] = {}
+
+    async def both() -> None:
+        async def one(n: int) -> None:
+            results[n] = await wrapper.run_async(
+                commands[n - 1], task=f"task {n}", run_dir=tmp_path / f"run{n}"
+            )
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one, 1)
+            nursery.start_soon(one, 2)
+
+    trio.run(both)
+    for n in (1, 2):
+        on_disk = assert_matches_file(results[n], tmp_path / f"run{n}")
+        assert on_disk["outcome"] == "ok"
+        assert on_disk["task"] == f"task {n}"
+    assert results[1].data["runId"] != results[2].data["runId"]
+    # At once, not one after the other: each agent started before the other ended.
+    first, second = (results[n].data["attempts"][0] for n in (1, 2))
+    assert first["startedAt"] < second["endedAt"]
+    assert second["startedAt"] < first["endedAt"]
+
+
+@pytest.mark.usefixtures("env", "no_leaks")
+def test_a_cancelled_run_async_ends_aborted_with_its_result(tmp_path: Path) -> None:
+    command = fake_command(tmp_path, [{"sleep": 60}])
+
+    async def cancel_soon() -> None:
+        with trio.move_on_after(1.0):
+            await wrapper.run_async(command, task="Do it", run_dir=tmp_path / "run")
+            raise AssertionError("the run should have been cancelled")
+
+    trio.run(cancel_soon)
+    result = read_result(tmp_path / "run" / "result.json")
+    assert result["outcome"] == "aborted"
+    assert result["error"]["kind"] == "interrupted"
+
+
+@pytest.mark.usefixtures("env")
+def test_usage_errors(tmp_path: Path) -> None:
+    command = [str(FAKE_PI), "--mode", "json", "-p"]
+    with pytest.raises(TypeError, match=r"'timout'.*did you mean 'timeout'"):
+        wrapper.run(command, task="x", timout=3)
+    with pytest.raises(wrapper.RunUsageError, match="timeout"):
+        wrapper.run(command, task="x", timeout=-1)
+    with pytest.raises(wrapper.RunUsageError, match="is empty"):
+        wrapper.run(command, task="  ")
+    with pytest.raises(wrapper.RunUsageError, match="no COMMAND"):
+        wrapper.run([], task="x")
+    assert not (tmp_path / ".agent-wrapper").exists()
+
+
+def test_importing_wrapper_stays_cheap() -> None:
+    code = (
+        "import sys, wrapper; wrapper.RunUsageError; "
+        "sys.exit('trio' in sys.modules or 'psutil' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], timeout=HANG_LIMIT, check=False)
+    assert proc.returncode == 0
+
+
+def test_run_result_is_frozen_and_typed() -> None:
+    data = json.loads(json.dumps({"outcome": "ok", "success": True, "exitStatus": 0}))
+    result = wrapper.RunResult.from_json(data)
+    assert result.run_dir is None
+    with pytest.raises(AttributeError):
+        result.outcome = "error"  # type: ignore[misc]

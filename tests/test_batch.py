@@ -1,0 +1,318 @@
+"""``agent-wrapper batch`` through the command line, against the fake agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import (
+    FAKE_PI,
+    HANG_LIMIT,
+    agent_env,
+    read_result,
+    state_of,
+    validate,
+    wait_until,
+    write_scenario,
+)
+
+OK_STEPS: list[dict[str, Any]] = [{"assistant": {"text": "Done.", "stopReason": "stop"}}]
+
+
+def scenario(tmp_path: Path, name: str, steps: list[dict[str, Any]]) -> Path:
+    directory = tmp_path / "scenarios" / name
+    directory.mkdir(parents=True)
+    return write_scenario(directory, steps)
+
+
+def line(path: Path, **extra: Any) -> dict[str, Any]:
+    return {
+        "command": [str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(path)],
+        "task": "Do the task",
+        **extra,
+    }
+
+
+def write_spec(tmp_path: Path, lines: list[Any]) -> Path:
+    spec = tmp_path / "spec.jsonl"
+    spec.write_text(
+        "".join((entry if isinstance(entry, str) else json.dumps(entry)) + "\n" for entry in lines)
+    )
+    return spec
+
+
+def batch_argv(spec: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "wrapper", "batch", str(spec), *options]
+
+
+def read_report(runs_dir: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads((runs_dir / "batch.json").read_text())
+    validate("batch", report)
+    return report
+
+
+def run_batch(tmp_path: Path, spec: Path, *options: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        batch_argv(spec, *options),
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_jobs_bounds_how_many_agents_run_at_once(tmp_path: Path) -> None:
+    steps = [{"sleep": 1.0}, *OK_STEPS]
+    lines = [line(scenario(tmp_path, f"s{n}", steps), label=f"run {n}") for n in range(4)]
+    spec = write_spec(tmp_path, lines)
+    proc = run_batch(tmp_path, spec, "--jobs", "2", "--runs-dir", "runs", "--output", "jsonl")
+    assert proc.returncode == 0, proc.stderr.decode()
+    runs = tmp_path / "runs"
+    results = [read_result(runs / f"run-{n}" / "result.json") for n in range(4)]
+    assert [result["outcome"] for result in results] == ["ok"] * 4
+    agents = [
+        (epoch(result["attempts"][0]["startedAt"]), epoch(result["attempts"][0]["endedAt"]))
+        for result in results
+    ]
+    assert most_at_once(agents) == 2
+    report = read_report(runs)
+    assert report["exitStatus"] == 0
+    assert report["outcomes"] == {"ok": 4}
+    assert [entry["runId"] for entry in report["results"]] == [r["runId"] for r in results]
+    # Every event on stdout says which run it is of.
+    events = [json.loads(text) for text in proc.stdout.decode().splitlines()]
+    for event in events:
+        validate("event", event)
+    assert {event["runId"] for event in events} == {result["runId"] for result in results}
+    for result in results:
+        written = [e for e in events if e["runId"] == result["runId"]]
+        assert [e["seq"] for e in written] == list(range(1, len(written) + 1))
+        assert written[-1]["type"] == "result_written"
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_failing_run_fails_the_batch_and_its_junit_case(tmp_path: Path) -> None:
+    spec = write_spec(
+        tmp_path,
+        [
+            line(scenario(tmp_path, "ok", OK_STEPS), label="fine"),
+            line(scenario(tmp_path, "bad", [{"stderr": "boom"}, {"exit": 3}]), label="broken"),
+        ],
+    )
+    proc = run_batch(
+        tmp_path, spec, "--runs-dir", "runs", "--junit", "junit.xml", "--output", "quiet"
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == b""
+    broken = read_result(tmp_path / "runs" / "broken" / "result.json")
+    assert broken["outcome"] == "error"
+    report = read_report(tmp_path / "runs")
+    assert report["exitStatus"] == 1
+    assert report["outcomes"] == {"ok": 1, "error": 1}
+    assert [(e["label"], e["success"]) for e in report["results"]] == [
+        ("fine", True),
+        ("broken", False),
+    ]
+    cases = {case.get("name"): case for case in ET.parse(tmp_path / "junit.xml").iter("testcase")}
+    assert cases["fine"].find("failure") is None
+    failure = cases["broken"].find("failure")
+    assert failure is not None
+    assert failure.get("message") == broken["error"]["message"]
+    assert failure.get("type") == "exited_early"
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_shards_run_every_line_exactly_once(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "ok", OK_STEPS)
+    spec = write_spec(tmp_path, [line(path, task=f"task {n}") for n in range(7)])
+    tasks: list[str] = []
+    for index in (1, 2, 3):
+        proc = run_batch(
+            tmp_path, spec, "--shard", f"{index}/3", "--runs-dir", f"shard{index}", "--jobs", "3"
+        )
+        assert proc.returncode == 0, proc.stderr.decode()
+        report = read_report(tmp_path / f"shard{index}")
+        for entry in report["results"]:
+            tasks.append(read_result(Path(entry["runDir"]) / "result.json")["task"])
+    assert sorted(tasks) == sorted(f"task {n}" for n in range(7))
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_sigterm_ends_every_run_aborted_with_its_result(tmp_path: Path) -> None:
+    slow = scenario(tmp_path, "slow", [{"sleep": 60}])
+    spec = write_spec(tmp_path, [line(slow, label=f"r{n}") for n in range(3)])
+    proc = subprocess.Popen(
+        batch_argv(spec, "--jobs", "2", "--runs-dir", "runs", "--output", "quiet"),
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    runs = tmp_path / "runs"
+    try:
+        assert wait_until(lambda: sum(state_of(runs / f"r{n}") == "running" for n in range(3)) == 2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=HANG_LIMIT) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for n in range(3):
+        result = read_result(runs / f"r{n}" / "result.json")
+        assert result["outcome"] == "aborted"
+        assert result["error"]["kind"] == "interrupted"
+    report = read_report(runs)
+    assert report["exitStatus"] == 143
+    assert report["outcomes"] == {"aborted": 3}
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_one_runs_cleanup_leaves_another_runs_agent_alone(tmp_path: Path) -> None:
+    pidfile = tmp_path / "lingering.pid"
+    leaves = scenario(
+        tmp_path, "leaves", [{"spawn": {"seconds": 60, "pidfile": str(pidfile)}}, *OK_STEPS]
+    )
+    works = scenario(tmp_path, "works", [{"sleep": 3.0}, *OK_STEPS])
+    spec = write_spec(tmp_path, [line(leaves, label="leaves"), line(works, label="works")])
+    proc = run_batch(tmp_path, spec, "--jobs", "2", "--runs-dir", "runs")
+    assert proc.returncode == 0, proc.stderr.decode()
+    left = read_result(tmp_path / "runs" / "leaves" / "result.json")
+    assert any(w["code"] == "leftover_processes" for w in left["warnings"])
+    assert pidfile.exists()
+    # Ended by its run's cleanup, not as an orphan at the batch's end.
+    assert read_report(tmp_path / "runs")["warnings"] == []
+    working = read_result(tmp_path / "runs" / "works" / "result.json")
+    # Still working while the other run cleaned up, and never touched.
+    assert epoch(working["attempts"][0]["endedAt"]) > epoch(left["endedAt"])
+    assert working["outcome"] == "ok"
+    assert working["exitSignal"] is None
+    assert working["signalsSent"] == []
+    assert not any(w["code"] == "leftover_processes" for w in working["warnings"])
+
+
+def test_a_bad_line_is_named_and_nothing_starts(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
+    for bad, named in [
+        ({"command": "pi --mode json"}, '"command" must be a non-empty list'),
+        (line(starts, timeout=-1), "'timeout'"),
+        (line(starts, tiemout=5), "did you mean 'timeout'"),
+        (line(starts, task="  "), "--task is empty"),
+        ("{not json", "not JSON"),
+    ]:
+        spec = write_spec(tmp_path, [line(starts), line(starts), bad])
+        proc = run_batch(tmp_path, spec, "--runs-dir", "runs")
+        stderr = proc.stderr.decode()
+        assert proc.returncode == 2, stderr
+        assert f"{spec}: line 3: " in stderr
+        assert named in stderr
+        assert not (tmp_path / "runs").exists()
+        assert not marker.exists()
+    spec = write_spec(tmp_path, [line(starts)])
+    proc = run_batch(tmp_path, spec, "--shard", "4/3", "--runs-dir", "runs")
+    assert proc.returncode == 2
+    assert "batch: --shard 4/3: I must be between 1 and N" in proc.stderr.decode()
+    assert not marker.exists()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_killed_worker_leaves_each_started_run_a_result(tmp_path: Path) -> None:
+    slow = scenario(tmp_path, "slow", [{"sleep": 60}])
+    spec = write_spec(tmp_path, [line(slow, label=f"r{n}") for n in range(3)])
+    proc = subprocess.Popen(
+        batch_argv(spec, "--jobs", "2", "--runs-dir", "runs", "--output", "quiet"),
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    runs = tmp_path / "runs"
+    try:
+        assert wait_until(lambda: sum(state_of(runs / f"r{n}") == "running" for n in range(3)) == 2)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        [worker] = [int(pid) for pid in children]
+        os.kill(worker, signal.SIGKILL)
+        assert proc.wait(timeout=HANG_LIMIT) == 128 + signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    started = [n for n in range(3) if (runs / f"r{n}" / "status.json").exists()]
+    assert len(started) == 2
+    for n in started:
+        result = read_result(runs / f"r{n}" / "result.json")
+        assert result["outcome"] == "aborted"
+        assert result["error"]["kind"] == "wrapper_killed"
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_an_orphan_no_run_can_claim_is_ended_at_the_batchs_end(tmp_path: Path) -> None:
+    # A process that cleared its environment and left the agent's session:
+    # it belongs to no run that can be told, so the batch ends it at its end.
+    escape = [
+        "env",
+        "-i",
+        "setsid",
+        "-f",
+        sys.executable,
+        "-c",
+        "import time; time.sleep(60)",
+        f"escapee-{tmp_path}",
+    ]
+    leaves = scenario(tmp_path, "escapes", [{"run": {"argv": escape}}, *OK_STEPS])
+    spec = write_spec(tmp_path, [line(leaves, label="escapes")])
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "quiet")
+    assert proc.returncode == 0, proc.stderr.decode()
+    result = read_result(tmp_path / "runs" / "escapes" / "result.json")
+    assert result["outcome"] == "ok"
+    report = read_report(tmp_path / "runs")
+    [warning] = report["warnings"]
+    assert warning["code"] == "leftover_processes"
+    assert "python" in warning["message"]
+    assert "outlived the runs" in proc.stderr.decode()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_pretty_output_has_a_line_per_run_and_the_progress(tmp_path: Path) -> None:
+    spec = write_spec(
+        tmp_path,
+        [
+            line(scenario(tmp_path, "ok", OK_STEPS), label="fine"),
+            line(scenario(tmp_path, "bad", [{"stderr": "boom"}, {"exit": 3}]), label="broken"),
+        ],
+    )
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "pretty", "--jobs", "1")
+    assert proc.returncode == 1
+    lines = proc.stdout.decode().splitlines()
+    runs = tmp_path / "runs"
+    assert "ok fine (ok, " in lines[0]
+    assert lines[0].endswith(f"[{runs / 'fine' / 'result.json'}]")
+    [failed] = [text for text in lines if text.startswith("FAILED broken (error, ")]
+    assert "exited with status 3" in failed
+    assert lines[-1].startswith("[batch] 2/2 done, 0 running, 1 failed, 0 waiting, 0:")
+    assert lines[-1].endswith(f"(finished; {runs / 'batch.json'})")
+    # The pretty output said how the failed run ended: stderr does not repeat it.
+    assert "exited with status 3" not in proc.stderr.decode()

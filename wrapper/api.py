@@ -1,0 +1,186 @@
+"""The Python API: one supervised run inside the caller's process.
+
+``run`` blocks (it runs its own trio loop); ``run_async`` runs inside the
+caller's trio loop, so that several runs can go on at once. Both write the
+run directory and result.json exactly as ``agent-wrapper run`` does, and
+return a ``RunResult`` that says what result.json says.
+
+In the caller's process the wrapper keeps what belongs to one run: the
+agent in its own session and process group, the completion decision, the
+cleanup of the agent's group and tree, the Stop hooks, the run directory
+and result.json, written whatever happens. It takes nothing that belongs
+to the process: it installs no signal handlers, does not make the caller a
+subreaper (a process that leaves the agent's session and parent is not
+found) and starts no guardian (should the caller die, nobody writes the
+result or ends the agent's tree). The command line gives all of those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from wrapper.prepare import RunUsageError, prepare_run
+
+__all__ = ["RunResult", "RunUsageError", "run", "run_async"]
+
+#: Options that belong to the command line, not to a run made here.
+_NOT_OPTIONS = frozenset({"help", "subcommand"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """What a run came to, as its result.json says (``data`` is all of it)."""
+
+    #: ``ok``, ``error``, ``timeout``, ``aborted``, ``spawn_failed``, ``refused``.
+    outcome: str
+    success: bool
+    #: What ``agent-wrapper run`` would have exited with.
+    exit_status: int
+    #: The canonical stop reason (``stop``, ``length``, ``toolUse``, ``aborted``,
+    #: ``error``, or an unknown raw one kept as it was), None when unknown.
+    stop_reason: str | None
+    raw_stop_reason: str | None
+    final_text: str | None
+    #: ``{input, output, cacheRead, cacheWrite, totalTokens, costUsd}``, or None.
+    usage: Mapping[str, Any] | None
+    #: The run's directory, None when it could not be used.
+    run_dir: Path | None
+    #: ``{kind, message, ...}`` when the run did not succeed.
+    error: Mapping[str, Any] | None
+    #: The whole result.json.
+    data: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunResult:
+        run_dir = (data.get("artifacts") or {}).get("runDir")
+        return cls(
+            outcome=str(data["outcome"]),
+            success=bool(data["success"]),
+            exit_status=int(data["exitStatus"]),
+            stop_reason=data.get("stopReason"),
+            raw_stop_reason=data.get("rawStopReason"),
+            final_text=data.get("finalText"),
+            usage=data.get("usage"),
+            run_dir=Path(run_dir) if run_dir else None,
+            error=data.get("error"),
+            data=data,
+        )
+
+
+def run(
+    command: Sequence[str],
+    *,
+    task: str | None = None,
+    dialect: str = "auto",
+    run_dir: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    **options: Any,
+) -> RunResult:
+    """Run ``command`` (the agent with its own flags, JSON mode included)
+    under supervision and wait for it; see ``run_async``. Must not be
+    called from inside a trio loop (use ``run_async`` there)."""
+    result: RunResult = trio.run(
+        _run_async_kw,
+        command,
+        {"task": task, "dialect": dialect, "run_dir": run_dir, "cwd": cwd, "env": env},
+        options,
+    )
+    return result
+
+
+async def _run_async_kw(
+    command: Sequence[str], named: dict[str, Any], options: dict[str, Any]
+) -> RunResult:
+    return await run_async(command, **named, **options)
+
+
+async def run_async(
+    command: Sequence[str],
+    *,
+    task: str | None = None,
+    dialect: str = "auto",
+    run_dir: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    **options: Any,
+) -> RunResult:
+    """Run ``command`` under supervision inside the caller's trio loop.
+
+    ``options`` are the long options of ``agent-wrapper run`` in snake_case
+    (``timeout=60``, ``settings=["hooks.json"]``, ``max_steers=2``, ...),
+    checked as the command line checks them; the output is ``quiet`` unless
+    ``output`` says otherwise. ``run_dir`` defaults to
+    ``CWD/.agent-wrapper/runs/RUN_ID``; relative paths are taken from ``cwd``
+    (default: the current directory). ``env`` is added to this process's
+    environment for the agent and the hooks.
+
+    Raises ``TypeError`` for an option that does not exist (naming the
+    closest one) and ``RunUsageError`` (a ``ValueError``) where the command
+    line would exit 2. Everything that happens once the run starts is in
+    the result. Cancelling the call ends the run as a stop signal would
+    (``aborted``, the agent's tree ended, result.json written) before the
+    cancellation goes on.
+    """
+    from wrapper.execution import Run  # noqa: PLC0415 - trio's part, once a run starts
+
+    base = Path.cwd() if cwd is None else Path(cwd).absolute()
+    environ = {**os.environ, **(env or {})}
+    namespace = run_options(
+        {
+            "task": task,
+            "dialect": dialect,
+            "run_dir": None if run_dir is None else os.fspath(run_dir),
+            "output": "quiet",
+            **options,
+        },
+        base,
+    )
+    prepared = prepare_run(namespace, list(command), cwd=base, environ=environ, say_notes=False)
+    # The caller has the result: nothing on its stderr either.
+    the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ, say_at_end=False)
+    await the_run.execute()
+    assert the_run.result is not None
+    return RunResult.from_json(the_run.result)
+
+
+def run_options(values: Mapping[str, Any], cwd: Path) -> argparse.Namespace:
+    """The ``run`` parser's options with ``values`` (by their snake_case
+    names) over their defaults, each checked as the command line checks it."""
+    from wrapper.batchspec import SpecError, one_value  # noqa: PLC0415
+    from wrapper.cli import _subparser, build_parser  # noqa: PLC0415
+
+    parser = _subparser(build_parser(), "run")
+    actions = {
+        action.dest: action
+        for action in parser._actions
+        if action.option_strings and action.dest not in _NOT_OPTIONS
+    }
+    namespace = parser.parse_args([])
+    for name, given in values.items():
+        action = actions.get(name)
+        if action is None:
+            close = difflib.get_close_matches(name, list(actions), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"unknown run option {name!r}{hint}")
+        value: Any = given
+        if isinstance(given, os.PathLike):
+            value = os.fspath(given)
+        elif isinstance(given, list | tuple):
+            value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in given]
+        try:
+            converted = one_value(name, value, action, cwd)
+        except SpecError as exc:
+            raise RunUsageError(str(exc)) from None
+        setattr(namespace, action.dest, converted)
+    if namespace.task is not None and namespace.task_file is not None:
+        raise RunUsageError("'task' and 'task_file' cannot both be given")
+    return namespace

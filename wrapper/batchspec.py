@@ -1,0 +1,234 @@
+"""A batch's spec: one run a line, checked whole before anything starts.
+
+A line is a JSON object: ``command`` (the agent's argv) and, optionally,
+``task``, ``label``, ``cwd``, ``env`` and any run option under its long name
+in camelCase (``dialect``, ``runDir``, ``timeout``, ``settings``,
+``maxSteers``, ``hooksFailClosed``, ...). The run options given on the
+command line are the defaults a line overrides. Paths are relative to the
+spec file's directory. Every value goes through the same checks as the
+option on the command line, so a line means what the same ``run`` would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class SpecError(Exception):
+    """A spec that cannot be run as it is: the message names the line and the key."""
+
+
+#: Keys of a line that are not run options.
+OWN_KEYS = ("command", "cwd", "env")
+#: Run options that a batch sets for all its runs, never a line.
+BATCH_ONLY = frozenset({"output"})
+#: Run options whose values are paths, taken relative to the spec's directory.
+PATH_OPTIONS = frozenset({"run_dir", "result", "task_file", "settings"})
+#: Longest folder name a label becomes.
+MAX_FOLDER = 80
+
+
+@dataclass(frozen=True, slots=True)
+class SpecRun:
+    """One run of the batch, as its line asks for it."""
+
+    #: Its place among the spec's runs, from 0 (what ``--shard`` splits on).
+    index: int
+    #: Its line in the file, from 1 (what errors and default folders name).
+    line: int
+    command: tuple[str, ...]
+    #: The run options, the command line's with the line's over them.
+    options: argparse.Namespace
+    cwd: Path
+    #: Added to the environment the batch itself got.
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str | None:
+        label: str | None = self.options.label
+        return label
+
+    @property
+    def name(self) -> str:
+        """How reports name it: its label, else its line."""
+        return self.label or f"line {self.line}"
+
+
+def camel(dest: str) -> str:
+    head, *rest = dest.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def run_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """The run options a line may set, by their camelCase names."""
+    return {
+        camel(action.dest): action
+        for action in parser._actions
+        if action.option_strings and action.dest not in ("help", *BATCH_ONLY)
+    }
+
+
+def parse_spec(
+    text: str,
+    spec_dir: Path,
+    parser: argparse.ArgumentParser,
+    defaults: argparse.Namespace,
+) -> list[SpecRun]:
+    """Every run of a spec, or ``SpecError`` for the first line that is wrong.
+
+    ``parser`` is the ``run`` parser whose options a line may set, and
+    ``defaults`` what the command line gave them. Blank lines are skipped and
+    do not count as runs.
+    """
+    options = run_options(parser)
+    runs: list[SpecRun] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            run = _parse_line(raw, spec_dir, options, defaults)
+        except SpecError as exc:
+            raise SpecError(f"line {number}: {exc}") from None
+        runs.append(SpecRun(len(runs), number, *run))
+    if not runs:
+        raise SpecError('no runs in it: write one JSON object a line, {"command": [...]}')
+    return runs
+
+
+def _parse_line(
+    raw: str,
+    spec_dir: Path,
+    options: Mapping[str, argparse.Action],
+    defaults: argparse.Namespace,
+) -> tuple[tuple[str, ...], argparse.Namespace, Path, dict[str, str]]:
+    """A line's command, options, working directory and environment."""
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise SpecError(f"not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise SpecError(f'a line is a JSON object such as {{"command": [...]}}, not {raw[:40]!r}')
+    command = obj.get("command")
+    if (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(arg, str) and arg for arg in command)
+    ):
+        raise SpecError('"command" must be a non-empty list of non-empty strings (the argv)')
+    namespace = copy.copy(defaults)
+    for key, value in obj.items():
+        if key in OWN_KEYS:
+            continue
+        action = options.get(key)
+        if action is None:
+            raise SpecError(_unknown(key, [*OWN_KEYS, *options]))
+        setattr(namespace, action.dest, one_value(key, value, action, spec_dir))
+    if "task" in obj and "taskFile" in obj:
+        raise SpecError('"task" and "taskFile" cannot both be given')
+    if obj.get("taskFile") == "-":
+        raise SpecError('"taskFile" cannot be "-": the runs of a batch share no standard input')
+    if "task" in obj:
+        namespace.task_file = None
+    elif "taskFile" in obj:
+        namespace.task = None
+    cwd = spec_dir
+    if "cwd" in obj:
+        if not isinstance(obj["cwd"], str) or not obj["cwd"]:
+            raise SpecError('"cwd" must be a directory path')
+        cwd = (spec_dir / obj["cwd"]).absolute()
+        if not cwd.is_dir():
+            raise SpecError(f'"cwd": {cwd} is not a directory')
+    env = obj.get("env", {})
+    if not isinstance(env, dict) or not all(
+        isinstance(name, str) and name and "=" not in name and isinstance(val, str)
+        for name, val in env.items()
+    ):
+        raise SpecError('"env" must be an object of variable names to string values')
+    return tuple(command), namespace, cwd, dict(env)
+
+
+def _unknown(key: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.7)
+    hint = f": did you mean {close[0]!r}?" if close else " (keys are run options in camelCase)"
+    return f"unknown key {key!r}{hint}"
+
+
+def one_value(key: str, value: Any, action: argparse.Action, spec_dir: Path) -> Any:
+    """A value for one option (``key`` names it in messages), checked as the
+    command line checks it; paths are taken relative to ``spec_dir``."""
+    if action.nargs == 0:  # a flag
+        if not isinstance(value, bool):
+            raise SpecError(f"{key!r} is true or false, not {value!r}")
+        return value if action.const is True else not value
+    if isinstance(action, argparse._AppendAction):
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise SpecError(f"{key!r} is a list of strings (or one string)")
+        return [_one(key, v, action, spec_dir) for v in values]
+    if value is None:
+        return None
+    return _one(key, value, action, spec_dir)
+
+
+def _one(key: str, value: Any, action: argparse.Action, spec_dir: Path) -> Any:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise SpecError(f"{key!r} must be a string or a number, not {json.dumps(value)}")
+    text = value if isinstance(value, str) else json.dumps(value)
+    if action.dest in PATH_OPTIONS and text and text != "-":
+        text = str(spec_dir / text)
+    converted: Any = text
+    if callable(action.type):
+        try:
+            converted = action.type(text)
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
+            raise SpecError(f"{key!r}: {exc or 'not a valid value'}") from None
+    if action.choices is not None and converted not in action.choices:
+        choices = ", ".join(map(str, action.choices))
+        raise SpecError(f"{key!r} must be one of {choices}, not {value!r}")
+    return converted
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` (I from 1) as a pair, or ``SpecError`` saying what is wrong."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if match is None:
+        raise SpecError(f"--shard {text!r}: give I/N, e.g. 1/4 for the first of four shards")
+    index, count = int(match[1]), int(match[2])
+    if count < 1 or not 1 <= index <= count:
+        raise SpecError(f"--shard {text}: I must be between 1 and N (N at least 1)")
+    return index, count
+
+
+def shard(runs: Sequence[SpecRun], index: int, count: int) -> list[SpecRun]:
+    """The runs of shard ``index`` of ``count``: those whose place modulo
+    ``count`` is ``index - 1``, so that the shards split the spec exactly."""
+    return [run for run in runs if run.index % count == index - 1]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def folder_names(runs: Sequence[SpecRun]) -> list[str]:
+    """A run-directory name for each run: its label made safe (letters,
+    digits, ``.``, ``_``, ``-``), else its line number; unique in the batch
+    (``name-2``, ``name-3`` for repeats, compared without case)."""
+    # The batch's own report sits beside the runs' folders.
+    taken: set[str] = {"batch.json"}
+    names = []
+    for run in runs:
+        base = _UNSAFE.sub("-", run.label or "").strip(".-")[:MAX_FOLDER] or str(run.line)
+        name, n = base, 1
+        while name.lower() in taken:
+            n += 1
+            name = f"{base}-{n}"
+        taken.add(name.lower())
+        names.append(name)
+    return names
