@@ -98,13 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         type=_positive_int,
         default=DEFAULT_JOBS,
-        help=f"how many runs at once (default {DEFAULT_JOBS})",
+        help=f"how many runs at once (default: the CPUs this process may use, here {DEFAULT_JOBS})",
     )
     batch.add_argument(
         "--runs-dir",
         metavar="DIR",
         help="where the runs' directories (RUNS_DIR/LABEL, else RUNS_DIR/LINE) and batch.json "
-        "go (default: ./agent-runs/batch-BATCH_ID)",
+        "go (default: ./.agent-wrapper/batches/BATCH_ID)",
     )
     batch.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     batch.add_argument(
@@ -548,11 +548,18 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     cwd = Path.cwd()
     batch_id = new_run_id()
-    runs_dir = (
-        (cwd / args.runs_dir).absolute()
-        if args.runs_dir
-        else cwd / DEFAULT_BATCHES_ROOT / f"batch-{batch_id}"
-    )
+    if args.runs_dir:
+        runs_dir = (cwd / args.runs_dir).absolute()
+    else:
+        runs_dir = cwd / DEFAULT_BATCHES_ROOT / batch_id
+        from wrapper.artifacts import ensure_dir, write_new
+
+        try:
+            # The default root sits in the agent's working tree: keep it out of git.
+            ensure_dir(runs_dir.parent)
+            write_new(runs_dir.parent.parent / ".gitignore", b"*\n")
+        except OSError:
+            pass  # the batch reports what it cannot write where it writes it
     output = OutputMode(args.output)
     from wrapper.batch import Batch, BatchRun
     from wrapper.execution import resolve_output
