@@ -42,6 +42,7 @@ task longer than one argument is a usage error.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -49,13 +50,13 @@ from typing import Any, ClassVar
 from wrapper.dialects._shared import INTERRUPTED_EXITS, exit_message, prompt_argument
 from wrapper.dialects.base import (
     CannotResume,
-    Dialect,
     Launch,
     as_count,
     as_str,
     summarize_args,
     tool_result_text,
 )
+from wrapper.dialects.deltas import JSON_STRING, PLAIN_STRING, DeltaDialect, DeltaLines
 from wrapper.events import (
     AgentEnded,
     AgentWarning,
@@ -94,11 +95,25 @@ GRACE = 30.0
 SETTLE_GRACE = 30.0
 
 
-class GeminiDialect(Dialect):
+# Assistant text arrives as ``message`` lines of one piece each, in this layout.
+_DELTA_PREFIX = b'{"type":"message","timestamp":'
+_DELTA_LINES = DeltaLines(
+    _DELTA_PREFIX,
+    re.escape(_DELTA_PREFIX)
+    + PLAIN_STRING
+    + rb',"role":"(assistant)","content":('
+    + JSON_STRING
+    + rb'),"delta":true\}',
+    frozenset({b"assistant"}),
+)
+
+
+class GeminiDialect(DeltaDialect):
     name: ClassVar[str] = "gemini"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"gemini"})
+    delta_lines: ClassVar[DeltaLines] = _DELTA_LINES
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "success": StopReason.STOP,
         "error": StopReason.ERROR,
@@ -116,6 +131,9 @@ class GeminiDialect(Dialect):
         self._result_stop: str | None = None
         #: The last ``error`` event's message, for a result that names none.
         self._last_error: str | None = None
+
+    def took_text(self, text: str) -> None:
+        self._text += text
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
