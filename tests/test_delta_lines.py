@@ -61,19 +61,22 @@ def claude_delta(
     ).encode()
 
 
-claude_deltas = st.builds(
+claude_kinds = st.sampled_from(
+    [
+        '"type":"text_delta","text"',
+        '"type":"thinking_delta","thinking"',
+        '"type":"input_json_delta","partial_json"',
+        '"type":"text_delta","thinking"',
+        '"type":"text_delta","type"',  # a duplicated key: the last one counts
+        '"type":"text\\u005fdelta","text"',
+    ]
+)
+#: Lines of the layout, and lines with something of it changed (each
+#: change alone is rare among all of them at once).
+claude_deltas = st.builds(claude_delta, delta_texts, kind=claude_kinds) | st.builds(
     claude_delta,
     delta_texts,
-    kind=st.sampled_from(
-        [
-            '"type":"text_delta","text"',
-            '"type":"thinking_delta","thinking"',
-            '"type":"input_json_delta","partial_json"',
-            '"type":"text_delta","thinking"',
-            '"type":"text_delta","type"',  # a duplicated key: the last one counts
-            '"type":"text\\u005fdelta","text"',
-        ]
-    ),
+    kind=claude_kinds,
     index=st.sampled_from(["0", "12", "007", "-1"]),
     session=st.sampled_from(['"s-1"', '"s\\u002d1"', '"sé"', "null"]),
     parent=st.sampled_from(["null", '"toolu_01"']),
@@ -107,7 +110,7 @@ def gemini_delta(
     ).encode()
 
 
-gemini_deltas = st.builds(
+gemini_deltas = st.builds(gemini_delta, delta_texts) | st.builds(
     gemini_delta,
     delta_texts,
     stamp=st.sampled_from(['"2026-11-23T04:47:57.910Z"', '"<TIMESTAMP>"', "1", '"\\u0031"']),
@@ -126,10 +129,16 @@ gemini_others = st.sampled_from(
     ]
 )
 
+
+def glued(lines: Any) -> Any:
+    """A delta line cut short with a whole one after it: its end alone looks right."""
+    return st.builds(lambda a, b, at: a[: at % len(a)] + b, lines, lines, st.integers(0))
+
+
 CASES: dict[str, tuple[Callable[[], DeltaDialect], Any, Any]] = {
-    "claude": (ClaudeDialect, claude_deltas, claude_others),
-    "cursor": (CursorDialect, claude_deltas, claude_others),
-    "gemini": (GeminiDialect, gemini_deltas, gemini_others),
+    "claude": (ClaudeDialect, claude_deltas, claude_others | glued(claude_deltas)),
+    "cursor": (CursorDialect, claude_deltas, claude_others | glued(claude_deltas)),
+    "gemini": (GeminiDialect, gemini_deltas, gemini_others | glued(gemini_deltas)),
 }
 
 
