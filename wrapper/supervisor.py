@@ -317,9 +317,9 @@ class AttemptSupervisor:
             self._refresh_baseline(now)
         region = framer.feed_region(data)
         if isinstance(region, bytes):
-            events = self.dialect.parse_region(region, coalesce=self.coalesce_deltas)
-            for event in events:
-                self._event(event, now, wall)
+            self._events(
+                self.dialect.parse_region(region, coalesce=self.coalesce_deltas), now, wall
+            )
         else:
             self._frames(region, now, wall)
 
@@ -351,8 +351,27 @@ class AttemptSupervisor:
         self.status.touch(trio.current_time(), time.time())
 
     def _frames(self, frames: list[Frame], now: float, wall: float) -> None:
-        for event in self.dialect.parse_frames(frames, coalesce=self.coalesce_deltas):
+        self._events(self.dialect.parse_frames(frames, coalesce=self.coalesce_deltas), now, wall)
+
+    def _events(self, events: list[Event], now: float, wall: float) -> None:
+        run: list[TextDelta] = []
+        for event in events:
+            if type(event) is TextDelta:
+                run.append(event)
+                continue
+            if run:
+                self._deltas(run, now, wall)
+                run = []
             self._event(event, now, wall)
+        if run:
+            self._deltas(run, now, wall)
+
+    def _deltas(self, deltas: list[TextDelta], now: float, wall: float) -> None:
+        # A run of text deltas (each delta of a chunk, when every one is
+        # written out) goes to the sinks at once; a delta changes neither the
+        # summary nor completion.
+        self.stream.emit_deltas(deltas, wall)
+        self.status.touch(now, wall)
 
     def _event(self, event: Event, now: float, wall: float) -> None:
         if type(event) is TextDelta:
