@@ -160,7 +160,12 @@ def read_as_the_supervisor(
     for start, end in itertools.pairwise(bounds):
         region = framer.feed_region(stream[start:end])
         if isinstance(region, bytes):
-            events += dialect.parse_region(region, coalesce=coalesce)
+            # As the supervisor reads it: the texts alone when every delta is written out.
+            texts = None if coalesce else dialect.delta_texts(region)
+            if texts is not None:
+                events += [TextDelta(text=text) for text in texts]
+            else:
+                events += dialect.parse_region(region, coalesce=coalesce)
         else:
             events += dialect.parse_frames(region, coalesce=coalesce)
     events += dialect.parse_frames(framer.close(), coalesce=coalesce)

@@ -112,19 +112,13 @@ delta_texts = (
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    st.lists(
-        st.lists(
-            st.tuples(delta_texts, st.integers(min_value=1, max_value=3)), min_size=1, max_size=6
-        )
-        | st.just([]),
-        max_size=8,
-    ),
+    st.lists(st.lists(delta_texts, max_size=6), max_size=8),
     st.booleans(),
 )
 # A run that reaches the cut exactly, in the middle of a chunk.
-@example(runs=[[(HALF, 1), (HALF, 1), ("a", 1)]], lines=True)
+@example(runs=[[HALF, HALF, "a"]], lines=True)
 def test_a_run_of_deltas_at_once_writes_what_one_by_one_writes(
-    tmp_path_factory: pytest.TempPathFactory, runs: list[list[tuple[str, int]]], lines: bool
+    tmp_path_factory: pytest.TempPathFactory, runs: list[list[str]], lines: bool
 ) -> None:
     """The same log and the same live bytes, byte for byte, whether the
     deltas of a chunk are emitted together or each on its own."""
@@ -140,12 +134,11 @@ def test_a_run_of_deltas_at_once_writes_what_one_by_one_writes(
         stream = EventStream(log, watch, live_lines=live.append if lines else None)
         for index, run in enumerate(runs):
             now = 1_700_000_000.0 + index
-            deltas = [TextDelta(text=text, coalesced=count) for text, count in run]
             if together:
-                stream.emit_deltas(deltas, now)
+                stream.emit_texts(run, now)
             else:
-                for delta in deltas:
-                    stream.emit(delta, now)
+                for text in run:
+                    stream.emit(TextDelta(text=text), now)
             if index % 3 == 2:
                 stream.emit(TurnStarted(), now)
         stream.flush()

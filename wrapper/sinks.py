@@ -144,30 +144,31 @@ class EventStream:
         if self._live is not None:
             self._live(event, line)
 
-    def emit_deltas(self, deltas: Sequence[TextDelta], now: float) -> None:
-        """``emit`` of each of a run of text deltas that arrived together (a
-        stream's bulk), writing the same bytes for less work per delta."""
+    def emit_texts(self, texts: Sequence[str], now: float) -> None:
+        """``emit`` of a ``TextDelta`` for each of ``texts`` (the agent's
+        deltas of one chunk, one each), writing the same bytes for less
+        work per delta: the bulk of a stream written out event by event."""
         first = self.seq + 1
-        self.seq += len(deltas)
+        self.seq += len(texts)
+        attempt = self.attempt
         if self._live_lines is not None:
-            self._live_lines(_delta_lines(deltas, first, now, self.attempt))
+            self._live_lines(_delta_lines(texts, first, now, attempt))
         elif self._live is not None:
-            for seq, delta in enumerate(deltas, first):
-                self._live(delta, self._encode(delta, seq, now, self.attempt))
+            for seq, text in enumerate(texts, first):
+                delta = TextDelta(text=text)
+                self._live(delta, self._encode(delta, seq, now, attempt))
         # Into the pending merged delta, flushed where ``emit`` would flush it:
         # after the delta that brings it to COALESCE_MAX_CHARS.
-        texts = [delta.text for delta in deltas]
         start = 0
         while start < len(texts):
             if self._pending is None:
-                self._pending = (first + start, now, self.attempt)
+                self._pending = (first + start, now, attempt)
             room = COALESCE_MAX_CHARS - self._pending_chars
             sizes = list(itertools.accumulate(map(len, itertools.islice(texts, start, None))))
-            end = start + bisect.bisect_left(sizes, room) + 1
-            taken = min(end, len(texts))
+            taken = min(start + bisect.bisect_left(sizes, room) + 1, len(texts))
             self._pending_parts += texts[start:taken]
             self._pending_chars += sizes[taken - start - 1]
-            self._pending_count += sum(delta.coalesced for delta in deltas[start:taken])
+            self._pending_count += taken - start
             if self._pending_chars >= COALESCE_MAX_CHARS:
                 self._flush_pending()
             start = taken
@@ -208,13 +209,13 @@ _DELTA_HEAD = b'{"type":"' + TextDelta.TYPE.encode() + b'","seq":'
 _DELTA_SOURCE = b',"source":"' + TextDelta.SOURCE.encode() + b'","text":'
 
 
-def _delta_lines(deltas: Sequence[TextDelta], first: int, now: float, attempt: int) -> bytes:
+def _delta_lines(texts: Sequence[str], first: int, now: float, attempt: int) -> bytes:
     middle = b',"ts":' + orjson.dumps(iso(now)) + b',"attempt":%d' % attempt + _DELTA_SOURCE
     dumps = orjson.dumps
     return b"".join(
         [
-            b"%s%d%s%s}\n" % (_DELTA_HEAD, seq, middle, dumps(delta.text))
-            for seq, delta in enumerate(deltas, first)
+            b"%s%d%s%s}\n" % (_DELTA_HEAD, seq, middle, dumps(text))
+            for seq, text in enumerate(texts, first)
         ]
     )
 

@@ -316,12 +316,19 @@ class AttemptSupervisor:
             self.tracker.output_seen(now)
             self._refresh_baseline(now)
         region = framer.feed_region(data)
-        if isinstance(region, bytes):
+        if not isinstance(region, bytes):
+            self._frames(region, now, wall)
+            return
+        # When every delta is written out, a chunk of nothing but delta lines
+        # (most of a stream) goes out as texts, with no event per delta.
+        texts = None if self.coalesce_deltas else self.dialect.delta_texts(region)
+        if texts is not None:
+            self.stream.emit_texts(texts, wall)
+            self.status.touch(now, wall)
+        else:
             self._events(
                 self.dialect.parse_region(region, coalesce=self.coalesce_deltas), now, wall
             )
-        else:
-            self._frames(region, now, wall)
 
     async def _read_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineFramer(STDERR_LINE_BYTES)
@@ -367,10 +374,14 @@ class AttemptSupervisor:
             self._deltas(run, now, wall)
 
     def _deltas(self, deltas: list[TextDelta], now: float, wall: float) -> None:
-        # A run of text deltas (each delta of a chunk, when every one is
-        # written out) goes to the sinks at once; a delta changes neither the
-        # summary nor completion.
-        self.stream.emit_deltas(deltas, wall)
+        # A run of the agent's deltas (each delta of a chunk, when every one
+        # is written out) goes to the sinks at once; a delta changes neither
+        # the summary nor completion.
+        if len(deltas) > 1 and all(delta.coalesced == 1 for delta in deltas):
+            self.stream.emit_texts([delta.text for delta in deltas], wall)
+        else:
+            for delta in deltas:
+                self.stream.emit(delta, wall)
         self.status.touch(now, wall)
 
     def _event(self, event: Event, now: float, wall: float) -> None:

@@ -149,24 +149,26 @@ class DeltaDialect(Dialect):
         return merge_deltas(events) if coalesce else events
 
     def parse_region(self, region: bytes, *, coalesce: bool) -> list[Event]:
-        found = self.delta_lines.scan(region)
-        events = self.delta_events(found, coalesce=coalesce) if found is not None else None
-        if events is None:
+        texts = self.delta_texts(region)
+        if texts is None:
             return self.parse_frames(region.split(b"\n"), coalesce=coalesce)
-        return events
+        return _text_deltas(texts, coalesce=coalesce)
+
+    def delta_texts(self, region: bytes) -> list[str] | None:
+        found = self.delta_lines.scan(region)
+        return self._texts(found) if found is not None else None
 
     def _run(self, found: list[Match], lines: list[bytes], *, coalesce: bool) -> list[Event]:
-        events = self.delta_events(found, coalesce=coalesce)
-        if events is None:
+        texts = self._texts(found)
+        if texts is None:
             # A string that does not decode makes its line malformed as a
             # whole: each line parsed in full says what it is.
-            events = [event for line in lines for event in self.parse(line)]
-        return events
+            return [event for line in lines for event in self.parse(line)]
+        return _text_deltas(texts, coalesce=coalesce)
 
-    def delta_events(self, found: list[Match], *, coalesce: bool) -> list[Event] | None:
-        """The events of a run of delta lines: a text delta for each
-        non-empty text (one for all of them with ``coalesce``); None when one
-        of the strings is not JSON."""
+    def _texts(self, found: list[Match]) -> list[str] | None:
+        """The texts of a run of delta lines (the non-empty ones of a text
+        kind); None when one of the strings is not JSON."""
         try:
             texts = orjson.loads(b"[" + b",".join([raw for _, raw in found]) + b"]")
         except orjson.JSONDecodeError:  # one of them is not for the fast decoder
@@ -177,10 +179,15 @@ class DeltaDialect(Dialect):
         kept: list[str] = [
             text for (kind, _), text in zip(found, texts, strict=True) if text and kind in kinds
         ]
-        if not kept:
-            return []
-        text = "".join(kept)
-        self.took_text(text)
-        if coalesce:
-            return [TextDelta(text=text, coalesced=len(kept))]
-        return [TextDelta(text=text) for text in kept]
+        if kept:
+            self.took_text("".join(kept))
+        return kept
+
+
+def _text_deltas(texts: list[str], *, coalesce: bool) -> list[Event]:
+    """A text delta for each text, or one for all of them with ``coalesce``."""
+    if not texts:
+        return []
+    if coalesce:
+        return [TextDelta(text="".join(texts), coalesced=len(texts))]
+    return [TextDelta(text=text) for text in texts]
