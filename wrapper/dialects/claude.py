@@ -137,7 +137,6 @@ class ClaudeDialect(DeltaDialect):
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"claude"})
-    delta_lines: ClassVar[DeltaLines] = _DELTA_LINES
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         # the API's stop reasons, on the result line since 2.1.2xx
         "end_turn": StopReason.STOP,
@@ -454,3 +453,4 @@ ClaudeDialect.handlers = {
     "stream_event": ClaudeDialect._stream_event,
     "result": ClaudeDialect._result,
 }
+ClaudeDialect.delta_lines = _DELTA_LINES

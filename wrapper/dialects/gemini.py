@@ -113,7 +113,6 @@ class GeminiDialect(DeltaDialect):
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     executables: ClassVar[frozenset[str]] = frozenset({"gemini"})
-    delta_lines: ClassVar[DeltaLines] = _DELTA_LINES
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "success": StopReason.STOP,
         "error": StopReason.ERROR,
@@ -286,3 +285,4 @@ _HANDLERS: dict[str, _Handler] = {
 }
 
 GeminiDialect.handlers = _HANDLERS
+GeminiDialect.delta_lines = _DELTA_LINES
