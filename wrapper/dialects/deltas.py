@@ -118,14 +118,14 @@ class DeltaDialect(Dialect):
     """A dialect whose agent streams its text in delta lines of one layout.
 
     Subclasses set ``delta_lines``; a subclass that keeps the text streamed
-    so far overrides ``took_text``.
+    so far overrides ``took_texts``.
     """
 
     delta_lines: ClassVar[DeltaLines]
 
-    def took_text(self, text: str) -> None:
-        """The text of delta lines read by the fast path (their full parse
-        keeps whatever it keeps itself)."""
+    def took_texts(self, texts: list[str]) -> None:
+        """The texts of delta lines read by the fast path, in order (their
+        full parse keeps whatever it keeps itself)."""
 
     def parse_frames(self, frames: Sequence[Frame], *, coalesce: bool) -> list[Event]:
         # Runs of delta lines are decoded together, the other lines one by one.
@@ -183,7 +183,7 @@ class DeltaDialect(Dialect):
             texts = list(itertools.compress(texts, map(text_kinds.__contains__, kinds)))
         kept: list[str] = list(filter(None, texts)) if "" in texts else texts
         if kept:
-            self.took_text("".join(kept))
+            self.took_texts(kept)
         return kept
 
 

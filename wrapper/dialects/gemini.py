@@ -131,8 +131,8 @@ class GeminiDialect(DeltaDialect):
         #: The last ``error`` event's message, for a result that names none.
         self._last_error: str | None = None
 
-    def took_text(self, text: str) -> None:
-        self._text += text
+    def took_texts(self, texts: list[str]) -> None:
+        self._text += "".join(texts)
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
