@@ -322,13 +322,13 @@ class AttemptSupervisor:
         # When every delta is written out, a chunk of nothing but delta lines
         # (most of a stream) goes out as texts, with no event per delta.
         texts = None if self.coalesce_deltas else self.dialect.delta_texts(region)
-        if texts is not None:
-            self.stream.emit_texts(texts, wall)
-            self.status.touch(now, wall)
-        else:
+        if texts is None:
             self._events(
                 self.dialect.parse_region(region, coalesce=self.coalesce_deltas), now, wall
             )
+        elif texts:  # deltas of thinking alone are no events
+            self.stream.emit_texts(texts, wall)
+            self.status.touch(now, wall)
 
     async def _read_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineFramer(STDERR_LINE_BYTES)
