@@ -230,7 +230,8 @@ class Run:
                 if mode is OutputMode.PRETTY
                 else None
             )
-            self.stream = EventStream(self.events_log, self._live_output())
+            live_lines = self.pump.write if self.pump is not None and self.view is None else None
+            self.stream = EventStream(self.events_log, self._live_output(), live_lines=live_lines)
         self.hook_ctx = HookContext(
             cwd=config.cwd,
             env={
