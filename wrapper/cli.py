@@ -499,7 +499,15 @@ def _run(
     become_subreaper()
     # The agent starts now, its start-up overlapping the wrapper's imports.
     environ = dict(os.environ)
-    early = early_start(config, launch.argv, launch.files, environ, early_signals)
+    from wrapper import telemetry
+
+    # An agent whose run is traced starts with its attempt's span as its
+    # TRACEPARENT: it waits for the run proper.
+    early = (
+        None
+        if telemetry.enabled(environ)
+        else early_start(config, launch.argv, launch.files, environ, early_signals)
+    )
 
     from functools import partial
 
@@ -509,7 +517,10 @@ def _run(
     from wrapper.execution import execute
 
     run = partial(execute, config, dialect, launch, environ, early, early_signals=early_signals)
-    return trio.run(run)
+    status: int = trio.run(run)
+    # The spans reach the collector, or give up after the flush bound.
+    telemetry.flush(environ)
+    return status
 
 
 def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -613,7 +624,11 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     from wrapper.batch import run_batch
 
-    return trio.run(partial(run_batch, batch, early_signals))
+    status: int = trio.run(partial(run_batch, batch, early_signals))
+    from wrapper import telemetry
+
+    telemetry.flush()
+    return status
 
 
 class _Deferred(ModuleType):

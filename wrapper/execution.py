@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 import trio
 
-from wrapper import proctree
+from wrapper import proctree, telemetry
 from wrapper.artifacts import (
     ArtifactErrors,
     StreamFile,
@@ -160,12 +160,15 @@ class Run:
         live: LiveOutput | None = None,
         claim: RunClaim | None = None,
         say_at_end: bool = True,
+        trace_of_its_own: bool = False,
     ) -> None:
         """``live``: a shared output (a batch's), instead of the run's own
         by its ``--output``. ``claim``: which processes below the wrapper are
         this run's, when other runs share the process (None: all of them).
         ``say_at_end``: repeat the run's error and its gravest warnings on
-        stderr at its end (unless its live view showed them)."""
+        stderr at its end (unless its live view showed them).
+        ``trace_of_its_own``: when exported as a trace, the run starts a new
+        one (linked to the caller's ``TRACEPARENT``, not a child of it)."""
         self.config = config
         self.say_at_end = say_at_end
         self.claim = claim
@@ -244,6 +247,16 @@ class Run:
         )
         for note in config.settings.notes:
             self.stream.emit(WarningEvent(code="settings_note", message=note))
+        self.telemetry = telemetry.for_run(
+            environ,
+            run_id=config.run_id,
+            agent=_dialect_name(dialect) or os.path.basename(config.command[0]),
+            started_at=self.started_at,
+            warn=lambda text: self.stream.emit(WarningEvent(code="telemetry", message=text)),
+            trace_of_its_own=trace_of_its_own,
+        )
+        if self.telemetry is not None:
+            self.stream.observer = self.telemetry.observe
         self.status = StatusWriter(
             run_dir / "status.json", self.errors, STATUS_INTERVAL, enabled=self.dir_ok
         )
@@ -449,6 +462,8 @@ class Run:
             )
         else:
             env = child_env(self.config, number, self.environ)
+            if self.telemetry is not None:
+                env.update(self.telemetry.attempt_env(number, time.time()))
             record = await supervisor.run(number, launch.argv, env, self.deadline, started)
         self.attempts.append(record)
         if launch.transcript is not None:
@@ -561,6 +576,8 @@ class Run:
         self.stream.emit(
             ResultWritten(path=written, outcome=outcome, exit_status=exit_status, error=error)
         )
+        if self.telemetry is not None:
+            self.telemetry.finish(self.result, outcome, time.time())
         self.stream.flush()
         for log in (self.stdout_log, self.stderr_log, self.events_log):
             log.close()
