@@ -217,15 +217,16 @@ def test_the_standard_environment_decides_whether_runs_are_exported(
 
 # -- as a command: nothing imported unless asked; a collector; the flush bound ----------
 
-#: Runs the command line in this interpreter, then says which OpenTelemetry
-#: modules it imported. argv[1] is "hide" to make the extra uninstalled.
+#: Runs the command line in this interpreter, then says how many modules of
+#: OpenTelemetry (or of the wrapper's telemetry) it imported. argv[1] is
+#: "hide" to make the extra look uninstalled.
 PROBE = """
 import sys
 if sys.argv[1] == "hide":
     sys.modules["opentelemetry"] = None
 from wrapper.cli import main
 status = main(sys.argv[2:])
-loaded = sorted(name for name in sys.modules if name.startswith("opentelemetry"))
+loaded = [n for n in sys.modules if n.startswith(("opentelemetry", "wrapper.telemetry"))]
 print("LOADED", len(loaded), file=sys.stderr)
 sys.exit(status)
 """

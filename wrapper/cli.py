@@ -499,13 +499,11 @@ def _run(
     become_subreaper()
     # The agent starts now, its start-up overlapping the wrapper's imports.
     environ = dict(os.environ)
-    from wrapper import telemetry
-
     # An agent whose run is traced starts with its attempt's span as its
     # TRACEPARENT: it waits for the run proper.
     early = (
         None
-        if telemetry.enabled(environ)
+        if _traced(environ)
         else early_start(config, launch.argv, launch.files, environ, early_signals)
     )
 
@@ -518,8 +516,7 @@ def _run(
 
     run = partial(execute, config, dialect, launch, environ, early, early_signals=early_signals)
     status: int = trio.run(run)
-    # The spans reach the collector, or give up after the flush bound.
-    telemetry.flush(environ)
+    _flush_spans()
     return status
 
 
@@ -625,10 +622,26 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from wrapper.batch import run_batch
 
     status: int = trio.run(partial(run_batch, batch, early_signals))
+    _flush_spans()
+    return status
+
+
+def _traced(environ: dict[str, str]) -> bool:
+    """Whether runs export traces (looked at without importing anything unless
+    the environment names OpenTelemetry at all)."""
+    if not any(name.startswith("OTEL_") for name in environ):
+        return False
     from wrapper import telemetry
 
-    telemetry.flush()
-    return status
+    return telemetry.enabled(environ)
+
+
+def _flush_spans() -> None:
+    """The runs' spans reach the collector, or it is given up on after the
+    flush bound: the process ends with os._exit, which waits for nothing."""
+    telemetry = sys.modules.get("wrapper.telemetry")
+    if telemetry is not None:
+        telemetry.flush()
 
 
 class _Deferred(ModuleType):

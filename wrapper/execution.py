@@ -24,12 +24,12 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
 
-from wrapper import proctree, telemetry
+from wrapper import proctree
 from wrapper.artifacts import (
     ArtifactErrors,
     StreamFile,
@@ -75,6 +75,9 @@ from wrapper.result import AttemptRecord, build_result
 from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
 from wrapper.supervisor import AttemptSupervisor
+
+if TYPE_CHECKING:
+    from wrapper.telemetry import RunTelemetry
 
 #: Warnings repeated on stderr when the run ends, whatever the output mode: a
 #: quality gate that broke or a settings problem must show in a CI log even
@@ -247,7 +250,7 @@ class Run:
         )
         for note in config.settings.notes:
             self.stream.emit(WarningEvent(code="settings_note", message=note))
-        self.telemetry = telemetry.for_run(
+        self.telemetry = _telemetry(
             environ,
             run_id=config.run_id,
             agent=_dialect_name(dialect) or os.path.basename(config.command[0]),
@@ -607,6 +610,19 @@ class Run:
                     flush=True,
                 )
         return exit_status
+
+
+def _telemetry(environ: Mapping[str, str], **run: Any) -> RunTelemetry | None:
+    """The run's telemetry (see ``wrapper.telemetry.for_run``), or None. A run
+    that cannot export does not even import the module: only the standard
+    environment (``OTEL_*``) or an exporter set through the module turns it on."""
+    if "wrapper.telemetry" not in sys.modules and not any(
+        name.startswith("OTEL_") for name in environ
+    ):
+        return None
+    from wrapper import telemetry  # noqa: PLC0415
+
+    return telemetry.for_run(environ, **run)
 
 
 def _refused_resume(record: AttemptRecord) -> str | None:
