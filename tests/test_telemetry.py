@@ -388,5 +388,6 @@ def test_a_collector_that_never_answers_delays_the_exit_by_the_flush_bound_at_mo
         silent.close()
     assert proc.returncode == 0, proc.stderr.decode()
     assert read_result(tmp_path / "run" / "result.json")["outcome"] == "ok"
+    assert "did not take the runs' spans within 1 s" in proc.stderr.decode()
     # The SDK's own default would wait 10 s and more for that collector.
     assert stuck < plain + bound + 3.0, (plain, stuck)

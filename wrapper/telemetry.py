@@ -121,7 +121,7 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
     else:
         exporter = _environment_exporter(environ)
         if exporter is not None:
-            provider.add_span_processor(BatchSpanProcessor(exporter))
+            provider.add_span_processor(BatchSpanProcessor(_counting(exporter)))
     _provider = provider
     _tracer = provider.get_tracer("agent-wrapper", __version__, schema_url=SCHEMA_URL)
     return _tracer
@@ -151,6 +151,34 @@ def _environment_exporter(environ: Mapping[str, str]) -> SpanExporter | None:
     return OTLPSpanExporter(timeout=flush_timeout(environ))
 
 
+#: How many spans the exporter failed to deliver (a collector down, refusing).
+_undelivered = 0
+
+
+def _counting(exporter: SpanExporter) -> SpanExporter:
+    """``exporter``, counting in ``_undelivered`` the spans it could not deliver."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Counting(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            global _undelivered
+            try:
+                result = exporter.export(spans)
+            except Exception:
+                result = SpanExportResult.FAILURE
+            if result is not SpanExportResult.SUCCESS:
+                _undelivered += len(spans)
+            return result
+
+        def shutdown(self) -> None:
+            exporter.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return exporter.force_flush(timeout_millis)
+
+    return Counting()
+
+
 def flush(environ: Mapping[str, str] | None = None) -> None:
     """Hand the spans of the runs so far to the collector, waiting at most the
     flush bound (``AGENT_WRAPPER_OTEL_FLUSH_TIMEOUT``, default 2 s). A no-op
@@ -158,8 +186,18 @@ def flush(environ: Mapping[str, str] | None = None) -> None:
     if _provider is None:
         return
     timeout = flush_timeout(os.environ if environ is None else environ)
-    with contextlib.suppress(Exception):
-        _provider.force_flush(timeout_millis=int(timeout * 1000))
+    try:
+        done = _provider.force_flush(timeout_millis=int(timeout * 1000))
+    except Exception:
+        done = False
+    if not done or _undelivered:
+        with contextlib.suppress(OSError, ValueError):
+            print(
+                "agent-wrapper: warning: OpenTelemetry: the collector did not take the "
+                f"runs' spans within {timeout:g} s ({FLUSH_TIMEOUT_VARIABLE}); they are dropped",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 # -- one run -------------------------------------------------------------------------
