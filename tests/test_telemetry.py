@@ -391,3 +391,57 @@ def test_a_collector_that_never_answers_delays_the_exit_by_the_flush_bound_at_mo
     assert "did not take the runs' spans within 1 s" in proc.stderr.decode()
     # The SDK's own default would wait 10 s and more for that collector.
     assert stuck < plain + bound + 3.0, (plain, stuck)
+
+
+@pytest.mark.parametrize("caller", [None, CALLER_TRACEPARENT])
+def test_the_command_lines_agent_gets_its_attempts_span_as_traceparent(
+    tmp_path: Path, collector: Collector, caller: str | None
+) -> None:
+    """The command line starts the agent before it loads OpenTelemetry: the
+    span the agent is told of is the one exported."""
+    scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+    env = {**agent_env(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}
+    if caller is not None:
+        env["TRACEPARENT"] = caller
+    proc = subprocess.run(
+        wrapper_argv(tmp_path / "run", scenario, options=["--output", "quiet"]),
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    spans = {span.name: span for span in collector.spans()}
+    run_span, attempt = spans["invoke_agent pi"], spans["attempt 1"]
+    trace = run_span.trace_id.hex()
+    if caller is None:
+        assert run_span.parent_span_id == b""
+    else:
+        assert trace == CALLER_TRACE
+        assert run_span.parent_span_id.hex() == CALLER_SPAN
+    assert attempt.parent_span_id == run_span.span_id
+    (record,) = records(tmp_path)
+    assert record["env"]["TRACEPARENT"] == f"00-{trace}-{attempt.span_id.hex()}-01"
+
+
+@pytest.mark.parametrize(
+    ("traceparent", "joins", "flags"),
+    [
+        (CALLER_TRACEPARENT, True, "01"),
+        (f"00-{CALLER_TRACE}-{CALLER_SPAN}-00", True, "00"),
+        (f"00-{'0' * 32}-{CALLER_SPAN}-01", False, "01"),
+        (f"ff-{CALLER_TRACE}-{CALLER_SPAN}-01", False, "01"),
+        ("not a traceparent", False, "01"),
+    ],
+)
+def test_planned_ids_join_a_valid_callers_trace_only(
+    traceparent: str, joins: bool, flags: str
+) -> None:
+    planned = telemetry.plan_ids({"TRACEPARENT": traceparent})
+    assert planned is not None
+    version, trace, span, sampled = planned.traceparent.split("-")
+    assert (trace == CALLER_TRACE) is joins
+    assert (version, span, sampled) == ("00", f"{planned.attempt_span_id:016x}", flags)
+    assert telemetry.plan_ids({"OTEL_TRACES_SAMPLER": "traceidratio"}) is None

@@ -499,13 +499,20 @@ def _run(
     become_subreaper()
     # The agent starts now, its start-up overlapping the wrapper's imports.
     environ = dict(os.environ)
-    # An agent whose run is traced starts with its attempt's span as its
-    # TRACEPARENT: it waits for the run proper.
-    early = (
-        None
-        if _traced(environ)
-        else early_start(config, launch.argv, launch.files, environ, early_signals)
-    )
+    traced = _traced(environ)
+    planned_ids = None
+    if traced:
+        from wrapper import telemetry
+
+        planned_ids = telemetry.plan_ids(environ)
+    early = None
+    if not traced:
+        early = early_start(config, launch.argv, launch.files, environ, early_signals)
+    elif planned_ids is not None:
+        # A traced run's agent gets its attempt's span as TRACEPARENT: the
+        # span's ids are chosen now, before OpenTelemetry is loaded.
+        agent_environ = {**environ, "TRACEPARENT": planned_ids.traceparent}
+        early = early_start(config, launch.argv, launch.files, agent_environ, early_signals)
 
     from functools import partial
 
@@ -514,7 +521,16 @@ def _run(
 
     from wrapper.execution import execute
 
-    run = partial(execute, config, dialect, launch, environ, early, early_signals=early_signals)
+    run = partial(
+        execute,
+        config,
+        dialect,
+        launch,
+        environ,
+        early,
+        early_signals=early_signals,
+        planned_ids=planned_ids,
+    )
     status: int = trio.run(run)
     _flush_spans()
     return status

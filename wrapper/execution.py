@@ -77,7 +77,7 @@ from wrapper.summary import RunSummary
 from wrapper.supervisor import AttemptSupervisor
 
 if TYPE_CHECKING:
-    from wrapper.telemetry import RunTelemetry
+    from wrapper.telemetry import PlannedIds, RunTelemetry
 
 #: Warnings repeated on stderr when the run ends, whatever the output mode: a
 #: quality gate that broke or a settings problem must show in a CI log even
@@ -101,6 +101,7 @@ async def execute(
     early: EarlyStart | None = None,
     *,
     early_signals: list[signal.Signals] | None = None,
+    planned_ids: PlannedIds | None = None,
 ) -> int:
     """The command line's run: the process's duties around one ``Run``;
     returns the run's exit status.
@@ -108,10 +109,11 @@ async def execute(
     ``launch`` is the dialect's argv for the task (computed before the run, so
     that a task the agent cannot take is a usage error, not a failed run).
     ``early`` is what the command line already started; ``early_signals``
-    the stop signals it recorded when it started nothing.
+    the stop signals it recorded when it started nothing. ``planned_ids``:
+    the trace ids the agent started early was given (``telemetry.plan_ids``).
     """
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        run = Run(config, dialect, launch, environ, early)
+        run = Run(config, dialect, launch, environ, early, planned_ids=planned_ids)
         if early is None and early_signals:
             run.interrupts += early_signals
         async with trio.open_nursery() as nursery:
@@ -164,6 +166,7 @@ class Run:
         claim: RunClaim | None = None,
         say_at_end: bool = True,
         trace_of_its_own: bool = False,
+        planned_ids: PlannedIds | None = None,
     ) -> None:
         """``live``: a shared output (a batch's), instead of the run's own
         by its ``--output``. ``claim``: which processes below the wrapper are
@@ -171,7 +174,8 @@ class Run:
         ``say_at_end``: repeat the run's error and its gravest warnings on
         stderr at its end (unless its live view showed them).
         ``trace_of_its_own``: when exported as a trace, the run starts a new
-        one (linked to the caller's ``TRACEPARENT``, not a child of it)."""
+        one (linked to the caller's ``TRACEPARENT``, not a child of it).
+        ``planned_ids``: the ids its first spans must have (see ``execute``)."""
         self.config = config
         self.say_at_end = say_at_end
         self.claim = claim
@@ -257,6 +261,7 @@ class Run:
             started_at=self.started_at,
             warn=lambda text: self.stream.emit(WarningEvent(code="telemetry", message=text)),
             trace_of_its_own=trace_of_its_own,
+            planned=planned_ids,
         )
         if self.telemetry is not None:
             self.stream.observer = self.telemetry.observe

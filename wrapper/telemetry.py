@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wrapper.events import (
@@ -80,6 +82,68 @@ def flush_timeout(environ: Mapping[str, str]) -> float:
     return value if value >= 0 else FLUSH_TIMEOUT
 
 
+# -- ids chosen before OpenTelemetry is loaded -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedIds:
+    """The ids a run's first spans will have, chosen before anything of
+    OpenTelemetry is imported: the command line starts the agent while it is
+    still loading, and the agent must already be given its attempt's span."""
+
+    #: The new trace's id, when the run has no caller's trace to join.
+    trace_id: int
+    run_span_id: int
+    attempt_span_id: int
+    #: What the first attempt's agent gets as TRACEPARENT.
+    traceparent: str
+
+
+#: The samplers whose decision for a run is known beforehand: sampled, unless
+#: the caller's TRACEPARENT says its trace is not.
+_PREDICTABLE_SAMPLERS = ("", "parentbased_always_on")
+
+
+def plan_ids(environ: Mapping[str, str]) -> PlannedIds | None:
+    """Ids for a run started with ``environ``; None when the sampler set in
+    it makes the agent's TRACEPARENT unknowable before the SDK is loaded."""
+    if environ.get("OTEL_TRACES_SAMPLER", "").strip().lower() not in _PREDICTABLE_SAMPLERS:
+        return None
+    caller = _parse_traceparent(environ.get("TRACEPARENT", ""))
+    trace_id, flags = caller if caller is not None else (_random_id(16), "01")
+    attempt = _random_id(8)
+    return PlannedIds(
+        trace_id=trace_id,
+        run_span_id=_random_id(8),
+        attempt_span_id=attempt,
+        traceparent=f"00-{trace_id:032x}-{attempt:016x}-{flags}",
+    )
+
+
+def _random_id(size: int) -> int:
+    while True:
+        value = int.from_bytes(secrets.token_bytes(size), "big")
+        if value:
+            return value
+
+
+def _parse_traceparent(value: str) -> tuple[int, str] | None:
+    """The trace id and flags of a W3C ``traceparent`` header, if it is valid."""
+    parts = value.strip().split("-")
+    if len(parts) < 4 or [len(part) for part in parts[:4]] != [2, 32, 16, 2]:
+        return None
+    version, trace, span, flags = parts[:4]
+    try:
+        numbers = [int(part, 16) for part in (version, trace, span, flags)]
+    except ValueError:
+        return None
+    if version.lower() == "ff" or (version == "00" and len(parts) != 4):
+        return None
+    if not numbers[1] or not numbers[2]:
+        return None
+    return numbers[1], "01" if numbers[3] & 1 else "00"
+
+
 # -- the process's provider ----------------------------------------------------------
 
 #: Set by tests (or an embedding program) to receive the spans in-process.
@@ -87,6 +151,9 @@ _exporter_override: SpanExporter | None = None
 _provider: TracerProvider | None = None
 _tracer: Tracer | None = None
 _unavailable: str | None = None
+#: The ids the next span must have (planned ones), else random.
+_next_trace_ids: list[int] = []
+_next_span_ids: list[int] = []
 
 
 def use_exporter(exporter: SpanExporter | None) -> None:
@@ -110,12 +177,22 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class PlannedIdGenerator(RandomIdGenerator):
+        def generate_span_id(self) -> int:
+            return _next_span_ids.pop(0) if _next_span_ids else super().generate_span_id()
+
+        def generate_trace_id(self) -> int:
+            return _next_trace_ids.pop(0) if _next_trace_ids else super().generate_trace_id()
 
     from wrapper import __version__
 
     resource = Resource.create({"service.name": "agent-wrapper", "service.version": __version__})
     # Our own flush, bounded, replaces the SDK's unbounded one at exit.
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    provider = TracerProvider(
+        resource=resource, shutdown_on_exit=False, id_generator=PlannedIdGenerator()
+    )
     if _exporter_override is not None:
         provider.add_span_processor(SimpleSpanProcessor(_exporter_override))
     else:
@@ -215,11 +292,13 @@ def for_run(
     started_at: float,
     warn: Callable[[str], None],
     trace_of_its_own: bool = False,
+    planned: PlannedIds | None = None,
 ) -> RunTelemetry | None:
     """The run's telemetry, or None when it exports nothing. ``warn`` is
     told, once, why a run that asked for the export does not get it.
     ``trace_of_its_own``: a caller's ``TRACEPARENT`` becomes a link, not the
-    parent (a batch's runs are a trace each)."""
+    parent (a batch's runs are a trace each). ``planned``: the ids its run
+    span and first attempt span get (``plan_ids``)."""
     if not enabled(environ):
         return None
     try:
@@ -244,6 +323,7 @@ def for_run(
             started_at=started_at,
             warn=warn,
             trace_of_its_own=trace_of_its_own,
+            planned=planned,
         )
     except Exception as exc:
         warn(f"OpenTelemetry: the run's span could not be started ({exc})")
@@ -263,6 +343,7 @@ class RunTelemetry:
         started_at: float,
         warn: Callable[[str], None],
         trace_of_its_own: bool,
+        planned: PlannedIds | None = None,
     ) -> None:
         from opentelemetry import trace
         from opentelemetry.context import Context
@@ -287,6 +368,10 @@ class RunTelemetry:
                 links.append(Link(caller_span))
             caller = Context()
         name = agent or "agent"
+        self._planned = planned
+        if planned is not None:
+            _next_trace_ids[:] = [planned.trace_id]
+            _next_span_ids[:] = [planned.run_span_id]
         self.run_span: Span = tracer.start_span(
             f"invoke_agent {name}",
             context=caller,
@@ -299,6 +384,8 @@ class RunTelemetry:
                 "agent_wrapper.run_id": run_id,
             },
         )
+        _next_trace_ids.clear()
+        _next_span_ids.clear()
         provider = PROVIDERS.get(name)
         if provider is not None:
             self.run_span.set_attribute("gen_ai.provider.name", provider)
@@ -327,12 +414,15 @@ class RunTelemetry:
             self._end_attempt(now)
             self._attempt_number = number
             self._usage, self._finish_reasons = {}, []
+            if number == 1 and self._planned is not None:
+                _next_span_ids[:] = [self._planned.attempt_span_id]
             self._attempt = self._tracer.start_span(
                 f"attempt {number}",
                 context=self._context(None),
                 start_time=_ns(now),
                 attributes={"agent_wrapper.attempt": number},
             )
+            _next_span_ids.clear()
             carrier: dict[str, str] = {}
             self._propagator.inject(carrier, context=self._context(self._attempt))
             return {key.upper(): value for key, value in carrier.items()}
