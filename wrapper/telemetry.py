@@ -150,7 +150,6 @@ def _parse_traceparent(value: str) -> tuple[int, str] | None:
 _exporter_override: SpanExporter | None = None
 _provider: TracerProvider | None = None
 _tracer: Tracer | None = None
-_unavailable: str | None = None
 #: The ids the next span must have (planned ones), else random.
 _next_trace_ids: list[int] = []
 _next_span_ids: list[int] = []
@@ -304,8 +303,6 @@ def for_run(
     try:
         tracer = _get_tracer(environ)
     except ImportError:
-        global _unavailable
-        _unavailable = "the optional OpenTelemetry packages are not installed"
         warn(
             "the environment asks for OpenTelemetry traces (OTEL_*), but the "
             f"optional packages are not installed: {INSTALL_HINT}; the run goes on without"
