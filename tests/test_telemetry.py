@@ -445,3 +445,52 @@ def test_planned_ids_join_a_valid_callers_trace_only(
     assert (trace == CALLER_TRACE) is joins
     assert (version, span, sampled) == ("00", f"{planned.attempt_span_id:016x}", flags)
     assert telemetry.plan_ids({"OTEL_TRACES_SAMPLER": "traceidratio"}) is None
+
+
+def test_a_failed_tool_and_a_failed_hook_are_error_spans(
+    tmp_path: Path, exported: InMemorySpanExporter
+) -> None:
+    hook = tmp_path / "broken.py"
+    hook.write_text("import sys\nsys.exit(1)\n")
+    settings = tmp_path / "settings.json"
+    settings.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "Stop": [
+                        {"hooks": [{"type": "command", "command": f"{sys.executable} {hook}"}]}
+                    ]
+                }
+            }
+        )
+    )
+    scenario = write_scenario(
+        tmp_path,
+        [
+            {
+                "assistant": {
+                    "text": "Reading.",
+                    "toolCalls": [{"name": "read", "arguments": {"path": "missing.txt"}}],
+                }
+            },
+            {"tool": {"name": "read", "isError": True, "result": "no such file"}},
+            {"assistant": {"text": "It is not there.", "stopReason": "stop"}},
+            *END,
+        ],
+    )
+    result = wrapper.run(
+        [str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(scenario)],
+        task="Read it",
+        run_dir=tmp_path / "run",
+        settings=[str(settings)],
+    )
+    assert result.outcome == "ok", result.error
+    spans = {span.name: span for span in exported.get_finished_spans()}
+    tool, stop_hook = spans["execute_tool read"], spans["hook Stop"]
+    assert dict(tool.attributes or {})["error.type"] == "tool_error"
+    assert tool.status.status_code.name == "ERROR"
+    hook_attrs = dict(stop_hook.attributes or {})
+    assert hook_attrs["error.type"] == "hook_failed"
+    assert hook_attrs["agent_wrapper.hook.exit_code"] == 1
+    # Neither failure failed the run.
+    assert "error.type" not in dict(spans["invoke_agent pi"].attributes or {})
