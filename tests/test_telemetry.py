@@ -37,8 +37,10 @@ CALLER_TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
 
 END: list[dict[str, Any]] = [{"agent_end": {"willRetry": False}}, {"agent_settled": {}}]
 
-#: Blocks the first stop with a reason, allows the next.
-BLOCK_ONCE = """import json, sys
+#: Blocks the first stop with a reason, allows the next; notes its TRACEPARENT.
+BLOCK_ONCE = """import json, os, sys
+with open(sys.argv[1], "a") as seen:
+    print(os.environ.get("TRACEPARENT"), file=seen)
 event = json.load(sys.stdin)
 if not event["stop_hook_active"]:
     print(json.dumps({"decision": "block", "reason": "You did not run the tests."}))
@@ -85,7 +87,14 @@ def steered_run(tmp_path: Path) -> tuple[list[str], str]:
             {
                 "hooks": {
                     "Stop": [
-                        {"hooks": [{"type": "command", "command": f"{sys.executable} {hook}"}]}
+                        {
+                            "hooks": [
+                                {
+                                    "type": "command",
+                                    "command": f"{sys.executable} {hook} {tmp_path / 'seen'}",
+                                }
+                            ]
+                        }
                     ]
                 }
             }
@@ -171,11 +180,13 @@ def test_a_steered_run_is_one_trace_under_the_callers_span(
         "block",
         "allow",
     ]
-    assert str(dict(hooks[0].attributes or {})["agent_wrapper.hook.handler"]).endswith("gate.py")
+    assert "gate.py" in str(dict(hooks[0].attributes or {})["agent_wrapper.hook.handler"])
 
     # Each attempt's agent got that attempt's span as its TRACEPARENT.
     seen = [record["env"].get("TRACEPARENT") for record in records(tmp_path)]
     assert seen == [f"00-{CALLER_TRACE}-{hex_ids(a)[1]}-01" for a in (first, second)]
+    # So did the hook at each attempt's stop.
+    assert (tmp_path / "seen").read_text().split() == seen
 
 
 def test_a_failed_run_says_why_as_its_error_type(

@@ -265,6 +265,8 @@ class Run:
         )
         if self.telemetry is not None:
             self.stream.observer = self.telemetry.observe
+            # Hooks that trace join the run's trace (the current attempt's, once there is one).
+            self.hook_ctx.env.update(self.telemetry.context_env())
         self.status = StatusWriter(
             run_dir / "status.json", self.errors, STATUS_INTERVAL, enabled=self.dir_ok
         )
@@ -471,7 +473,9 @@ class Run:
         else:
             env = child_env(self.config, number, self.environ)
             if self.telemetry is not None:
-                env.update(self.telemetry.attempt_env(number, time.time()))
+                trace_env = self.telemetry.attempt_env(number, time.time())
+                env.update(trace_env)
+                self.hook_ctx.env.update(trace_env)
             record = await supervisor.run(number, launch.argv, env, self.deadline, started)
         self.attempts.append(record)
         if launch.transcript is not None:

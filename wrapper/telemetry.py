@@ -420,12 +420,20 @@ class RunTelemetry:
                 attributes={"agent_wrapper.attempt": number},
             )
             _next_span_ids.clear()
-            carrier: dict[str, str] = {}
-            self._propagator.inject(carrier, context=self._context(self._attempt))
-            return {key.upper(): value for key, value in carrier.items()}
+            return self.context_env()
         except Exception as exc:
             self._fail(exc)
             return {}
+
+    def context_env(self) -> dict[str, str]:
+        """``TRACEPARENT`` (and ``TRACESTATE``) naming the attempt's span, or
+        the run's before the first attempt."""
+        carrier: dict[str, str] = {}
+        try:
+            self._propagator.inject(carrier, context=self._context(self._attempt))
+        except Exception as exc:
+            self._fail(exc)
+        return {key.upper(): value for key, value in carrier.items()}
 
     def _end_attempt(self, now: float, exit_code: int | None = None) -> None:
         span, self._attempt = self._attempt, None
