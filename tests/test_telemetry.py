@@ -505,3 +505,29 @@ def test_a_failed_tool_and_a_failed_hook_are_error_spans(
     assert hook_attrs["agent_wrapper.hook.exit_code"] == 1
     # Neither failure failed the run.
     assert "error.type" not in dict(spans["invoke_agent pi"].attributes or {})
+
+
+def test_the_apis_env_alone_can_turn_the_export_on(
+    tmp_path: Path, collector: Collector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith(("AGENT_WRAPPER_", "OTEL_")) or name in ("TRACEPARENT", "TRACESTATE"):
+            monkeypatch.delenv(name)
+    for name, value in agent_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+    telemetry.use_exporter(None)  # a provider of this run's own making
+    try:
+        result = wrapper.run(
+            [str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(scenario)],
+            task="Do it",
+            run_dir=tmp_path / "run",
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint},
+        )
+    finally:
+        telemetry.use_exporter(None)
+    assert result.outcome == "ok"
+    # Flushed before the call returned.
+    (run_span,) = [span for span in collector.spans() if span.name == "invoke_agent pi"]
+    attrs = {kv.key: kv.value for kv in run_span.attributes}
+    assert attrs["agent_wrapper.run_id"].string_value == result.data["runId"]

@@ -214,17 +214,25 @@ def _environment_exporter(environ: Mapping[str, str]) -> SpanExporter | None:
     protocol = environ.get(
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
     ).strip()
+    # The run's environment, not only the process's, says where to (the
+    # Python API's ``env``); the SDK reads the other variables itself.
+    traces_endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found,unused-ignore]
             OTLPSpanExporter as GrpcExporter,
         )
 
-        exporter: SpanExporter = GrpcExporter(timeout=flush_timeout(environ))
+        exporter: SpanExporter = GrpcExporter(
+            endpoint=traces_endpoint or endpoint or None, timeout=flush_timeout(environ)
+        )
         return exporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+    if not traces_endpoint and endpoint:
+        traces_endpoint = endpoint.rstrip("/") + "/v1/traces"
     # One request may not outlast the flush bound either.
-    return OTLPSpanExporter(timeout=flush_timeout(environ))
+    return OTLPSpanExporter(endpoint=traces_endpoint or None, timeout=flush_timeout(environ))
 
 
 #: How many spans the exporter failed to deliver (a collector down, refusing).
