@@ -267,6 +267,7 @@ def flush(environ: Mapping[str, str] | None = None) -> None:
     """Hand the spans of the runs so far to the collector, waiting at most the
     flush bound (``AGENT_WRAPPER_OTEL_FLUSH_TIMEOUT``, default 2 s). A no-op
     when no run exported anything."""
+    global _undelivered
     if _provider is None:
         return
     timeout = flush_timeout(os.environ if environ is None else environ)
@@ -275,6 +276,8 @@ def flush(environ: Mapping[str, str] | None = None) -> None:
     except Exception:
         done = False
     if not done or _undelivered:
+        # Said once for what was lost so far.
+        _undelivered = 0
         with contextlib.suppress(OSError, ValueError):
             print(
                 "agent-wrapper: warning: OpenTelemetry: the collector did not take the "
