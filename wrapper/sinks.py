@@ -121,6 +121,9 @@ class EventStream:
         self._pending_parts: list[str] = []
         self._pending_chars = 0
         self._pending_count = 0
+        #: Told of every event but text deltas, with its time and attempt
+        #: (the run's telemetry, when it exports any).
+        self.observer: Callable[[Event, float, int], None] | None = None
 
     def emit(self, event: Event, now: float | None = None) -> None:
         self.seq += 1
@@ -139,6 +142,8 @@ class EventStream:
         if isinstance(event, WarningEvent | AgentWarning):
             self.warnings.append({"code": event.code, "message": event.message})
         self._flush_pending()
+        if self.observer is not None:
+            self.observer(event, now, self.attempt)
         line = self._encode(event, self.seq, now, self.attempt)
         self._log.write(line)
         if self._live is not None:
