@@ -16,8 +16,8 @@ FINAL: list[dict[str, Any]] = [
     {"agent_settled": {}},
 ]
 #: What loading the deferred modules would bring in besides: OpenSSL's two
-#: extension modules.
-ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets")
+#: extension modules, and those of the compressors.
+ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets", "_bz2", "_lzma")
 
 
 def loaded_modules(importtime_stderr: str) -> set[str]:
@@ -51,8 +51,8 @@ defer_unused_imports()
 import trio
 import urllib.parse
 
-loaded = [name for name in (*sys.argv[1:], "_ssl", "_hashlib") if name in sys.modules
-          and not isinstance(sys.modules[name], Deferred)]
+loaded = [name for name in (*sys.argv[1:], "_ssl", "_hashlib", "_bz2", "_lzma")
+          if name in sys.modules and not isinstance(sys.modules[name], Deferred)]
 assert not loaded, f"loaded by importing trio: {loaded}"
 
 # ssl, as trio's TLS stream uses it: one module, whichever way it is reached.
@@ -83,6 +83,13 @@ else:
 # idna, as trio encodes host names with it.
 import idna
 assert idna.encode("bücher.example", uts46=True) == b"xn--bcher-kva.example"
+
+# tempfile, bz2 and lzma, as ctypes.util and shutil would use them.
+import bz2, lzma, os, shutil, tempfile
+assert bz2.decompress(bz2.compress(b"x" * 100)) == lzma.decompress(lzma.compress(b"x" * 100))
+assert {"bztar", "xztar"} <= {name for name, _ in shutil.get_archive_formats()}
+with tempfile.TemporaryDirectory() as directory:
+    assert os.path.isdir(directory)
 
 for name in sys.argv[1:]:
     assert not isinstance(sys.modules[name], Deferred), name

@@ -3,9 +3,12 @@
 A run's worker imports trio, and trio imports, at its top, modules for what
 it offers beyond a run's needs: ``ssl`` (TLS streams: OpenSSL's libraries,
 their start-up and Python's wrappers), ``hmac`` and through it ``hashlib``
-(DTLS cookies: OpenSSL again), ``idna`` (host-name tables). ``pathlib``
-imports ``urllib.parse``, which imports ``ipaddress`` for URLs with a
-bracketed host. A run uses none of them, yet each would stay in the
+(DTLS cookies: OpenSSL again), ``idna`` (host-name tables), and through
+``ctypes.util`` ``tempfile`` (to find a library where ``ldconfig`` cannot)
+and ``shutil``, which imports ``bz2`` and ``lzma`` to learn whether it can
+make such archives. ``pathlib`` imports ``urllib.parse``, which imports
+``ipaddress`` for URLs with a bracketed host. A run uses none of them, yet
+each would stay in the
 memory of every idle run for its whole life, and take its share of the
 start-up. ``defer_unused_imports`` keeps them out until they are really
 used.
@@ -36,7 +39,7 @@ import sys
 from types import ModuleType
 
 #: Imported by trio or by the standard library a run uses, never used by a run.
-UNUSED_BY_A_RUN = ("ssl", "hmac", "idna", "ipaddress")
+UNUSED_BY_A_RUN = ("ssl", "hmac", "idna", "ipaddress", "tempfile", "bz2", "lzma")
 
 #: Held while a stand-in hands its place in ``sys.modules`` to the real module.
 _swap = _thread.allocate_lock()
