@@ -7,7 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import HANG_LIMIT, ROOT, invoke, read_result, wrapper_argv, write_scenario
+from tests.conftest import (
+    HANG_LIMIT,
+    ROOT,
+    agent_env,
+    read_result,
+    wrapper_argv,
+    write_scenario,
+)
 from wrapper.deferral import UNUSED_BY_A_RUN
 
 FINAL: list[dict[str, Any]] = [
@@ -20,22 +27,38 @@ FINAL: list[dict[str, Any]] = [
 ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets", "_bz2", "_lzma")
 
 
-def loaded_modules(importtime_stderr: str) -> set[str]:
-    """The modules ``python -X importtime`` reports loading."""
-    return {
-        line.rpartition("|")[2].strip()
-        for line in importtime_stderr.splitlines()
-        if line.startswith("import time:") and "|" in line
-    }
+#: Put on the wrapper's PYTHONPATH: records every module the wrapper's
+#: processes really load (a stand-in in sys.modules is no load; a module a
+#: stand-in then loads is), not the agent's (it carries the run's id).
+RECORD_IMPORTS = """
+import os, sys
+if "AGENT_WRAPPER_RUN_ID" not in os.environ:
+    _log = open(os.environ["IMPORT_LOG"] + "." + str(os.getpid()), "a", buffering=1)
+    sys.addaudithook(lambda event, args: event == "import" and _log.write(args[0] + "\\n"))
+"""
 
 
 def test_a_whole_run_loads_none_of_the_deferred_modules(tmp_path: Path) -> None:
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(RECORD_IMPORTS)
     scenario = write_scenario(tmp_path, FINAL)
     argv = wrapper_argv(tmp_path / "run", scenario, task="hi", options=["--output", "quiet"])
-    proc = invoke([argv[0], "-X", "importtime", *argv[1:]], tmp_path)
+    env = {
+        **agent_env(tmp_path),
+        "PYTHONPATH": str(tmp_path / "site"),
+        "IMPORT_LOG": str(tmp_path / "imports"),
+    }
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     assert read_result(tmp_path / "run" / "result.json")["outcome"] == "ok"
-    loaded = loaded_modules(proc.stderr.decode())
+    loaded = {name for log in tmp_path.glob("imports.*") for name in log.read_text().splitlines()}
     assert {"trio", "wrapper.execution"} <= loaded, "the run's own imports are seen"
     assert loaded.isdisjoint({*UNUSED_BY_A_RUN, *ALSO_UNLOADED}), sorted(
         loaded & {*UNUSED_BY_A_RUN, *ALSO_UNLOADED}
@@ -116,12 +139,15 @@ import sys
 from wrapper.deferral import defer_import
 defer_import("ipaddress")
 stand_in = sys.modules["ipaddress"]
+loads = []  # what audit hooks (the whole-run test's) see of real loads
+sys.addaudithook(lambda event, args: event == "import" and loads.append(args[0]))
 first = stand_in.IPv4Address          # loads the module
 second = stand_in.ip_address("10.0.0.1")  # another name: no second load
 import ipaddress
 assert ipaddress is not stand_in and sys.modules["ipaddress"] is ipaddress
 assert first is ipaddress.IPv4Address and type(second) is ipaddress.IPv4Address
 assert not hasattr(stand_in, "no_such_name")
+assert loads.count("ipaddress") == 1, loads
 print("ok")
 """
     proc = subprocess.run(

@@ -34,7 +34,6 @@ new trio use one of them at import time, the module is simply loaded then
 from __future__ import annotations
 
 import _thread
-import importlib
 import sys
 from types import ModuleType
 
@@ -56,8 +55,10 @@ class Deferred(ModuleType):
             if sys.modules.get(self.__name__) is self:
                 del sys.modules[self.__name__]
         # Loads the module, or finds it loaded (by another thread meanwhile
-        # too: the import system makes that one load).
-        real = importlib.import_module(self.__name__)
+        # too: the import system makes that one load). As an import statement
+        # would: ``-X importtime`` and audit hooks see it.
+        __import__(self.__name__)
+        real = sys.modules[self.__name__]
         value = getattr(real, name)
         setattr(self, name, value)
         return value
