@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import shutil
 import stat
 from pathlib import Path
@@ -161,12 +160,12 @@ def _create_temp(path: Path) -> tuple[Path, int]:
     instead of redirecting the write."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(TEMP_NAME_TRIES - 1):
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(TEMP_NAME_BYTES)}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.urandom(TEMP_NAME_BYTES).hex()}.tmp")
         try:
             return tmp, os.open(tmp, flags, 0o644)
         except FileExistsError:
             continue
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(TEMP_NAME_BYTES)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.urandom(TEMP_NAME_BYTES).hex()}.tmp")
     return tmp, os.open(tmp, flags, 0o644)
 
 

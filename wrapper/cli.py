@@ -8,7 +8,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from wrapper import __version__
@@ -516,7 +515,6 @@ def _run(
 
     from functools import partial
 
-    defer_import("idna")
     import trio
 
     from wrapper.execution import execute
@@ -632,7 +630,6 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     become_subreaper()
     from functools import partial
 
-    defer_import("idna")
     import trio
 
     from wrapper.batch import run_batch
@@ -660,27 +657,6 @@ def _flush_spans() -> None:
         telemetry.flush()
 
 
-class _Deferred(ModuleType):
-    """Stands in for a module until one of its names is first used."""
-
-    def __getattr__(self, name: str) -> object:
-        import importlib
-
-        del sys.modules[self.__name__]
-        value = getattr(importlib.import_module(self.__name__), name)
-        setattr(self, name, value)
-        return value
-
-
-def defer_import(name: str) -> None:
-    """Let ``import name`` succeed without loading the module until a name of
-    it is used. Trio imports idna (a megabyte of tables, private to each
-    process) for resolving host names, which a run never does: a fleet of
-    idle runs is that much smaller."""
-    if name not in sys.modules:
-        sys.modules[name] = _Deferred(name)
-
-
 def entry() -> None:
     """The ``agent-wrapper`` command: ``main``, then a quick exit.
 
@@ -689,11 +665,14 @@ def entry() -> None:
     anyway) is skipped: the runner waiting on the wrapper gets its exit
     status sooner. Library callers use ``main``.
     """
+    from wrapper.deferral import defer_unused_imports
     from wrapper.guardian import fork_for_run
 
     # A run's guardian is the process the runner started; the run goes on
     # in its child (``wrapper.guardian.entry`` forks before importing this module).
     fork_for_run()
+    # Modules a run never uses stay unloaded (see wrapper/deferral.py).
+    defer_unused_imports()
     status = main()
     sys.stdout.flush()
     sys.stderr.flush()

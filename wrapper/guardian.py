@@ -164,6 +164,10 @@ def entry() -> None:
     with nothing imported yet that the worker would copy (see
     ``fork_for_run``); then the command line."""
     fork_for_run()
+    from wrapper.deferral import defer_unused_imports  # noqa: PLC0415 - after the fork
+
+    # Before the command line imports pathlib, and the run trio.
+    defer_unused_imports()
     from wrapper.cli import entry as command_line  # noqa: PLC0415 - after the fork
 
     command_line()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -51,7 +50,7 @@ class PreparedRun:
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + os.urandom(3).hex()
 
 
 _T = TypeVar("_T")

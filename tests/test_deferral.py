@@ -1,0 +1,162 @@
+"""Modules a run never uses stay unloaded, and still work when something does use them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import (
+    HANG_LIMIT,
+    ROOT,
+    agent_env,
+    read_result,
+    wrapper_argv,
+    write_scenario,
+)
+from wrapper.deferral import UNUSED_BY_A_RUN
+
+FINAL: list[dict[str, Any]] = [
+    {"assistant": {"text": "All done.", "stopReason": "stop"}},
+    {"agent_end": {"willRetry": False}},
+    {"agent_settled": {}},
+]
+#: What loading the deferred modules would bring in besides: OpenSSL's two
+#: extension modules, and those of the compressors.
+ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets", "_bz2", "_lzma")
+
+
+#: Put on the wrapper's PYTHONPATH: records every module the wrapper's
+#: processes really load (a stand-in in sys.modules is no load; a module a
+#: stand-in then loads is), not the agent's (it carries the run's id).
+RECORD_IMPORTS = """
+import os, sys
+if "AGENT_WRAPPER_RUN_ID" not in os.environ:
+    _log = open(os.environ["IMPORT_LOG"] + "." + str(os.getpid()), "a", buffering=1)
+    sys.addaudithook(lambda event, args: event == "import" and _log.write(args[0] + "\\n"))
+"""
+
+
+def test_a_whole_run_loads_none_of_the_deferred_modules(tmp_path: Path) -> None:
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(RECORD_IMPORTS)
+    scenario = write_scenario(tmp_path, FINAL)
+    argv = wrapper_argv(tmp_path / "run", scenario, task="hi", options=["--output", "quiet"])
+    env = {
+        **agent_env(tmp_path),
+        "PYTHONPATH": str(tmp_path / "site"),
+        "IMPORT_LOG": str(tmp_path / "imports"),
+    }
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert read_result(tmp_path / "run" / "result.json")["outcome"] == "ok"
+    loaded = {name for log in tmp_path.glob("imports.*") for name in log.read_text().splitlines()}
+    assert {"trio", "wrapper.execution"} <= loaded, "the run's own imports are seen"
+    assert loaded.isdisjoint({*UNUSED_BY_A_RUN, *ALSO_UNLOADED}), sorted(
+        loaded & {*UNUSED_BY_A_RUN, *ALSO_UNLOADED}
+    )
+
+
+# Run in a fresh interpreter: the deferral changes sys.modules, which is the process's.
+USES_EACH = """
+import sys
+from wrapper.deferral import Deferred, defer_unused_imports
+
+defer_unused_imports()
+import trio
+import urllib.parse
+
+loaded = [name for name in (*sys.argv[1:], "_ssl", "_hashlib", "_bz2", "_lzma")
+          if name in sys.modules and not isinstance(sys.modules[name], Deferred)]
+assert not loaded, f"loaded by importing trio: {loaded}"
+
+# ssl, as trio's TLS stream uses it: one module, whichever way it is reached.
+import ssl
+import trio.testing
+stream = trio.SSLStream(trio.testing.MemorySendStream(), ssl.create_default_context(),
+                        server_hostname="example.com")
+assert stream.server_hostname == "example.com"
+import importlib
+real_ssl = importlib.import_module("ssl")
+assert not isinstance(real_ssl, Deferred) and sys.modules["ssl"] is real_ssl
+assert ssl.SSLError is real_ssl.SSLError and ssl.MemoryBIO is real_ssl.MemoryBIO
+
+# hmac, as trio's DTLS cookies use it.
+import hmac, hashlib
+assert hmac.digest(b"key", b"data", "sha256") == hmac.new(b"key", b"data", hashlib.sha256).digest()
+assert hmac.compare_digest(b"a", b"a")
+
+# ipaddress, as urllib.parse checks a bracketed host with it.
+assert urllib.parse.urlsplit("http://[::1]:8080/x").hostname == "::1"
+try:
+    urllib.parse.urlsplit("http://[not-an-address]/")
+except ValueError:
+    pass
+else:
+    raise AssertionError("a bad bracketed host went unnoticed")
+
+# idna, as trio encodes host names with it.
+import idna
+assert idna.encode("bücher.example", uts46=True) == b"xn--bcher-kva.example"
+
+# tempfile, bz2 and lzma, as ctypes.util and shutil would use them.
+import bz2, lzma, os, shutil, tempfile
+assert bz2.decompress(bz2.compress(b"x" * 100)) == lzma.decompress(lzma.compress(b"x" * 100))
+assert {"bztar", "xztar"} <= {name for name, _ in shutil.get_archive_formats()}
+with tempfile.TemporaryDirectory() as directory:
+    assert os.path.isdir(directory)
+
+for name in sys.argv[1:]:
+    assert not isinstance(sys.modules[name], Deferred), name
+print("ok")
+"""
+
+
+def test_each_deferred_module_still_works_when_used() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", USES_EACH, *UNUSED_BY_A_RUN],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_a_stand_in_loads_its_module_once() -> None:
+    code = """
+import sys
+from wrapper.deferral import defer_import
+defer_import("ipaddress")
+stand_in = sys.modules["ipaddress"]
+loads = []  # what audit hooks (the whole-run test's) see of real loads
+sys.addaudithook(lambda event, args: event == "import" and loads.append(args[0]))
+first = stand_in.IPv4Address          # loads the module
+second = stand_in.ip_address("10.0.0.1")  # another name: no second load
+import ipaddress
+assert ipaddress is not stand_in and sys.modules["ipaddress"] is ipaddress
+assert first is ipaddress.IPv4Address and type(second) is ipaddress.IPv4Address
+assert not hasattr(stand_in, "no_such_name")
+assert loads.count("ipaddress") == 1, loads
+print("ok")
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
