@@ -35,6 +35,9 @@ from wrapper.framing import Frame
 JSON_STRING = rb'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 #: A JSON string with nothing in it to check: an id, a timestamp.
 PLAIN_STRING = rb'"[A-Za-z0-9_.:+-]{0,128}"'
+#: How much of a region's end is looked at to guess its lines' kind: a
+#: delta line's end, kind included.
+LAST_LINE = 512
 #: A JSON integer that is not negative.
 NATURAL = rb"(?:0|[1-9][0-9]{0,17})"
 
@@ -141,9 +144,10 @@ class DeltaLines:
         elif self._check is not None and not self._check(region):
             return None
         text, text_kind = self._text_region, self._text_kind
-        # The text kind's bytes once a line at least, or the general pattern
-        # (cheap to count; whether they are where they count, the match says).
-        if text is not None and text_kind is not None and region.count(text_kind) >= lines:
+        # Tried when the last line holds the text kind's bytes (a region's
+        # lines are most often of one kind; whether all are, the match says),
+        # else the general pattern at once.
+        if text is not None and text_kind is not None and text_kind in region[-LAST_LINE:]:
             raws: list[bytes] = text.findall(region)
             if len(raws) == lines:
                 return raws, None
