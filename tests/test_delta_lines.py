@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from wrapper.dialects.base import Dialect, merge_deltas
 from wrapper.dialects.claude import ClaudeDialect
 from wrapper.dialects.cursor import CursorDialect
-from wrapper.dialects.deltas import DeltaDialect
+from wrapper.dialects.deltas import DeltaDialect, DeltaLines
 from wrapper.dialects.gemini import GeminiDialect
+from wrapper.dialects.pi import PiDialect
 from wrapper.events import AssistantMessage, Event, TextDelta, UnparsedLine
 from wrapper.framing import LineFramer
 
@@ -248,3 +249,101 @@ def test_gemini_keeps_the_text_its_fast_path_read_for_the_final_message() -> Non
     [final] = dialect.on_exit(1, None)
     assert isinstance(final, AssistantMessage)
     assert final.text == "Done: ok"
+
+
+def pi_delta(text: str, *, kind: str = "text_delta", before: str = "", after: str = "") -> bytes:
+    message = '{"role":"assistant","content":[{"type":"text","text":"so far"}]}'
+    event = f'{{"type":"{kind}","contentIndex":0,"delta":{text}}}'
+    return (
+        f'{{"type":"message_update","message":{message}{before},'
+        f'"assistantMessageEvent":{event}{after}}}'
+    ).encode()
+
+
+#: Per dialect: a plain text delta line of a given JSON string, and lines that
+#: hold the bytes of its text kind without being one (so that counting those
+#: bytes alone cannot tell a region of text deltas).
+TEXT_REGIONS: dict[str, tuple[Callable[[], DeltaDialect], Callable[[str], bytes], Any]] = {
+    "pi": (
+        PiDialect,
+        pi_delta,
+        st.sampled_from(
+            [
+                pi_delta('"\\"text_delta\\""', kind="thinking_delta"),
+                pi_delta('"x"', before=',"type":"message_end"'),
+                pi_delta('"x"', after=',"note":"text_delta"'),
+                pi_delta('"x"', kind="text\\u005fdelta"),
+                b'{"type":"turn_start","note":"text_delta"}',
+            ]
+        ),
+    ),
+    **{
+        name: (
+            make,
+            claude_delta,
+            st.sampled_from(
+                [
+                    claude_delta('"x"', extra=',"event":{"type":"message_stop"}'),
+                    claude_delta('"x"', index="-1"),
+                    claude_delta('"x"', session="null"),
+                    claude_delta('"x"', parent='"toolu_01"'),
+                    claude_delta('"x"', kind='"type":"text_delta","text"', head='{"type": "x"'),
+                ]
+            ),
+        )
+        for name, make in (("claude", ClaudeDialect), ("cursor", CursorDialect))
+    },
+    "gemini": (
+        GeminiDialect,
+        gemini_delta,
+        st.sampled_from(
+            [
+                gemini_delta('"assistant"', role='"user"'),
+                gemini_delta('"x"', extra=',"role":"user"'),
+                gemini_delta('"x"', delta="false"),
+            ]
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", TEXT_REGIONS)
+def test_a_region_of_text_deltas_is_read_whole_and_a_look_alike_is_not(name: str) -> None:
+    make, plain, look_alikes = TEXT_REGIONS[name]
+
+    @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(
+        st.lists(delta_texts, min_size=1, max_size=10),
+        st.lists(st.tuples(st.integers(min_value=0), look_alikes), max_size=2),
+        st.lists(st.integers(min_value=0, max_value=4000), max_size=6),
+    )
+    def check(texts: list[str], others: list[tuple[int, bytes]], cuts: list[int]) -> None:
+        lines = [plain(text) for text in texts]
+        region = b"\n".join(lines)
+        scanned = make().delta_lines.scan(region)
+        # Every line of the layout and of the text kind: read by the text
+        # pattern (pi reads a line with an escaped printable character in full).
+        if scanned is not None or not any("\\u00" in text for text in texts):
+            assert scanned == ([text.encode() for text in texts], None)
+        for at, other in others:
+            lines.insert(at % (len(lines) + 1), other)
+        if others:
+            # Not read as text deltas alone (a thinking delta is still a delta line).
+            mixed = make().delta_lines.scan(b"\n".join(lines))
+            assert mixed is None or mixed[1] is not None
+        agree(make, lines, cuts)
+
+    check()
+
+
+def test_a_layout_is_told_its_text_kind_fits_its_kind_pattern() -> None:
+    with pytest.raises(ValueError, match="text kind"):
+        DeltaLines(
+            b"{",
+            head=rb"\{",
+            kind=rb"[a-z]+",
+            tail=rb':("[a-z]*")\}',
+            text_kinds=frozenset({b"TEXT"}),
+        )
+    with pytest.raises(ValueError, match="one group"):
+        DeltaLines(b"{", head=rb"\{", kind=rb"[a-z]+", tail=rb"\}", text_kinds=frozenset())

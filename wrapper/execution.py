@@ -206,8 +206,9 @@ class Run:
             if early is not None
             else prepare_run_dir(run_dir, config.runs_root, self.errors, config.run_id)
         )
+        # The agent's stream is logged while it is read: the bulk of its bytes.
         self.stdout_log = StreamFile(
-            "stdout", run_dir / "stdout.log", self.errors, enabled=self.dir_ok
+            "stdout", run_dir / "stdout.log", self.errors, enabled=self.dir_ok, behind=True
         )
         self.stderr_log = StreamFile(
             "stderr", run_dir / "stderr.log", self.errors, enabled=self.dir_ok

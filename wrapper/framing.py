@@ -92,16 +92,11 @@ class LineFramer:
         if cut < 0:
             self._partial += data
             return []
-        if self._partial:
-            # One copy of a long line, not two: it is completed in place and
-            # copied out once, and the old buffer is dropped before parsing,
-            # so the line costs about twice its size at most.
-            self._partial += memoryview(data)[:cut]
-            region = bytes(self._partial)
-            self._partial = bytearray()
-        else:
-            region = bytes(data[:cut])
-        self._partial += memoryview(data)[cut + 1 :]
+        # The held tail and the chunk's lines are copied once, together, and
+        # the old buffer is dropped before parsing, so a long line costs
+        # about twice its size at most.
+        region = b"".join((self._partial, memoryview(data)[:cut]))
+        self._partial = bytearray(memoryview(data)[cut + 1 :])
         return region
 
     def close(self) -> list[Frame]:

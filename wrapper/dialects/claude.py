@@ -113,16 +113,16 @@ _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _DELTA_PREFIX = b'{"type":"stream_event","event":{"type":"content_block_delta","index":'
 _DELTA_LINES = DeltaLines(
     _DELTA_PREFIX,
-    re.escape(_DELTA_PREFIX)
-    + NATURAL
-    + rb',"delta":\{("type":"[a-z_]{1,32}","[a-z_]{1,32}"):('
+    head=re.escape(_DELTA_PREFIX) + NATURAL + rb',"delta":\{',
+    kind=rb'"type":"[a-z_]{1,32}","[a-z_]{1,32}"',
+    tail=rb":("
     + JSON_STRING
     + rb')\}\},"session_id":'
     + PLAIN_STRING
     + rb',"parent_tool_use_id":null,"uuid":'
     + PLAIN_STRING
     + rb"\}",
-    frozenset({b'"type":"text_delta","text"'}),
+    text_kinds=frozenset({b'"type":"text_delta","text"'}),
 )
 
 

@@ -35,50 +35,82 @@ from wrapper.framing import Frame
 JSON_STRING = rb'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 #: A JSON string with nothing in it to check: an id, a timestamp.
 PLAIN_STRING = rb'"[A-Za-z0-9_.:+-]{0,128}"'
+#: How much of a region's end is looked at to guess its lines' kind: a
+#: delta line's end, kind included.
+LAST_LINE = 512
 #: A JSON integer that is not negative.
 NATURAL = rb"(?:0|[1-9][0-9]{0,17})"
 
 Match = tuple[bytes, bytes]
+#: The raw strings of a region's delta lines, and their kinds (None: all of
+#: the one text kind).
+Scanned = tuple[list[bytes], list[bytes] | None]
 
 
 class DeltaLines:
     """The layout of one agent's delta lines.
 
-    ``pattern`` matches a delta line to its end, with two groups: the bytes
-    that say what kind of delta it is, and its string as raw JSON. A delta
-    whose kind is in ``text_kinds`` is text for the user (a ``TextDelta``
-    when not empty); any other kind (thinking, tool input) yields nothing.
+    A delta line is ``head``, then its kind (``kind``, a pattern), then
+    ``tail``, which holds one group: its string as raw JSON. A delta whose
+    kind is in ``text_kinds`` is text for the user (a ``TextDelta`` when not
+    empty); any other kind (thinking, tool input) yields nothing.
 
-    By default ``pattern`` matches a whole line, which starts with
-    ``prefix`` (a literal start of ``pattern``). With ``start``, only the
-    end of the line is read, from the last occurrence of ``start`` on (the
-    literal start of ``pattern``), for a layout whose first part is
-    arbitrary JSON; ``prefix`` and ``check`` (which must hold of a line, and
-    of a region of whole lines exactly when it holds of each) are then what
-    make the end mean what decoding the line would.
+    By default the layout is a whole line, which starts with ``prefix`` (a
+    literal start of ``head``). With ``start``, only the end of the line is
+    read, from the last occurrence of ``start`` on (the literal start of
+    ``head``), for a layout whose first part is arbitrary JSON; ``prefix``
+    and ``check`` (which must hold of a line, and of a region of whole lines
+    exactly when it holds of each) are then what make the end mean what
+    decoding the line would.
     """
 
-    __slots__ = ("_check", "_line", "_newline_prefix", "_region", "prefix", "start", "text_kinds")
+    __slots__ = (
+        "_check",
+        "_line",
+        "_newline_prefix",
+        "_region",
+        "_text_kind",
+        "_text_region",
+        "prefix",
+        "start",
+        "text_kinds",
+    )
 
     def __init__(
         self,
         prefix: bytes,
-        pattern: bytes,
-        text_kinds: frozenset[bytes],
         *,
+        head: bytes,
+        kind: bytes,
+        tail: bytes,
+        text_kinds: frozenset[bytes],
         start: bytes | None = None,
         check: Callable[[bytes], bool] | None = None,
     ) -> None:
         literal = start if start is not None else prefix
-        if not pattern.startswith(re.escape(literal)) and not pattern.startswith(literal):
-            raise ValueError("the pattern must start with its literal prefix")
+        if not head.startswith(re.escape(literal)) and not head.startswith(literal):
+            raise ValueError("the head must start with its literal prefix")
+        if re.compile(tail).groups != 1:
+            raise ValueError("the tail must hold one group, the delta string")
         self.prefix = prefix
         self.start = start
         self.text_kinds = text_kinds
         self._check = check
+        pattern = head + b"(" + kind + b")" + tail
         self._line = re.compile(pattern)
+        # Each match ends where its line does: the lines are counted by them.
         self._region = re.compile(pattern + rb"(?=\n|\Z)")
         self._newline_prefix = b"\n" + prefix
+        # The usual region, text deltas alone, is read by a pattern with the
+        # kind spelled out and one group: a third less work for the regular
+        # expression engine, and no (kind, string) pair to take apart.
+        self._text_kind: bytes | None = None
+        self._text_region: re.Pattern[bytes] | None = None
+        if len(text_kinds) == 1:
+            [self._text_kind] = text_kinds
+            if re.fullmatch(kind, self._text_kind) is None:
+                raise ValueError("the text kind must be one the kind pattern matches")
+            self._text_region = re.compile(head + re.escape(self._text_kind) + tail + rb"(?=\n|\Z)")
 
     def match(self, line: bytes) -> Match | None:
         """(kind, raw string) of a delta line, or None when it is not one."""
@@ -93,9 +125,10 @@ class DeltaLines:
             found = self._line.fullmatch(line, at) if at >= 0 else None
         return None if found is None else (found[1], found[2])
 
-    def scan(self, region: bytes) -> list[Match] | None:
-        """(kind, raw string) of every line of ``region`` (complete lines,
-        ``\\n``-separated), or None unless all of them are delta lines.
+    def scan(self, region: bytes) -> Scanned | None:
+        """The raw strings of every line of ``region`` (complete lines,
+        ``\\n``-separated) with their kinds (None when all are of the text
+        kind), or None unless all of them are delta lines.
 
         The line checks summed over the region: every line starts with
         ``prefix``, and one match ends at each line's end. For a whole-line
@@ -110,8 +143,19 @@ class DeltaLines:
                 return None
         elif self._check is not None and not self._check(region):
             return None
+        text, text_kind = self._text_region, self._text_kind
+        # Tried when the last line holds the text kind's bytes (a region's
+        # lines are most often of one kind; whether all are, the match says),
+        # else the general pattern at once.
+        if text is not None and text_kind is not None and text_kind in region[-LAST_LINE:]:
+            raws: list[bytes] = text.findall(region)
+            if len(raws) == lines:
+                return raws, None
         found: list[Match] = self._region.findall(region)
-        return found if len(found) == lines else None
+        if len(found) != lines:
+            return None
+        kinds, strings = zip(*found, strict=True)
+        return list(strings), list(kinds)
 
 
 class DeltaDialect(Dialect):
@@ -157,21 +201,22 @@ class DeltaDialect(Dialect):
 
     def delta_texts(self, region: bytes) -> list[str] | None:
         found = self.delta_lines.scan(region)
-        return self._texts(found) if found is not None else None
+        return self._texts(*found) if found is not None else None
 
     def _run(self, found: list[Match], lines: list[bytes], *, coalesce: bool) -> list[Event]:
-        texts = self._texts(found)
+        kinds, raws = zip(*found, strict=True)
+        texts = self._texts(list(raws), list(kinds))
         if texts is None:
             # A string that does not decode makes its line malformed as a
             # whole: each line parsed in full says what it is.
             return [event for line in lines for event in self.parse(line)]
         return _text_deltas(texts, coalesce=coalesce)
 
-    def _texts(self, found: list[Match]) -> list[str] | None:
+    def _texts(self, raws: list[bytes], kinds: list[bytes] | None) -> list[str] | None:
         """The texts of a run of delta lines (the non-empty ones of a text
-        kind); None when one of the strings is not JSON."""
+        kind; ``kinds`` None: all are), from their raw strings; None when
+        one of the strings is not JSON."""
         # Column by column, so that no Python code runs per delta.
-        kinds, raws = zip(*found, strict=True)
         try:
             texts: list[Any] = orjson.loads(b"[" + b",".join(raws) + b"]")
         except orjson.JSONDecodeError:  # one of them is not for the fast decoder
@@ -179,7 +224,7 @@ class DeltaDialect(Dialect):
             if NOT_JSON in texts:
                 return None
         text_kinds = self.delta_lines.text_kinds
-        if not text_kinds.issuperset(kinds):
+        if kinds is not None and not text_kinds.issuperset(kinds):
             texts = list(itertools.compress(texts, map(text_kinds.__contains__, kinds)))
         kept: list[str] = list(filter(None, texts)) if "" in texts else texts
         if kept:

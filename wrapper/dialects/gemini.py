@@ -95,12 +95,10 @@ SETTLE_GRACE = 30.0
 _DELTA_PREFIX = b'{"type":"message","timestamp":'
 _DELTA_LINES = DeltaLines(
     _DELTA_PREFIX,
-    re.escape(_DELTA_PREFIX)
-    + PLAIN_STRING
-    + rb',"role":"(assistant)","content":('
-    + JSON_STRING
-    + rb'),"delta":true\}',
-    frozenset({b"assistant"}),
+    head=re.escape(_DELTA_PREFIX) + PLAIN_STRING + rb',"role":"',
+    kind=rb"assistant",
+    tail=rb'","content":(' + JSON_STRING + rb'),"delta":true\}',
+    text_kinds=frozenset({b"assistant"}),
 )
 
 

@@ -313,13 +313,10 @@ def _update_events(line: bytes) -> list[Event] | None:
 _DELTA_EVENT_START = b'"assistantMessageEvent":{"type":"'
 _DELTA_LINES = DeltaLines(
     _UPDATE_PREFIX,
-    re.escape(_DELTA_EVENT_START)
-    + rb'([a-z_]{1,32})","contentIndex":'
-    + NATURAL
-    + rb',"delta":('
-    + JSON_STRING
-    + rb")\}\}",
-    frozenset({b"text_delta"}),
+    head=re.escape(_DELTA_EVENT_START),
+    kind=rb"[a-z_]{1,32}",
+    tail=rb'","contentIndex":' + NATURAL + rb',"delta":(' + JSON_STRING + rb")\}\}",
+    text_kinds=frozenset({b"text_delta"}),
     start=_DELTA_EVENT_START,
     check=_one_type_key,
 )
