@@ -179,7 +179,7 @@ def test_refused_tool_ends_with_the_reason() -> None:
     result = replay(CAPTURES / "gemini-0.61.0/tool_reject.jsonl")
     (ended,) = [e for e in result.events if isinstance(e, ToolEnded)]
     assert ended.is_error
-    assert ended.result == "refused in replay"
+    assert ended.result == "refused"
 
 
 # --- hostile and edge input -------------------------------------------------
