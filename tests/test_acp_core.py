@@ -288,7 +288,8 @@ def test_agent_that_never_answers_initialize_fails_at_its_deadline() -> None:
     client.start(100.0)
     assert client.next_deadline() == 130.0
     assert client.tick(129.9) == []
-    (failed,) = client.tick(130.0)
+    failed, closing = client.tick(130.0)
+    assert closing == CloseInput()
     assert isinstance(failed, Failed)
     assert "initialize" in failed.message
     assert client.phase is Phase.FAILED
@@ -305,7 +306,8 @@ def test_prompt_turn_has_no_deadline() -> None:
 def test_other_protocol_version_fails() -> None:
     client = _client()
     client.start(0.0)
-    (failed,) = client.feed(_line(jsonrpc.result(1, {**INIT_OK, "protocolVersion": 2})), 1.0)
+    failed, closing = client.feed(_line(jsonrpc.result(1, {**INIT_OK, "protocolVersion": 2})), 1.0)
+    assert closing == CloseInput()
     assert isinstance(failed, Failed)
     assert "version 2" in failed.message
 
@@ -317,7 +319,8 @@ def test_authentication_only_when_required_and_a_method_is_given() -> None:
     client.feed(
         _line(jsonrpc.result(1, {**INIT_OK, "authMethods": [{"id": "key", "name": "Key"}]})), 1.0
     )
-    (failed,) = client.feed(_line({"jsonrpc": "2.0", "id": 2, "error": required}), 2.0)
+    failed, closing = client.feed(_line({"jsonrpc": "2.0", "id": 2, "error": required}), 2.0)
+    assert closing == CloseInput()
     assert isinstance(failed, Failed)
     assert "key" in failed.message
 
@@ -331,7 +334,8 @@ def test_authentication_only_when_required_and_a_method_is_given() -> None:
     (new,) = _sent(client.feed(_line(jsonrpc.result(3, {})), 3.0))
     assert new["method"] == "session/new"
     # A second "authentication required" does not loop.
-    (failed,) = client.feed(_line({"jsonrpc": "2.0", "id": 4, "error": required}), 4.0)
+    failed, closing = client.feed(_line({"jsonrpc": "2.0", "id": 4, "error": required}), 4.0)
+    assert closing == CloseInput()
     assert isinstance(failed, Failed)
 
 

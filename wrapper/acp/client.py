@@ -554,8 +554,10 @@ class AcpClient:
         return self._request("session/prompt", params, None)
 
     def _fail(self, message: str) -> list[Output]:
+        """The session is over: the agent's stdin closes after the failure."""
+        closing = self.phase is not Phase.CLOSED
         self.phase = Phase.FAILED
-        return [Failed(message)]
+        return [Failed(message), *([CloseInput()] if closing else [])]
 
 
 def _usage(result: Mapping[str, Any]) -> tuple[Usage | None, str | None]:
