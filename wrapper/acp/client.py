@@ -185,8 +185,13 @@ class _Turn:
 class AcpClient:
     """One ACP session with one agent process, driven by the shell."""
 
-    def __init__(self, options: AcpOptions) -> None:
+    def __init__(self, options: AcpOptions, *, passive: bool = False) -> None:
         self.options = options
+        #: Reading one side of a session it does not hold (the agent's output
+        #: saved in stdout.log): the session is the one the agent names, an
+        #: answer to an unknown request that carries a ``stopReason`` (or an
+        #: error) ends a turn, and what it would send is only discarded.
+        self.passive = passive
         self.phase = Phase.NEW
         self.session_id: str | None = None
         self.agent_info: Mapping[str, Any] | None = None
@@ -312,6 +317,8 @@ class AcpClient:
             )
             return [AgentWarning(code="acp_error", message=f"the agent reported an error: {text}")]
         request = self._outbox.settle(response.id)
+        if request is None and self.passive:
+            return self._passive_response(response)
         if request is None:
             return [
                 AgentWarning(
@@ -331,6 +338,20 @@ class AcpClient:
         if request.method == "session/new":
             return self._session_created(response, now)
         return []
+
+    def _passive_response(self, response: jsonrpc.Response) -> list[Output]:
+        result = response.result
+        if isinstance(result, Mapping) and isinstance(result.get("sessionId"), str):
+            self.session_id = result["sessionId"]
+            return [SessionStarted(session_id=self.session_id)]
+        if response.error is not None or (isinstance(result, Mapping) and "stopReason" in result):
+            return self._turn_ended(response)
+        return []
+
+    def _adopt_session(self, params: Mapping[str, Any]) -> None:
+        """A passive reader takes the session the agent names."""
+        if self.passive and self.session_id is None and isinstance(params.get("sessionId"), str):
+            self.session_id = params["sessionId"]
 
     def _initialized(self, response: jsonrpc.Response, now: float) -> list[Output]:
         if response.error is not None:
@@ -424,6 +445,7 @@ class AcpClient:
             )
             return [Send(reply)]
         params = request.params if isinstance(request.params, Mapping) else {}
+        self._adopt_session(params)
         if self.session_id is None or params.get("sessionId") != self.session_id:
             reply = jsonrpc.error(request.id, jsonrpc.INVALID_PARAMS, "no such session")
             return [Send(reply)]
@@ -440,6 +462,8 @@ class AcpClient:
             and isinstance(o.get("optionId"), str)
             and isinstance(o.get("kind"), str)
         )
+        if self.passive:
+            return out  # answered by whoever held the session
         key = jsonrpc.id_key(request.id)
         assert key is not None
         self._permissions[key] = (request.id, options, call_id)
@@ -450,6 +474,7 @@ class AcpClient:
         if note.method != "session/update":
             return []
         params = note.params if isinstance(note.params, Mapping) else {}
+        self._adopt_session(params)
         if self.session_id is None:
             return [
                 AgentWarning(

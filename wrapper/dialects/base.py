@@ -68,6 +68,10 @@ class Launch:
     files: dict[Path, str] = field(default_factory=dict)
     #: The agent's own session transcript, when the dialect knows where it is.
     transcript: Path | None = None
+    #: The prompt a protocol hands over on the agent's stdin (ACP), when the
+    #: argv does not carry it; for a resume, the next prompt on the session
+    #: that is still alive.
+    prompt: str | None = None
 
 
 class CannotResume(Exception):
