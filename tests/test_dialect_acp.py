@@ -8,17 +8,71 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.acp_replay import CAPTURES, records, replay
+from tests.acp_replay import CAPTURES as RECORDED
+from tests.acp_replay import records, replay
+from tests.dialect_support import line
+from tests.dialect_table import ANSWER, FAILURE, LS, Agent, Argv, Samples
 from tests.test_acp_core import EXPECTED
+from wrapper.dialects import dialect_for_command, resolve_dialect
 from wrapper.dialects.acp import AcpDialect
 from wrapper.dialects.base import UsageError
 from wrapper.events import AssistantMessage, SessionStarted, ToolEnded, ToolStarted
+
+SESSION = "0a5b2c1e-5b6f-4f0e-9a41-3a0d2f7c9e11"
+
+
+def rpc(**fields: object) -> bytes:
+    return line({"jsonrpc": "2.0", **fields})
+
+
+def update(**fields: object) -> bytes:
+    return rpc(method="session/update", params={"sessionId": SESSION, "update": fields})
+
+
+NEW_SESSION = rpc(id=2, result={"sessionId": SESSION})
+
+
+def chunk(text: str) -> bytes:
+    return update(sessionUpdate="agent_message_chunk", content={"type": "text", "text": text})
+
+
+ROW = Agent(
+    name="acp",
+    command=("gemini", "--acp"),
+    aliases=("opencode", "cursor-agent", "qwen", "goose", "kimi", "copilot", "droid"),
+    types=("session/update",),
+    keys=("method", "params", "id", "result", "error"),
+    samples=Samples(
+        session=SESSION,
+        answer=[NEW_SESSION, chunk(ANSWER), rpc(id=3, result={"stopReason": "end_turn"})],
+        tool_call=[
+            NEW_SESSION,
+            update(
+                sessionUpdate="tool_call",
+                toolCallId="call-1",
+                kind="execute",
+                title="ls",
+                status="pending",
+                rawInput=LS,
+            ),
+            update(sessionUpdate="tool_call_update", toolCallId="call-1", status="completed"),
+        ],
+        tool="execute",
+        tool_id="call-1",
+        error=[NEW_SESSION, rpc(id=3, error={"code": -32603, "message": FAILURE})],
+        cut_short=[NEW_SESSION, chunk("Do")],
+        cut_short_text=None,
+    ),
+    # The task and a steer go over the protocol; the command is never changed.
+    argv=Argv(task=(), dashed_task=(), resume=None, missing_session=None),
+    noise=b"Failed to parse JSON message",
+)
 
 
 def stdout_log(name: str) -> list[bytes]:
     """What the agent of a recorded session wrote on its stdout."""
     lines = []
-    for row in records(CAPTURES / f"{name}.jsonl"):
+    for row in records(RECORDED / f"{name}.jsonl"):
         if row["dir"] == "in":
             msg = row["msg"]
             lines.append(msg["unparsed"].encode() if "unparsed" in msg else orjson.dumps(msg))
@@ -29,7 +83,7 @@ def stdout_log(name: str) -> list[bytes]:
 def test_stdout_log_alone_reads_like_the_live_session(name: str) -> None:
     dialect = AcpDialect()
     events = [event for line in stdout_log(name) for event in dialect.parse(line)]
-    live = replay(CAPTURES / f"{name}.jsonl")
+    live = replay(RECORDED / f"{name}.jsonl")
     finals = [e for e in events if isinstance(e, AssistantMessage)]
     assert [(m.stop_reason, m.text) for m in finals] == [
         (t.message.stop_reason, t.message.text) for t in live.turns
@@ -53,9 +107,30 @@ def test_launch_keeps_the_command_and_carries_the_task_beside_it(tmp_path: Path)
     assert (resumed.argv, resumed.prompt) == (command, "Go on")
 
 
-def test_no_task_is_a_usage_error(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="needs a task"):
-        AcpDialect().launch(["opencode", "acp"], None, tmp_path)
+@pytest.mark.parametrize("name", ["acp", "auto"])
+def test_no_task_is_a_usage_error(name: str) -> None:
+    with pytest.raises(UsageError, match="acp dialect needs a task"):
+        resolve_dialect(name, ["opencode", "acp"], has_task=False)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["gemini", "--acp"],
+        ["npx", "@zed-industries/claude-code-acp@0.16.2"],
+        ["env", "X=1", "gemini", "-m", "x", "--acp"],
+        ["opencode", "acp"],
+        ["claude-code-acp"],
+        ["/opt/bin/codex-acp", "--verbose"],
+    ],
+)
+def test_acp_commands_are_recognised(command: list[str]) -> None:
+    assert dialect_for_command(command) is AcpDialect
+
+
+@pytest.mark.parametrize("command", [["gemini", "-p", "hi"], ["opencode", "run", "acp"]])
+def test_other_modes_stay_their_own_dialect(command: list[str]) -> None:
+    assert dialect_for_command(command) is not AcpDialect
 
 
 def test_recognises_json_rpc_messages() -> None:

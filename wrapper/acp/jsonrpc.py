@@ -115,7 +115,8 @@ def classify(obj: Mapping[str, Any]) -> Message:
 
 def error_text(error: Mapping[str, Any]) -> str:
     """An error response as one line for a person: its message, then what its
-    ``data`` adds (a ``message`` or ``details`` string), then its code."""
+    ``data`` adds (a ``message`` or ``details`` string); the code is left to
+    the raw stop reason."""
     message = error.get("message")
     text = message if isinstance(message, str) and message else "error"
     data = error.get("data")
@@ -125,8 +126,7 @@ def error_text(error: Mapping[str, Any]) -> str:
             if isinstance(extra, str) and extra and extra not in text:
                 text = f"{text}: {extra}"
                 break
-    code = error.get("code")
-    return f"{text} (code {code})" if isinstance(code, int) else text
+    return text
 
 
 @dataclass(slots=True)

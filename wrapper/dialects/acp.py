@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from wrapper.acp.client import STOP_REASONS, AcpClient, AcpOptions
-from wrapper.dialects.base import Dialect, Launch, UsageError
+from wrapper.dialects.base import Dialect, Launch
 from wrapper.events import Event, StopReason
 
 #: Seconds an ACP agent gets to exit by itself once its stdin is closed, before
@@ -33,6 +33,7 @@ class AcpDialect(Dialect):
     stop_reasons: ClassVar[Mapping[str, StopReason]] = STOP_REASONS
     streaming_command: ClassVar[str] = "AGENT --acp (or its acp subcommand)"
     default_grace: ClassVar[float] = CLOSE_GRACE
+    needs_task: ClassVar[bool] = True
 
     def _reset(self) -> None:
         self._reader = AcpClient(AcpOptions(task="", cwd=""), passive=True)
@@ -47,11 +48,8 @@ class AcpDialect(Dialect):
     def launch(
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
     ) -> Launch:
-        if task is None:
-            raise UsageError(
-                "the acp dialect needs a task (--task or --task-file): an ACP agent takes "
-                "its prompt over the protocol, and waits silently without one"
-            )
+        # Without a task (refused before the run: ``needs_task``) the command
+        # is all there is.
         return Launch(list(command), prompt=task)
 
     def resume(

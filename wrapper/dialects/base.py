@@ -413,6 +413,10 @@ class Dialect:
     default_grace: ClassVar[float] = DEFAULT_GRACE
     default_settle_grace: ClassVar[float] = DEFAULT_SETTLE_GRACE
 
+    #: Whether a run must have a task (an agent driven over a protocol
+    #: waits for its prompt; without one it would sit silent).
+    needs_task: ClassVar[bool] = False
+
     #: Raw event ``type`` -> the method that normalizes such an event.
     handlers: ClassVar[Mapping[str, Handler]] = {}
     #: How the agent is run in the JSON streaming mode this dialect reads (told
