@@ -499,7 +499,12 @@ def _run(
     become_subreaper()
     # The agent starts now, its start-up overlapping the wrapper's imports.
     environ = dict(os.environ)
-    early = early_start(config, launch.argv, launch.files, environ, early_signals)
+    # An agent driven over its stdin (ACP) is started by the run proper.
+    early = (
+        early_start(config, launch.argv, launch.files, environ, early_signals)
+        if launch.prompt is None
+        else None
+    )
 
     from functools import partial
 

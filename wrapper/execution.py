@@ -205,6 +205,12 @@ class Run:
         self.events_log = StreamFile(
             "events", run_dir / "events.jsonl", self.errors, enabled=self.dir_ok
         )
+        #: Both directions of an agent driven over its stdin (ACP), else None.
+        self.protocol_log = (
+            StreamFile("protocol", run_dir / "protocol.jsonl", self.errors, enabled=self.dir_ok)
+            if launch.prompt is not None
+            else None
+        )
         if self.dir_ok:
             try:
                 atomic_write(run_dir / "config.json", dump_json(config.to_json()), durable=False)
@@ -395,6 +401,7 @@ class Run:
             status=self.status,
             stdout_log=self.stdout_log,
             stderr_log=self.stderr_log,
+            protocol_log=self.protocol_log,
             output=self.pump,
             on_event=self.observers.observe if self.observers.wanted else None,
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
@@ -449,7 +456,9 @@ class Run:
             )
         else:
             env = child_env(self.config, number, self.environ)
-            record = await supervisor.run(number, launch.argv, env, self.deadline, started)
+            record = await supervisor.run(
+                number, launch.argv, env, self.deadline, started, prompt=launch.prompt
+            )
         self.attempts.append(record)
         if launch.transcript is not None:
             self.gate.transcript = launch.transcript
@@ -562,8 +571,9 @@ class Run:
             ResultWritten(path=written, outcome=outcome, exit_status=exit_status, error=error)
         )
         self.stream.flush()
-        for log in (self.stdout_log, self.stderr_log, self.events_log):
-            log.close()
+        for log in (self.stdout_log, self.stderr_log, self.events_log, self.protocol_log):
+            if log is not None:
+                log.close()
         self.status.update(trio.current_time(), force=True, state="finished", outcome=outcome)
         if pump is not None:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from wrapper import child, proctree
+from wrapper.acp.client import AcpOptions
 from wrapper.artifacts import StreamFile
 from wrapper.completion import (
     CheckActivity,
@@ -83,6 +84,8 @@ LATE_TEXT_CHARS = 200
 if TYPE_CHECKING:
     import psutil
 
+    from wrapper.acp.driver import AcpDriver
+
 _STATUS_BY_PHASE = {
     Phase.WORKING: "running",
     Phase.GRACE: "grace",
@@ -106,6 +109,7 @@ class AttemptSupervisor:
         stdout_log: StreamFile,
         stderr_log: StreamFile,
         output: OutputPump | None,
+        protocol_log: StreamFile | None = None,
         on_event: Callable[[Event], None] | None = None,
         coalesce_deltas: bool = True,
         claim: proctree.RunClaim | None = None,
@@ -117,6 +121,10 @@ class AttemptSupervisor:
         self.status = status
         self.stdout_log = stdout_log
         self.stderr_log = stderr_log
+        #: Both directions of a live ACP session.
+        self.protocol_log = protocol_log
+        #: The live session of an agent driven over its stdin, during an attempt.
+        self._session: AcpDriver | None = None
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
@@ -152,11 +160,14 @@ class AttemptSupervisor:
         env: Mapping[str, str],
         deadline: float = math.inf,
         started: subprocess.Popen[bytes] | OSError | None = None,
+        *,
+        prompt: str | None = None,
     ) -> AttemptRecord:
         """Run attempt ``number``; ``deadline`` is when the whole run must end.
 
         ``started`` is the agent already started by the command line (or why
-        it could not be), for the first attempt."""
+        it could not be), for the first attempt. ``prompt``: the agent is
+        driven over its stdin (ACP) and this is its prompt."""
         record = self.record = AttemptRecord(number=number, argv=argv)
         self._exit_boundary, self._late, self._late_warned = None, False, False
         self.stream.attempt = number
@@ -176,7 +187,7 @@ class AttemptSupervisor:
         record.tracker = tracker
         if started is None:
             try:
-                started = child.spawn(argv, env, self.config.cwd)
+                started = child.spawn(argv, env, self.config.cwd, stdin_pipe=prompt is not None)
             except OSError as exc:
                 started = exc
         if isinstance(started, OSError):
@@ -189,20 +200,26 @@ class AttemptSupervisor:
             self.claim.agents.add(proc.pid)
         _widen_pipe(proc.stdout)
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
+        self._session = self._open_session(proc, prompt)
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
         if self.config.idle_timeout is not None:
             self._take_look(now)
         for signum in self._pending_interrupts:
+            if self._session is not None:
+                self._session.cancel()
             self._apply(tracker.interrupt(signum, trio.current_time()))
         try:
             await self._supervise(proc, tracker)
         finally:
+            self._session = None
             with trio.CancelScope(shield=True):
                 await self._reap(proc)
                 await self._end_leftovers(proc.pid)
-                for stream in (proc.stdout, proc.stderr):
+                for stream in (proc.stdin, proc.stdout, proc.stderr):
                     if stream is not None:
                         await stream.aclose()
+                if self.protocol_log is not None:
+                    self.protocol_log.flush()
         record.ended_at = time.time()
         return record
 
@@ -215,7 +232,24 @@ class AttemptSupervisor:
         if self.tracker is None or self.record is None or self.record.pid is None:
             self._pending_interrupts.append(signum)
             return
+        if self._session is not None:
+            # The turn is cancelled over the protocol first, then the ladder.
+            self._session.cancel()
         self._apply(self.tracker.interrupt(signum, trio.current_time()))
+
+    def _open_session(self, proc: Child, prompt: str | None) -> AcpDriver | None:
+        """The live session of an agent driven over its stdin, if this one is."""
+        open_session = getattr(self.dialect, "open_session", None)
+        if prompt is None or open_session is None or proc.stdin is None:
+            return None
+        log = self.protocol_log
+        driver: AcpDriver = open_session(
+            AcpOptions(task=prompt, cwd=str(self.config.cwd)),
+            proc.stdin,
+            lambda event: self._event(event, trio.current_time(), time.time()),
+            log.write if log is not None else None,
+        )
+        return driver
 
     # -- the attempt -------------------------------------------------------------
 
@@ -223,6 +257,8 @@ class AttemptSupervisor:
         assert proc.stdout is not None
         assert proc.stderr is not None
         async with trio.open_nursery() as background:
+            if self._session is not None:
+                await background.start(self._session.run)
             background.start_soon(self._run_timer, tracker)
             background.start_soon(self._flush_held_status)
             async with trio.open_nursery() as pipes:
@@ -596,6 +632,7 @@ class Child:
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self._popen = popen
         self.pid = popen.pid
+        self.stdin = self._stream(popen.stdin) if popen.stdin is not None else None
         self.stdout = self._stream(popen.stdout)
         self.stderr = self._stream(popen.stderr)
         self._pidfd: int | None = None

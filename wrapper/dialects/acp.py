@@ -13,13 +13,26 @@ the core's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from wrapper.acp.client import STOP_REASONS, AcpClient, AcpOptions
-from wrapper.dialects.base import Dialect, Launch
-from wrapper.events import Event, StopReason
+from wrapper.acp.client import (
+    STOP_REASONS,
+    AcpClient,
+    AcpOptions,
+    Failed,
+    Output,
+    PermissionRequested,
+    TurnEnded,
+)
+from wrapper.dialects.base import CannotResume, Dialect, Launch
+from wrapper.events import AssistantMessage, Event, StopReason
+
+if TYPE_CHECKING:
+    import trio
+
+    from wrapper.acp.driver import AcpDriver
 
 #: Seconds an ACP agent gets to exit by itself once its stdin is closed, before
 #: the usual SIGTERM / SIGKILL of its tree: Gemini CLI takes up to 4.2 s after
@@ -37,9 +50,65 @@ class AcpDialect(Dialect):
 
     def _reset(self) -> None:
         self._reader = AcpClient(AcpOptions(task="", cwd=""), passive=True)
+        #: The live session, while the supervisor holds one (see ``open_session``).
+        self.driver: AcpDriver | None = None
+        self._parsed: list[Event] | None = None
+        self._emit: Callable[[Event], None] | None = None
 
     def parse(self, line: bytes) -> list[Event]:
-        return [item for item in self._reader.feed(line, 0.0) if isinstance(item, Event)]
+        driver = self.driver
+        if driver is None:
+            return [item for item in self._reader.feed(line, 0.0) if isinstance(item, Event)]
+        self._parsed = []
+        try:
+            driver.feed(line)
+            return self._parsed
+        finally:
+            self._parsed = None
+
+    def open_session(
+        self,
+        options: AcpOptions,
+        stdin: trio.abc.SendStream,
+        emit: Callable[[Event], None],
+        log: Callable[[bytes], None] | None,
+    ) -> AcpDriver:
+        """Hold the live session of a started agent: its stdout lines (through
+        ``parse``) drive the core; events that come of something else (a
+        deadline) go to ``emit``. The caller runs ``driver.run``.
+
+        For now every permission request is allowed (the unattended norm) and
+        the session is closed after the first turn."""
+        from wrapper.acp.driver import AcpDriver  # noqa: PLC0415 - trio, for live runs only
+
+        self._emit = emit
+        self.driver = AcpDriver(AcpClient(options), stdin, self._on_output, log)
+        return self.driver
+
+    def _on_output(self, output: Output) -> None:
+        driver = self.driver
+        assert driver is not None
+        if isinstance(output, Event):
+            self._deliver(output)
+        elif isinstance(output, PermissionRequested):
+            driver.decide(output.request_id, True)
+        elif isinstance(output, TurnEnded):
+            driver.close()
+        elif isinstance(output, Failed):
+            # The session cannot go on: the run ends on this error.
+            self._deliver(
+                AssistantMessage(
+                    stop_reason=str(StopReason.ERROR),
+                    raw_stop_reason="protocol error",
+                    error_message=output.message,
+                )
+            )
+
+    def _deliver(self, event: Event) -> None:
+        if self._parsed is not None:
+            self._parsed.append(event)
+        elif self._emit is not None:
+            self._emit(event)
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -55,5 +124,9 @@ class AcpDialect(Dialect):
     def resume(
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
-        """The next prompt on the live session: the agent is not restarted."""
-        return Launch(list(command), prompt=prompt)
+        """The next prompt on the live session, once the supervisor keeps the
+        session open across a steer; until then a steer cannot be given."""
+        raise CannotResume(
+            "steering an ACP agent on its live session is not implemented yet "
+            "(the session is closed after its first turn)"
+        )

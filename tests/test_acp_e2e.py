@@ -1,0 +1,162 @@
+"""``agent-wrapper run`` with an agent speaking ACP (the fake agent as
+``gemini --acp``), end to end: what a user finds in result.json, the run
+directory and the process table."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wrapper.acp.protocol_log import replay
+from wrapper.events import AssistantMessage
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT = ROOT / "fixtures" / "fake_agent" / "gemini"
+
+#: Only to catch a hang.
+HANG = 60.0
+
+TOOL_RUN: list[dict[str, Any]] = [
+    {
+        "assistant": {
+            "text": "Running it.",
+            "stopReason": "toolUse",
+            "toolCalls": [{"name": "bash", "arguments": {"command": "make test"}}],
+        }
+    },
+    {"tool": {"name": "bash", "result": "ok", "duration": 0.1}},
+    {"assistant": {"text": "Done.", "stopReason": "stop"}},
+]
+
+
+def start(tmp_path: Path, steps: list[dict[str, Any]], *options: str) -> subprocess.Popen[bytes]:
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"version": 1, "steps": steps}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_AGENT_")}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wrapper",
+            "run",
+            "--output",
+            "quiet",
+            "--run-dir",
+            str(tmp_path / "run"),
+            *options,
+            "--",
+            str(AGENT),
+            "--acp",
+            "--scenario",
+            str(scenario),
+        ],
+        cwd=tmp_path,
+        env=env | {"FAKE_AGENT_HOME": str(tmp_path)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def result_of(tmp_path: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((tmp_path / "run" / "result.json").read_text())
+    return loaded
+
+
+def current_tool(tmp_path: Path) -> str | None:
+    """The tool status.json says the agent is running."""
+    try:
+        status = json.loads((tmp_path / "run" / "status.json").read_text())
+    except (OSError, ValueError):
+        return None
+    tool = status.get("currentTool")
+    return tool.get("name") if isinstance(tool, dict) else tool
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_tool_run_through_the_wrapper(tmp_path: Path) -> None:
+    proc = start(tmp_path, TOOL_RUN, "--task", "Fix the tests")
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    result = result_of(tmp_path)
+    assert result["dialect"] == "acp"
+    assert result["outcome"] == "ok"
+    assert (result["stopReason"], result["rawStopReason"]) == ("stop", "end_turn")
+    assert result["finalText"] == "Running it.Done."
+    assert result["toolsUsed"] == ["execute"]
+    # The agent exited by itself once its stdin was closed: nothing was forced.
+    assert result["forcedCleanup"] is False
+    (attempt,) = result["attempts"]
+    assert attempt["exitCode"] == 0
+    assert attempt["signalsSent"] == []
+    assert not alive(attempt["pid"])
+    # protocol.jsonl holds both directions, the task as the first prompt.
+    records = [
+        orjson.loads(line)
+        for line in (tmp_path / "run" / "protocol.jsonl").read_bytes().splitlines()
+    ]
+    prompts = [
+        r["msg"]
+        for r in records
+        if r["dir"] == "out" and r["msg"].get("method") == "session/prompt"
+    ]
+    assert [p["params"]["prompt"][0]["text"] for p in prompts] == ["Fix the tests"]
+    _, outputs = replay(records)
+    finals = [o for o in outputs if isinstance(o, AssistantMessage)]
+    assert [m.text for m in finals] == ["Running it.Done."]
+    # stdout.log keeps what the agent sent, and only that.
+    sent = [
+        orjson.loads(line) for line in (tmp_path / "run" / "stdout.log").read_bytes().splitlines()
+    ]
+    assert sent == [r["msg"] for r in records if r["dir"] == "in"]
+
+
+def test_no_task_is_a_usage_error(tmp_path: Path) -> None:
+    proc = start(tmp_path, TOOL_RUN)
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 2
+    assert b"acp dialect needs a task" in stderr
+
+
+def test_sigterm_mid_turn_cancels_then_ends_the_agent(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {
+            "assistant": {
+                "text": "Running it.",
+                "stopReason": "toolUse",
+                "toolCalls": [{"name": "bash", "arguments": {"command": "sleep 30"}}],
+            }
+        },
+        {"tool": {"name": "bash", "result": "slept", "duration": 30}},
+        {"assistant": {"text": "Done.", "stopReason": "stop"}},
+    ]
+    proc = start(tmp_path, steps, "--task", "Wait")
+    protocol = tmp_path / "run" / "protocol.jsonl"
+    deadline = time.monotonic() + HANG
+    while current_tool(tmp_path) != "execute":
+        assert time.monotonic() < deadline, "the tool never started"
+        assert proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=HANG)
+    result = result_of(tmp_path)
+    assert result["outcome"] == "aborted", stderr
+    records = [orjson.loads(line) for line in protocol.read_bytes().splitlines()]
+    assert "session/cancel" in [r["msg"].get("method") for r in records if r["dir"] == "out"]
+    (attempt,) = result["attempts"]
+    assert not alive(attempt["pid"])
