@@ -126,6 +126,20 @@ def test_a_tool_run_through_the_wrapper(tmp_path: Path) -> None:
     assert sent == [r["msg"] for r in records if r["dir"] == "in"]
 
 
+def test_pretooluse_handlers_are_reported_as_not_enforced_yet(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    hook = {"matcher": "execute", "hooks": [{"command": "exit 0"}]}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [hook]}}))
+    proc = start(tmp_path, TOOL_RUN, "--task", "Fix", "--settings", str(settings))
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    result = result_of(tmp_path)
+    # The settings say so (the handlers are not loaded): every tool is allowed.
+    notes = [w["message"] for w in result["warnings"] if w["code"] == "settings_note"]
+    assert any("PreToolUse: NOT ENFORCED" in note for note in notes)
+    assert result["toolsUsed"] == ["execute"]
+
+
 def test_no_task_is_a_usage_error(tmp_path: Path) -> None:
     proc = start(tmp_path, TOOL_RUN)
     _, stderr = proc.communicate(timeout=HANG)
