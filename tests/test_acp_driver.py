@@ -110,7 +110,8 @@ async def test_steer_on_the_live_session_then_close(tmp_path: Path) -> None:
     # The agent exited by itself once its stdin was closed.
     assert code == 0
     # protocol.jsonl has both directions and replays to the same turns.
-    assert {r["dir"] for r in records} == {"in", "out"}
+    assert {r["dir"] for r in records} == {"wrapper", "in", "out"}
+    assert records[0]["msg"]["event"] == "start"
     _, replayed = replay(records)
     assert [t.message for t in turns(replayed)] == [t.message for t in turns(outputs)]
     assert [e for e in replayed if isinstance(e, Event)] == [
@@ -134,4 +135,4 @@ async def test_agent_that_never_answers_initialize(tmp_path: Path) -> None:
     failed = [o for o in outputs if isinstance(o, Failed)]
     assert len(failed) == 1
     assert "initialize" in failed[0].message
-    assert [r["msg"].get("method") for r in records] == ["initialize"]
+    assert [r["msg"].get("method") for r in records if r["dir"] == "out"] == ["initialize"]

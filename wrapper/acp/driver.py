@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from wrapper.acp import jsonrpc
 from wrapper.acp.client import AcpClient, CloseInput, Output, Send
 from wrapper.acp.protocol_log import record, unparsed_line
 from wrapper.dialects.base import decode_object
+from wrapper.timefmt import iso
 
 
 class AcpDriver:
@@ -48,6 +50,8 @@ class AcpDriver:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The writer and the deadline timer; returns once stdin is closed
         and nothing is left to write. Starts the session (``initialize``)."""
+        if self.log is not None:
+            self.log(record(0.0, "wrapper", {"event": "start", "at": iso(time.time())}))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._deadlines)
             self._apply(self.client.start(trio.current_time()))
