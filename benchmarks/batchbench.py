@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.idle import MB, START_LIMIT, STOP_LIMIT, _children_map, sample, wrapper_side
+from benchmarks.idle import MB, START_LIMIT, _children_map, sample, stopped, wrapper_side
 from benchmarks.report import Row, Verdict
 
 if TYPE_CHECKING:
@@ -96,15 +96,7 @@ def batch(bench: Bench) -> list[Row]:
         for _, proc, _ in batches:
             proc.send_signal(signal.SIGTERM)
         for runs, proc, runs_dir in batches:
-            try:
-                status = proc.wait(timeout=STOP_LIMIT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                status = proc.wait()
-            try:
-                outcomes = json.loads((runs_dir / "batch.json").read_text()).get("outcomes")
-            except (OSError, ValueError):
-                outcomes = None
+            status, outcomes = stopped(proc, runs_dir / "batch.json", "outcomes")
             bench.check(
                 (status, outcomes) == (128 + signal.SIGTERM, {"aborted": runs}),
                 f"batch ({runs_dir}): SIGTERM ended it with {status}, outcomes {outcomes!r}",

@@ -106,13 +106,21 @@ def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: fl
     lines += [
         "## What is measured",
         "",
-        "- **throughput**: `agent-wrapper run --output quiet --dialect pi --run-dir TMP -- cat "
-        "FILE` on a generated pi stream (after the header and prompt, `message_update` text "
-        f"deltas carrying the message so far, bounded to its last {WINDOW_CHARS} characters, with "
-        '`assistantMessageEvent` last; then `message_end` with `stopReason: "stop"`, '
-        "`turn_end`, `agent_end`, `agent_settled`), against `cat FILE | python` counting lines. "
-        "Whole-process wall times, start-up included; events/s counts every line. After each "
-        "run, stdout.log must equal the stream (size and SHA-256) and result.json say `ok`.",
+        "- **throughput**: `agent-wrapper run --output quiet|jsonl --dialect pi|claude "
+        "--run-dir TMP -- cat FILE` (the wrapper's own output to a file) on two generated "
+        "streams of one long answer: pi's (after the header and prompt, `message_update` text "
+        f"deltas carrying the message so far, bounded to its last {WINDOW_CHARS} characters, "
+        'with `assistantMessageEvent` last; then `message_end` with `stopReason: "stop"`, '
+        "`turn_end`, `agent_end`, `agent_settled`) and Claude Code's with "
+        "`--include-partial-messages` (`system`/`init`, the `stream_event` lines of one "
+        "message with its `content_block_delta` text deltas, the `assistant` line with the "
+        "whole text, the `result` line). `--output quiet` is measured against `cat FILE | "
+        "python` counting lines, `--output jsonl` (every event written) against `cat FILE | "
+        "python` decoding each line with `orjson.loads` and writing `orjson.dumps` of a small "
+        "object for it. Whole-process wall times, start-up included; events/s counts every "
+        "line. After each run, stdout.log must equal the stream (size and SHA-256) and "
+        "result.json say `ok`; with `jsonl`, one `text_delta` event per delta must be "
+        "written out.",
         "- **memory**: peak RSS (`ru_maxrss` from `os.wait4` on the wrapper process, taken "
         "by a fresh bare Python process that spawns it: Linux counts the spawner's own peak "
         "into a child's, so that probe's 8 MB is a floor under every figure) on streams of "

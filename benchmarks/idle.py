@@ -191,15 +191,7 @@ def idle(bench: Bench) -> list[Row]:
         for sleeper in sleepers:
             sleeper.kill()
         for proc, run_dir in wrappers:
-            try:
-                status = proc.wait(timeout=STOP_LIMIT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                status = proc.wait()
-            try:
-                outcome = json.loads((run_dir / "result.json").read_text()).get("outcome")
-            except (OSError, ValueError):
-                outcome = None
+            status, outcome = stopped(proc, run_dir / "result.json", "outcome")
             bench.check(
                 (status, outcome) == (128 + signal.SIGTERM, "aborted"),
                 f"idle ({run_dir}): SIGTERM ended it with {status}, outcome {outcome!r}",
@@ -250,3 +242,18 @@ def _descendants(root: int, children: dict[int, list[int]]) -> list[int]:
         found.append(pid)
         pending += children.get(pid, [])
     return found
+
+
+def stopped(proc: subprocess.Popen[bytes], report: Path, key: str) -> tuple[int, Any]:
+    """The exit status of a wrapper sent SIGTERM (killed past ``STOP_LIMIT``)
+    and what its JSON report then says under ``key`` (None if unreadable)."""
+    try:
+        status = proc.wait(timeout=STOP_LIMIT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        status = proc.wait()
+    try:
+        value = json.loads(report.read_text()).get(key)
+    except (OSError, ValueError):
+        value = None
+    return status, value

@@ -31,6 +31,24 @@ COUNT_LINES = (
     "print(n)\n"
 )
 
+#: The ``--output jsonl`` floor: parses every line and writes a small JSON
+#: object for each (read in the wrapper's chunk size, written per chunk).
+PARSE_AND_EMIT = (
+    "import sys, orjson\n"
+    "read, write = sys.stdin.buffer.raw.read, sys.stdout.buffer.write\n"
+    "loads, dumps = orjson.loads, orjson.dumps\n"
+    "n, tail = 0, b''\n"
+    "while chunk := read(1048576):\n"
+    "    lines = (tail + chunk).split(b'\\n')\n"
+    "    tail = lines.pop()\n"
+    "    out = []\n"
+    "    for line in lines:\n"
+    "        n += 1\n"
+    "        out.append(dumps({'type': loads(line).get('type'), 'seq': n}))\n"
+    "    if out:\n"
+    "        write(b'\\n'.join(out) + b'\\n')\n"
+)
+
 #: Spawns ``argv[2:]``, waits for it, and writes "MAXRSS_KB STATUS" to the file ``argv[1]``.
 RSS_PROBE = (
     "import os, sys\n"
@@ -120,14 +138,21 @@ def run(
 
 
 def run_floor(
-    path: Path, env: Mapping[str, str], *, peak_rss: bool = False
+    path: Path,
+    env: Mapping[str, str],
+    *,
+    peak_rss: bool = False,
+    emit_to: Path | None = None,
 ) -> tuple[Measured, int]:
     """``cat PATH | python -c COUNT_LINES``: the measurement and the line count it printed.
 
-    The peak RSS, when asked for, is the line counter's.
+    With ``emit_to``, ``PARSE_AND_EMIT`` instead, writing to that file; the
+    count is then that of the lines it wrote. The peak RSS, when asked for,
+    is the reader's.
     """
     probe = _Probe() if peak_rss else None
-    counter_argv = [sys.executable, "-c", COUNT_LINES]
+    counter_argv = [sys.executable, "-c", PARSE_AND_EMIT if emit_to else COUNT_LINES]
+    sink = emit_to.open("wb") if emit_to else subprocess.PIPE
     start = time.perf_counter()
     cat = subprocess.Popen(
         ["cat", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env
@@ -135,23 +160,36 @@ def run_floor(
     counter = subprocess.Popen(
         probe.argv(counter_argv) if probe else counter_argv,
         stdin=cat.stdout,
-        stdout=subprocess.PIPE,
+        stdout=sink,
         env=env,
     )
     assert cat.stdout is not None
-    assert counter.stdout is not None
     cat.stdout.close()
-    output = counter.stdout.read()  # a number: read at exit, it cannot fill the pipe first
+    if emit_to is None:
+        assert counter.stdout is not None
+        output = counter.stdout.read()  # a number: read at exit, it cannot fill the pipe first
     status = counter.wait()
     cat_status = cat.wait()
     wall, ended_at = time.perf_counter() - start, time.time()
-    counter.stdout.close()
     rss = None
     if probe is not None:
         rss, status = probe.read()
-    text = output.decode().strip()
-    count = int(text) if text.isdigit() else -1
+    if emit_to is None:
+        assert counter.stdout is not None
+        counter.stdout.close()
+        text = output.decode().strip()
+        count = int(text) if text.isdigit() else -1
+    else:
+        assert not isinstance(sink, int)
+        sink.close()
+        count = count_lines(emit_to)
     return Measured(wall, status or cat_status, ended_at, rss), count
+
+
+def count_lines(path: Path) -> int:
+    """Lines in a file, read in blocks."""
+    with path.open("rb") as file:
+        return sum(block.count(b"\n") for block in iter(lambda: file.read(1 << 20), b""))
 
 
 def median(values: Sequence[float]) -> float:

@@ -25,7 +25,13 @@ from benchmarks.batchbench import batch
 from benchmarks.idle import idle
 from benchmarks.procs import Measured, median
 from benchmarks.report import Row, Verdict
-from benchmarks.streams import Stream, file_digest, write_pi_stream, write_scenario
+from benchmarks.streams import (
+    Stream,
+    file_digest,
+    write_claude_stream,
+    write_pi_stream,
+    write_scenario,
+)
 from wrapper.config import DEFAULT_KILL_AFTER
 from wrapper.dialects.pi import GRACE as PI_GRACE
 from wrapper.dialects.pi import SETTLE_GRACE as PI_SETTLE_GRACE
@@ -44,8 +50,14 @@ OVERSIZED_CAP = 1024 * 1024
 OVERSIZED_ALLOWANCE = OVERSIZED_CAP + 0.5 * MB
 #: Start-up targets.
 TRIVIAL_RUN_OVERHEAD = 0.25
-#: The wrapper's wall time on the throughput stream, as a multiple of the floor's.
-THROUGHPUT_RATIO = 1.5
+#: The wrapper's wall time on a throughput stream, as a multiple of its floor's:
+#: with ``--output quiet`` against a reader counting lines, with ``--output
+#: jsonl`` (every event written) against a reader parsing and emitting each line.
+QUIET_RATIO = 2.0
+JSONL_RATIO = 1.5
+#: Text deltas in the throughput streams (full run, ``--quick``).
+THROUGHPUT_DELTAS = 1_000_000
+QUICK_THROUGHPUT_DELTAS = 20_000
 VERSION_WALL = 0.1
 TASK = "Say hi"
 
@@ -92,13 +104,22 @@ class Bench:
         print(text, file=sys.stderr, flush=True)
 
     def wrap(
-        self, run_dir: Path, args: Sequence[str | Path], *, peak_rss: bool = False
+        self,
+        run_dir: Path,
+        args: Sequence[str | Path],
+        *,
+        peak_rss: bool = False,
+        output: str = "quiet",
     ) -> tuple[Measured, dict[str, Any]]:
-        """Run ``agent-wrapper run --output quiet --run-dir RUN_DIR ARGS``; its result.json."""
+        """Run ``agent-wrapper run --output OUTPUT --run-dir RUN_DIR ARGS``; its
+        result.json. Its standard output, if any, goes to ``RUN_DIR.stdout``."""
         run_dir.mkdir(parents=True)
-        with (run_dir.parent / f"{run_dir.name}.stderr").open("wb") as err:
-            argv = [self.wrapper, "run", "--output", "quiet", "--run-dir", run_dir, *args]
-            measured = procs.run(argv, self.env, stderr=err, peak_rss=peak_rss)
+        with (
+            (run_dir.parent / f"{run_dir.name}.stderr").open("wb") as err,
+            (run_dir.parent / f"{run_dir.name}.stdout").open("wb") as out,
+        ):
+            argv = [self.wrapper, "run", "--output", output, "--run-dir", run_dir, *args]
+            measured = procs.run(argv, self.env, stdout=out, stderr=err, peak_rss=peak_rss)
         try:
             result: dict[str, Any] = json.loads((run_dir / "result.json").read_text())
         except (OSError, ValueError) as exc:
@@ -112,11 +133,15 @@ class Bench:
         *flags: str,
         oversized: bool = False,
         peak_rss: bool = False,
+        dialect: str = "pi",
+        output: str = "quiet",
+        deltas: int | None = None,
     ) -> Measured:
-        """The wrapper with ``cat STREAM`` as its agent, checked: ok, stdout.log byte-identical."""
+        """The wrapper with ``cat STREAM`` as its agent, checked: ok, stdout.log
+        byte-identical; with ``deltas``, that many ``text_delta`` events written out."""
         run_dir, before = self.run_dir(), len(self.problems)
-        args = ["--dialect", "pi", *flags, "--", "cat", str(stream.path)]
-        measured, result = self.wrap(run_dir, args, peak_rss=peak_rss)
+        args = ["--dialect", dialect, *flags, "--", "cat", str(stream.path)]
+        measured, result = self.wrap(run_dir, args, peak_rss=peak_rss, output=output)
         what = f"{label} ({run_dir})"
         self.check(measured.status == 0, f"{what}: exit status {measured.status}, expected 0")
         self.check(result.get("outcome") == "ok", f"{what}: outcome {result.get('outcome')!r}")
@@ -131,8 +156,26 @@ class Bench:
             events_log = run_dir / "events.jsonl"
             events = events_log.read_bytes() if events_log.exists() else b""
             self.check(b'"type":"oversized_line"' in events, f"{what}: no oversized_line event")
+        written = run_dir.parent / f"{run_dir.name}.stdout"
+        if deltas is not None:
+            count = _count_in_file(written, b'{"type":"text_delta",')
+            self.check(count == deltas, f"{what}: {count} text_delta events out, not {deltas}")
         self.discard(run_dir, before)
+        if len(self.problems) == before:
+            written.unlink()
         return measured
+
+
+def _count_in_file(path: Path, needle: bytes) -> int:
+    """Occurrences of ``needle`` in a file of lines, read in blocks of whole lines."""
+    count, tail = 0, b""
+    with path.open("rb") as file:
+        while block := file.read(1 << 20):
+            block = tail + block
+            cut = block.rfind(b"\n") + 1
+            count += block.count(needle, 0, cut)
+            tail = block[cut:]
+    return count + tail.count(needle)
 
 
 def _fmt_s(seconds: float) -> str:
@@ -159,20 +202,60 @@ def _interleaved(repeat: int, *runs: Callable[[], float]) -> list[float]:
 # -- 1. throughput -------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class ThroughputCase:
+    dialect: str
+    output: str
+    write: Callable[[Path, int], Stream]
+
+
+THROUGHPUT_CASES = (
+    ThroughputCase("pi", "quiet", write_pi_stream),
+    ThroughputCase("claude", "quiet", write_claude_stream),
+    ThroughputCase("pi", "jsonl", write_pi_stream),
+    ThroughputCase("claude", "jsonl", write_claude_stream),
+)
+
+
 def throughput(bench: Bench) -> list[Row]:
-    deltas = 20_000 if bench.quick else 200_000
-    stream = write_pi_stream(bench.tmp / f"throughput-{deltas}.jsonl", deltas)
-    bench.progress(f"throughput: {stream.lines:,} lines, {stream.megabytes:.1f} MB")
+    deltas = QUICK_THROUGHPUT_DELTAS if bench.quick else THROUGHPUT_DELTAS
+    streams = {
+        dialect: write(bench.tmp / f"throughput-{dialect}-{deltas}.jsonl", deltas)
+        for dialect, write in {case.dialect: case.write for case in THROUGHPUT_CASES}.items()
+    }
+    bench.progress(
+        "throughput: "
+        + ", ".join(f"{d} {s.lines:,} lines, {s.megabytes:.1f} MB" for d, s in streams.items())
+    )
+    return [
+        _throughput_row(bench, case, streams[case.dialect], deltas) for case in THROUGHPUT_CASES
+    ]
+
+
+def _throughput_row(bench: Bench, case: ThroughputCase, stream: Stream, deltas: int) -> Row:
     before = len(bench.problems)
+    jsonl = case.output == "jsonl"
+    label = f"throughput {case.dialect} {case.output}"
+    emitted = bench.tmp / "floor.out"
 
     def wrapper() -> float:
-        return bench.wrap_stream("throughput", stream).wall
+        measured = bench.wrap_stream(
+            label,
+            stream,
+            dialect=case.dialect,
+            output=case.output,
+            deltas=deltas if jsonl else None,
+        )
+        return measured.wall
 
     def floor() -> float:
-        measured, count = procs.run_floor(stream.path, bench.env)
+        measured, count = procs.run_floor(
+            stream.path, bench.env, emit_to=emitted if jsonl else None
+        )
+        emitted.unlink(missing_ok=True)
         bench.check(
             measured.status == 0 and count == stream.lines,
-            f"throughput floor: status {measured.status}, counted {count} of {stream.lines} lines",
+            f"{label} floor: status {measured.status}, counted {count} of {stream.lines} lines",
         )
         return measured.wall
 
@@ -184,19 +267,19 @@ def throughput(bench: Bench) -> list[Row]:
             f" · {stream.megabytes / seconds:,.0f} MB/s"
         )
 
-    return [
-        Row(
-            "throughput",
-            f"{deltas:,} deltas ({stream.megabytes:.0f} MB), `cat` as the agent",
-            rates(wall),
-            f"{rates(floor_wall)} (cat | python counting lines)",
-            f"{wall / floor_wall:.1f}×",
-            f"≤ {THROUGHPUT_RATIO:g}× the floor, stdout.log identical, outcome ok",
-            _verdict(
-                wall <= THROUGHPUT_RATIO * floor_wall, checks_failed=len(bench.problems) != before
-            ),
-        )
-    ]
+    ratio = JSONL_RATIO if jsonl else QUIET_RATIO
+    reference = "python parsing and emitting each line" if jsonl else "python counting lines"
+    return Row(
+        "throughput",
+        f"{case.dialect}, {deltas:,} deltas ({stream.megabytes:.0f} MB), `cat` as the agent, "
+        f"`--output {case.output}`",
+        rates(wall),
+        f"{rates(floor_wall)} (cat | {reference})",
+        f"{wall / floor_wall:.1f}×",
+        f"≤ {ratio:g}× the floor, stdout.log identical, outcome ok"
+        + (", every delta written" if jsonl else ""),
+        _verdict(wall <= ratio * floor_wall, checks_failed=len(bench.problems) != before),
+    )
 
 
 # -- 2. memory -------------------------------------------------------------------

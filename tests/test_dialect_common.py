@@ -237,7 +237,7 @@ def test_executable_names_the_dialect(agent: Agent, command: tuple[str, ...]) ->
 def test_the_registry_entry_names_the_dialect(agent: Agent) -> None:
     assert agent.dialect.name == agent.name
     named = {os.path.basename(command[0]) for command in agent.commands}
-    assert named == set(BY_NAME[agent.name].executables)
+    assert named <= set(BY_NAME[agent.name].executables)
 
 
 @pytest.mark.parametrize(

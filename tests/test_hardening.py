@@ -279,6 +279,54 @@ def test_the_guardian_ends_only_the_processes_of_its_run(tmp_path: Path) -> None
             proc.wait()
 
 
+#: A worker whose guardian has just died, caught in the middle of importing
+#: psutil (the module is there, half made): it ends its run.
+ORPHANED_MID_IMPORT = """
+import json, os, subprocess, sys, types
+from pathlib import Path
+from wrapper import guardian
+
+run_dir, run_id = Path(sys.argv[1]), sys.argv[2]
+env = {**os.environ, guardian.RUN_ID_VARIABLE: run_id}
+agent = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(60)", sys.argv[3]],
+    env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+guardian._guardian_pid, guardian._guardian_pgid = os.getppid(), os.getpgid(0)
+guardian._watches.append(guardian.Watch(
+    wrapper_pid=os.getppid(), run_id=run_id, run_dir=run_dir,
+    result_path=run_dir / "result.json",
+))
+sys.modules["psutil"] = types.ModuleType("psutil")
+guardian._end_orphaned_run()
+"""
+
+
+def test_a_worker_orphaned_in_the_middle_of_an_import_still_ends_its_run(
+    tmp_path: Path,
+) -> None:
+    # The guardian's death reaches the worker as a signal, whatever it is
+    # doing: here, importing a module its cleanup needs too.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    status = {**_starting_status("r0"), "state": "running"}
+    (run_dir / "status.json").write_text(json.dumps(status))
+    worker = subprocess.run(
+        [sys.executable, "-c", ORPHANED_MID_IMPORT, str(run_dir), "r0", f"marker-{tmp_path.name}"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        check=False,
+    )
+    assert worker.returncode == guardian.WRAPPER_KILLED_EXIT, worker.stderr
+    assert wait_until(lambda: not marked(tmp_path), timeout=10), marked(tmp_path)
+    result = read_result(run_dir / "result.json")
+    assert result["error"]["kind"] == "wrapper_killed"
+    assert [s["signal"] for s in result["signalsSent"]][:1] == ["SIGTERM"]
+    final = json.loads((run_dir / "status.json").read_text())
+    assert (final["state"], final["outcome"]) == ("finished", "aborted")
+
+
 def test_the_guardian_never_replaces_the_result_its_wrapper_wrote(tmp_path: Path) -> None:
     # The wrapper wrote result.json and died before its final status.json.
     run_dir = tmp_path / "run"

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
 from tests.conftest import schema, validate
 from wrapper.artifacts import ArtifactErrors, StreamFile
 from wrapper.events import AgentWarning, Event, TextDelta, TurnStarted, WarningEvent
@@ -89,3 +93,54 @@ def test_warnings_say_whether_the_agent_or_the_wrapper_reported_them(tmp_path: P
         ("warning", "wrapper"),
     ]
     assert [w["code"] for w in stream.warnings] == ["agent_error", "hook_failed"]
+
+
+#: Half of the size at which a run of deltas is cut in the log.
+HALF = "z" * (COALESCE_MAX_CHARS // 2)
+delta_texts = (
+    st.just(HALF)
+    | st.text(max_size=8)
+    | st.text(alphabet='ab"\\\n\x00é😀', max_size=3)
+    | st.builds(
+        lambda n: "y" * n,
+        st.integers(min_value=COALESCE_MAX_CHARS // 3, max_value=COALESCE_MAX_CHARS),
+    )
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.lists(delta_texts, max_size=6), max_size=8),
+    st.booleans(),
+)
+# A run that reaches the cut exactly, in the middle of a chunk.
+@example(runs=[[HALF, HALF, "a"]], lines=True)
+def test_a_run_of_deltas_at_once_writes_what_one_by_one_writes(
+    tmp_path_factory: pytest.TempPathFactory, runs: list[list[str]], lines: bool
+) -> None:
+    """The same log and the same live bytes, byte for byte, whether the
+    deltas of a chunk are emitted together or each on its own."""
+    outputs = []
+    for together in (False, True):
+        path = tmp_path_factory.mktemp("stream") / "events.jsonl"
+        log = StreamFile("events", path, ArtifactErrors(), enabled=True)
+        live: list[bytes] = []
+
+        def watch(event: Event, line: bytes, live: list[bytes] = live) -> None:
+            live.append(line)
+
+        stream = EventStream(log, watch, live_lines=live.append if lines else None)
+        for index, run in enumerate(runs):
+            now = 1_700_000_000.0 + index
+            if together:
+                stream.emit_texts(run, now)
+            else:
+                for text in run:
+                    stream.emit(TextDelta(text=text), now)
+            if index % 3 == 2:
+                stream.emit(TurnStarted(), now)
+        stream.flush()
+        outputs.append((path.read_bytes(), b"".join(live)))
+    assert outputs[0] == outputs[1]

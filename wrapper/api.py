@@ -148,6 +148,11 @@ async def run_async(
     # The caller has the result: nothing on its stderr either.
     the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ, say_at_end=False)
     await the_run.execute()
+    if the_run.telemetry is not None:
+        from wrapper import telemetry  # noqa: PLC0415
+
+        # Bounded: a collector that is down costs the caller that long at most.
+        await trio.to_thread.run_sync(telemetry.flush, environ)
     assert the_run.result is not None
     return RunResult.from_json(the_run.result)
 

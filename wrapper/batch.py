@@ -182,6 +182,8 @@ async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, show
             claim=proctree.RunClaim(config.run_id),
             # The pretty output says how each run ended; elsewhere stderr does.
             say_at_end=mode is not OutputMode.PRETTY,
+            # One trace a run, whatever TRACEPARENT the batch was given.
+            trace_of_its_own=True,
         )
         item.state, item.started = "running", time.monotonic()
         if batch.stopped_by is not None:

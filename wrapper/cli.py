@@ -499,12 +499,21 @@ def _run(
     become_subreaper()
     # The agent starts now, its start-up overlapping the wrapper's imports.
     environ = dict(os.environ)
+    traced = _traced(environ)
+    planned_ids = None
+    if traced:
+        from wrapper import telemetry
+
+        planned_ids = telemetry.plan_ids(environ)
+    early = None
     # An agent driven over its stdin (ACP) is started by the run proper.
-    early = (
-        early_start(config, launch.argv, launch.files, environ, early_signals)
-        if launch.prompt is None
-        else None
-    )
+    if launch.prompt is None and not traced:
+        early = early_start(config, launch.argv, launch.files, environ, early_signals)
+    elif launch.prompt is None and planned_ids is not None:
+        # A traced run's agent gets its attempt's span as TRACEPARENT: the
+        # span's ids are chosen now, before OpenTelemetry is loaded.
+        agent_environ = {**environ, "TRACEPARENT": planned_ids.traceparent}
+        early = early_start(config, launch.argv, launch.files, agent_environ, early_signals)
 
     from functools import partial
 
@@ -513,8 +522,19 @@ def _run(
 
     from wrapper.execution import execute
 
-    run = partial(execute, config, dialect, launch, environ, early, early_signals=early_signals)
-    return trio.run(run)
+    run = partial(
+        execute,
+        config,
+        dialect,
+        launch,
+        environ,
+        early,
+        early_signals=early_signals,
+        planned_ids=planned_ids,
+    )
+    status: int = trio.run(run)
+    _flush_spans()
+    return status
 
 
 def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -618,7 +638,27 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     from wrapper.batch import run_batch
 
-    return trio.run(partial(run_batch, batch, early_signals))
+    status: int = trio.run(partial(run_batch, batch, early_signals))
+    _flush_spans()
+    return status
+
+
+def _traced(environ: dict[str, str]) -> bool:
+    """Whether runs export traces (looked at without importing anything unless
+    the environment names OpenTelemetry at all)."""
+    if not any(name.startswith("OTEL_") for name in environ):
+        return False
+    from wrapper import telemetry
+
+    return telemetry.enabled(environ)
+
+
+def _flush_spans() -> None:
+    """The runs' spans reach the collector, or it is given up on after the
+    flush bound: the process ends with os._exit, which waits for nothing."""
+    telemetry = sys.modules.get("wrapper.telemetry")
+    if telemetry is not None:
+        telemetry.flush()
 
 
 class _Deferred(ModuleType):

@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
@@ -76,6 +76,9 @@ from wrapper.sinks import EventStream, OutputPump, StatusWriter
 from wrapper.summary import RunSummary
 from wrapper.supervisor import AttemptSupervisor
 
+if TYPE_CHECKING:
+    from wrapper.telemetry import PlannedIds, RunTelemetry
+
 #: Warnings repeated on stderr when the run ends, whatever the output mode: a
 #: quality gate that broke or a settings problem must show in a CI log even
 #: when nothing else is printed.
@@ -98,6 +101,7 @@ async def execute(
     early: EarlyStart | None = None,
     *,
     early_signals: list[signal.Signals] | None = None,
+    planned_ids: PlannedIds | None = None,
 ) -> int:
     """The command line's run: the process's duties around one ``Run``;
     returns the run's exit status.
@@ -105,10 +109,11 @@ async def execute(
     ``launch`` is the dialect's argv for the task (computed before the run, so
     that a task the agent cannot take is a usage error, not a failed run).
     ``early`` is what the command line already started; ``early_signals``
-    the stop signals it recorded when it started nothing.
+    the stop signals it recorded when it started nothing. ``planned_ids``:
+    the trace ids the agent started early was given (``telemetry.plan_ids``).
     """
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        run = Run(config, dialect, launch, environ, early)
+        run = Run(config, dialect, launch, environ, early, planned_ids=planned_ids)
         if early is None and early_signals:
             run.interrupts += early_signals
         async with trio.open_nursery() as nursery:
@@ -160,12 +165,17 @@ class Run:
         live: LiveOutput | None = None,
         claim: RunClaim | None = None,
         say_at_end: bool = True,
+        trace_of_its_own: bool = False,
+        planned_ids: PlannedIds | None = None,
     ) -> None:
         """``live``: a shared output (a batch's), instead of the run's own
         by its ``--output``. ``claim``: which processes below the wrapper are
         this run's, when other runs share the process (None: all of them).
         ``say_at_end``: repeat the run's error and its gravest warnings on
-        stderr at its end (unless its live view showed them)."""
+        stderr at its end (unless its live view showed them).
+        ``trace_of_its_own``: when exported as a trace, the run starts a new
+        one (linked to the caller's ``TRACEPARENT``, not a child of it).
+        ``planned_ids``: the ids its first spans must have (see ``execute``)."""
         self.config = config
         self.say_at_end = say_at_end
         self.claim = claim
@@ -236,7 +246,8 @@ class Run:
                 if mode is OutputMode.PRETTY
                 else None
             )
-            self.stream = EventStream(self.events_log, self._live_output())
+            live_lines = self.pump.write if self.pump is not None and self.view is None else None
+            self.stream = EventStream(self.events_log, self._live_output(), live_lines=live_lines)
         self.hook_ctx = HookContext(
             cwd=config.cwd,
             env={
@@ -250,6 +261,19 @@ class Run:
         )
         for note in config.settings.notes:
             self.stream.emit(WarningEvent(code="settings_note", message=note))
+        self.telemetry = _telemetry(
+            environ,
+            run_id=config.run_id,
+            agent=_dialect_name(dialect) or os.path.basename(config.command[0]),
+            started_at=self.started_at,
+            warn=lambda text: self.stream.emit(WarningEvent(code="telemetry", message=text)),
+            trace_of_its_own=trace_of_its_own,
+            planned=planned_ids,
+        )
+        if self.telemetry is not None:
+            self.stream.observer = self.telemetry.observe
+            # Hooks that trace join the run's trace (the current attempt's, once there is one).
+            self.hook_ctx.env.update(self.telemetry.context_env())
         self.status = StatusWriter(
             run_dir / "status.json", self.errors, STATUS_INTERVAL, enabled=self.dir_ok
         )
@@ -456,6 +480,10 @@ class Run:
             )
         else:
             env = child_env(self.config, number, self.environ)
+            if self.telemetry is not None:
+                trace_env = self.telemetry.attempt_env(number, time.time())
+                env.update(trace_env)
+                self.hook_ctx.env.update(trace_env)
             record = await supervisor.run(
                 number, launch.argv, env, self.deadline, started, prompt=launch.prompt
             )
@@ -570,6 +598,8 @@ class Run:
         self.stream.emit(
             ResultWritten(path=written, outcome=outcome, exit_status=exit_status, error=error)
         )
+        if self.telemetry is not None:
+            self.telemetry.finish(self.result, outcome, time.time())
         self.stream.flush()
         for log in (self.stdout_log, self.stderr_log, self.events_log, self.protocol_log):
             if log is not None:
@@ -600,6 +630,19 @@ class Run:
                     flush=True,
                 )
         return exit_status
+
+
+def _telemetry(environ: Mapping[str, str], **run: Any) -> RunTelemetry | None:
+    """The run's telemetry (see ``wrapper.telemetry.for_run``), or None. A run
+    that cannot export does not even import the module: only the standard
+    environment (``OTEL_*``) or an exporter set through the module turns it on."""
+    if "wrapper.telemetry" not in sys.modules and not any(
+        name.startswith("OTEL_") for name in environ
+    ):
+        return None
+    from wrapper import telemetry  # noqa: PLC0415
+
+    return telemetry.for_run(environ, **run)
 
 
 def _refused_resume(record: AttemptRecord) -> str | None:

@@ -270,18 +270,69 @@ def _guardian_died(_signum: int, _frame: Any) -> None:
 
 def _end_orphaned_run() -> None:
     """The guardian is gone (the runner's ``kill -9``): end the run as it would
-    have, from wherever the worker is, and exit."""
-    # Other stop signals are no use now: nobody waits for this process.
-    for sig in STOP_SIGNALS:
+    have, from wherever the worker is, and exit.
+
+    This runs as a signal handler, at any point of the worker's life: in the
+    middle of an import (the cleanup's own imports would then find that
+    module half made) or with a lock held. So the cleanup runs in a fresh
+    interpreter exec'd in place, as the guardian's waiting does: same pid,
+    the run's processes still its children, the child-subreaper flag kept.
+    Only where that cannot be started does it run here."""
+    # Other stop signals are no use now: nobody waits for this process. Nor
+    # is a second parent's death: the cleanup is not to be cut short.
+    for sig in (*STOP_SIGNALS, GUARDIAN_DEATH_SIGNAL):
         with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, signal.SIG_IGN)
     watches = list(_watches)
+    if not watches:  # nothing of the run exists yet
+        os._exit(WRAPPER_KILLED_EXIT)
+    guardian = watches[0].wrapper_pid
+    args = [ORPHANED, str(guardian), str(_guardian_pgid or 0), os.pathsep.join(sys.path)]
+    for watch in watches:
+        args += [watch.run_id, str(watch.run_dir), str(watch.result_path)]
+    with contextlib.suppress(OSError, ValueError):
+        os.execv(sys.executable, [sys.executable, "-I", "-S", _waiter(), *args])
+    end_orphaned_run(watches)
+
+
+#: The first argument of ``wrapper/waiter.py`` when a worker whose guardian
+#: died execs it to end the run.
+ORPHANED = "--orphaned"
+
+
+def _waiter() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "waiter.py")
+
+
+def orphaned_entry(args: list[str]) -> None:
+    """``waiter.py --orphaned GUARDIAN GROUP PATH [RUN_ID RUN_DIR RESULT]...``:
+    the worker, exec'd afresh once its guardian died, ends the runs it had
+    announced. Never returns."""
+    from pathlib import Path  # noqa: PLC0415 - the waiting guardian does without
+
+    guardian, group, fields = int(args[0]), int(args[1]), args[3:]
+    spared = frozenset({os.getsid(0), group})
+    watches = [
+        Watch(
+            wrapper_pid=guardian,
+            run_id=fields[at],
+            run_dir=Path(fields[at + 1]),
+            result_path=Path(fields[at + 2]),
+            spared=spared,
+        )
+        for at in range(0, len(fields) - 2, 3)
+    ]
+    end_orphaned_run(watches)
+
+
+def end_orphaned_run(watches: list[Watch]) -> None:
+    """End the runs of ``watches`` (the guardian of all of them is dead): their
+    processes, then their results. Never returns."""
     try:
-        if watches:  # else nothing of the run exists yet
-            me = os.getpid()
-            cleanup = end_run(watches, known_below(me), {me, watches[0].wrapper_pid})
-            for watch in watches:
-                finish_run(watch, cleanup)
+        me = os.getpid()
+        cleanup = end_run(watches, known_below(me), {me, watches[0].wrapper_pid})
+        for watch in watches:
+            finish_run(watch, cleanup)
     finally:
         os._exit(WRAPPER_KILLED_EXIT)
 
@@ -298,11 +349,10 @@ def _become_guardian(worker: int, announced: int) -> None:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # Held from now until the waiter has its handlers; not lost meanwhile.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    waiter = os.path.join(os.path.dirname(os.path.abspath(__file__)), "waiter.py")
     try:
         os.set_inheritable(announced, True)
         args = [str(worker), str(announced), os.pathsep.join(sys.path), *sys.argv]
-        os.execv(sys.executable, [sys.executable, "-I", "-S", waiter, *args])
+        os.execv(sys.executable, [sys.executable, "-I", "-S", _waiter(), *args])
     except OSError:
         pass
     _stand_guard(worker, announced)

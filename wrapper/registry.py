@@ -42,11 +42,18 @@ class Agent(NamedTuple):
 
 
 AGENTS: tuple[Agent, ...] = (
-    Agent("pi", "wrapper.dialects.pi:PiDialect", ("pi",), "pi"),
-    Agent("claude", "wrapper.dialects.claude:ClaudeDialect", ("claude",), "claude"),
+    # Each CLI goes by its executable and, run through npx and the like, by
+    # the bare name of its npm package.
+    Agent("pi", "wrapper.dialects.pi:PiDialect", ("pi", "pi-coding-agent"), "pi"),
+    Agent("claude", "wrapper.dialects.claude:ClaudeDialect", ("claude", "claude-code"), "claude"),
     Agent("codex", "wrapper.dialects.codex:CodexDialect", ("codex",), "codex"),
-    Agent("gemini", "wrapper.dialects.gemini:GeminiDialect", ("gemini",), "gemini"),
-    Agent("opencode", "wrapper.dialects.opencode:OpencodeDialect", ("opencode",), "opencode"),
+    Agent("gemini", "wrapper.dialects.gemini:GeminiDialect", ("gemini", "gemini-cli"), "gemini"),
+    Agent(
+        "opencode",
+        "wrapper.dialects.opencode:OpencodeDialect",
+        ("opencode", "opencode-ai"),
+        "opencode",
+    ),
     Agent("amp", "wrapper.dialects.amp:AmpDialect", ("amp",), "amp"),
     Agent("cursor", "wrapper.dialects.cursor:CursorDialect", ("cursor-agent", "cursor"), "cursor"),
     Agent(

@@ -8,9 +8,11 @@ the stream but never the supervisor's timers.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ import orjson
 import trio
 
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write
-from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent
+from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent, payload_keys
 from wrapper.timefmt import iso
 
 #: How much unwritten output may pile up before the stream waits for the reader.
@@ -98,9 +100,18 @@ class EventStream:
     are the bulk of a stream.
     """
 
-    def __init__(self, log: StreamFile, live: Callable[[Event, bytes], None] | None) -> None:
+    def __init__(
+        self,
+        log: StreamFile,
+        live: Callable[[Event, bytes], None] | None,
+        *,
+        live_lines: Callable[[bytes], None] | None = None,
+    ) -> None:
         self._log = log
         self._live = live
+        #: Takes the lines of many events at once, when the live output is
+        #: those lines as they are (``--output jsonl``).
+        self._live_lines = live_lines
         self.seq = 0
         self.attempt = 1
         #: Every warning emitted, for result.json.
@@ -110,6 +121,9 @@ class EventStream:
         self._pending_parts: list[str] = []
         self._pending_chars = 0
         self._pending_count = 0
+        #: Told of every event but text deltas, with its time and attempt
+        #: (the run's telemetry, when it exports any).
+        self.observer: Callable[[Event, float, int], None] | None = None
 
     def emit(self, event: Event, now: float | None = None) -> None:
         self.seq += 1
@@ -128,10 +142,41 @@ class EventStream:
         if isinstance(event, WarningEvent | AgentWarning):
             self.warnings.append({"code": event.code, "message": event.message})
         self._flush_pending()
+        if self.observer is not None:
+            self.observer(event, now, self.attempt)
         line = self._encode(event, self.seq, now, self.attempt)
         self._log.write(line)
         if self._live is not None:
             self._live(event, line)
+
+    def emit_texts(self, texts: Sequence[str], now: float) -> None:
+        """``emit`` of a ``TextDelta`` for each of ``texts`` (the agent's
+        deltas of one chunk, one each), writing the same bytes for less
+        work per delta: the bulk of a stream written out event by event."""
+        first = self.seq + 1
+        self.seq += len(texts)
+        attempt = self.attempt
+        if self._live_lines is not None:
+            self._live_lines(_delta_lines(texts, first, now, attempt))
+        elif self._live is not None:
+            for seq, text in enumerate(texts, first):
+                delta = TextDelta(text=text)
+                self._live(delta, self._encode(delta, seq, now, attempt))
+        # Into the pending merged delta, flushed where ``emit`` would flush it:
+        # after the delta that brings it to COALESCE_MAX_CHARS.
+        start = 0
+        while start < len(texts):
+            if self._pending is None:
+                self._pending = (first + start, now, attempt)
+            room = COALESCE_MAX_CHARS - self._pending_chars
+            sizes = list(itertools.accumulate(map(len, itertools.islice(texts, start, None))))
+            taken = min(start + bisect.bisect_left(sizes, room) + 1, len(texts))
+            self._pending_parts += texts[start:taken]
+            self._pending_chars += sizes[taken - start - 1]
+            self._pending_count += taken - start
+            if self._pending_chars >= COALESCE_MAX_CHARS:
+                self._flush_pending()
+            start = taken
 
     def flush(self) -> None:
         self._flush_pending()
@@ -160,6 +205,24 @@ class EventStream:
         self._pending_parts.clear()
         self._pending_chars = self._pending_count = 0
         self._log.write(self._encode(merged, seq, now, attempt, coalesced=count))
+
+
+# A text delta's line, as ``EventStream._encode`` writes it, from parts.
+if payload_keys(TextDelta) != (("text", "text"),):
+    raise TypeError("the text delta lines below no longer match the event's payload")
+_DELTA_HEAD = b'{"type":"' + TextDelta.TYPE.encode() + b'","seq":'
+_DELTA_SOURCE = b',"source":"' + TextDelta.SOURCE.encode() + b'","text":'
+
+
+def _delta_lines(texts: Sequence[str], first: int, now: float, attempt: int) -> bytes:
+    middle = b',"ts":' + orjson.dumps(iso(now)) + b',"attempt":%d' % attempt + _DELTA_SOURCE
+    dumps = orjson.dumps
+    return b"".join(
+        [
+            b"%s%d%s%s}\n" % (_DELTA_HEAD, seq, middle, dumps(text))
+            for seq, text in enumerate(texts, first)
+        ]
+    )
 
 
 class StatusWriter:

@@ -378,14 +378,21 @@ class AttemptSupervisor:
             self.tracker.output_seen(now)
             self._refresh_baseline(now)
         region = framer.feed_region(data)
-        if isinstance(region, bytes):
-            events = self.dialect.parse_region(region, coalesce=self.coalesce_deltas)
-            if not record.recognised:
-                record.recognised = recognised_any(events)
-            for event in events:
-                self._event(event, now, wall)
-        else:
+        if not isinstance(region, bytes):
             self._frames(region, now, wall)
+            return
+        # When every delta is written out, a chunk of nothing but delta lines
+        # (most of a stream) goes out as texts, with no event per delta.
+        texts = None if self.coalesce_deltas else self.dialect.delta_texts(region)
+        if texts is not None:
+            record.recognised = True  # lines of the dialect's own delta layout
+        if texts is None:
+            self._events(
+                self.dialect.parse_region(region, coalesce=self.coalesce_deltas), now, wall
+            )
+        elif texts:  # deltas of thinking alone are no events
+            self.stream.emit_texts(texts, wall)
+            self.status.touch(now, wall)
 
     async def _read_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineFramer(STDERR_LINE_BYTES)
@@ -415,12 +422,34 @@ class AttemptSupervisor:
         self.status.touch(trio.current_time(), time.time())
 
     def _frames(self, frames: list[Frame], now: float, wall: float) -> None:
-        events = self.dialect.parse_frames(frames, coalesce=self.coalesce_deltas)
+        self._events(self.dialect.parse_frames(frames, coalesce=self.coalesce_deltas), now, wall)
+
+    def _events(self, events: list[Event], now: float, wall: float) -> None:
         record = self.record
         if record is not None and not record.recognised:
             record.recognised = recognised_any(events)
+        run: list[TextDelta] = []
         for event in events:
+            if type(event) is TextDelta:
+                run.append(event)
+                continue
+            if run:
+                self._deltas(run, now, wall)
+                run = []
             self._event(event, now, wall)
+        if run:
+            self._deltas(run, now, wall)
+
+    def _deltas(self, deltas: list[TextDelta], now: float, wall: float) -> None:
+        # A run of the agent's deltas (each delta of a chunk, when every one
+        # is written out) goes to the sinks at once; a delta changes neither
+        # the summary nor completion.
+        if len(deltas) > 1 and all(delta.coalesced == 1 for delta in deltas):
+            self.stream.emit_texts([delta.text for delta in deltas], wall)
+        else:
+            for delta in deltas:
+                self.stream.emit(delta, wall)
+        self.status.touch(now, wall)
 
     def _event(self, event: Event, now: float, wall: float) -> None:
         if type(event) is TextDelta:

@@ -11,6 +11,9 @@ worker that died by a signal, or left processes behind, brings in
 ``wrapper.guardian`` (from PATH, the original ``sys.path``) to clean up.
 Only built-in modules until then: the waiting costs the least a Python
 process can.
+
+A worker whose guardian died execs this file too (``--orphaned``), to end
+its runs from a clean start.
 """
 
 import _signal  # type: ignore[import-not-found]  # signal without its enum module
@@ -23,6 +26,8 @@ STOP_SIGNALS = (15, 2, 1, 3)
 
 
 def main(argv: list[str]) -> None:
+    if argv[1] == "--orphaned":
+        _orphaned(argv[2:])
     worker, announced, path = int(argv[1]), int(argv[2]), argv[3]
 
     def forward(signum: int, _frame: object) -> None:
@@ -52,6 +57,16 @@ def main(argv: list[str]) -> None:
     from wrapper.guardian import worker_ended  # noqa: PLC0415 - only now on the path
 
     worker_ended(worker, status, announcement)
+
+
+def _orphaned(args: list[str]) -> None:
+    """The worker exec'd this file in its own place when its guardian died:
+    ``--orphaned GUARDIAN GROUP PATH [RUN_ID RUN_DIR RESULT]...`` (see
+    ``wrapper.guardian.orphaned_entry``). Never returns."""
+    sys.path[:] = args[2].split(":")
+    from wrapper.guardian import orphaned_entry  # noqa: PLC0415 - only now on the path
+
+    orphaned_entry(args)
 
 
 def _reap_the_dead() -> None:

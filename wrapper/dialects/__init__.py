@@ -169,6 +169,9 @@ class SniffingDialect(Dialect):
             return self.chosen.parse_region(region, coalesce=coalesce)
         return super().parse_region(region, coalesce=coalesce)
 
+    def delta_texts(self, region: bytes) -> list[str] | None:
+        return self.chosen.delta_texts(region) if self.chosen is not None else None
+
     def oversized(self, frame: Oversized) -> list[Event]:
         return self.chosen.oversized(frame) if self.chosen is not None else super().oversized(frame)
 

@@ -453,6 +453,13 @@ class Dialect:
         ``LineFramer.feed_region``)."""
         return self.parse_frames(region.split(b"\n"), coalesce=coalesce)
 
+    def delta_texts(self, region: bytes) -> list[str] | None:
+        """When the lines of ``region`` (as for ``parse_region``) are all
+        delta lines, the texts ``parse_region`` would give one by one as
+        text deltas (the same state kept), without making them events;
+        None when they are not, or the dialect cannot tell cheaply."""
+        return None
+
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
         """Whether a decoded event plainly comes from this agent."""

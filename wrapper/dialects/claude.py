@@ -68,6 +68,13 @@ from wrapper.dialects.base import (
     summarize_args,
     tool_result_text,
 )
+from wrapper.dialects.deltas import (
+    JSON_STRING,
+    NATURAL,
+    PLAIN_STRING,
+    DeltaDialect,
+    DeltaLines,
+)
 from wrapper.events import (
     AgentEnded,
     AssistantMessage,
@@ -100,13 +107,32 @@ _RETRY_KEYS = ("attempt", "max_retries", "retry_delay_ms")
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
+# With --include-partial-messages most lines are content-block deltas
+# (text, thinking, tool input), each on a ``stream_event`` line of its own in
+# this layout; only a main-thread text delta is an event.
+_DELTA_PREFIX = b'{"type":"stream_event","event":{"type":"content_block_delta","index":'
+_DELTA_LINES = DeltaLines(
+    _DELTA_PREFIX,
+    re.escape(_DELTA_PREFIX)
+    + NATURAL
+    + rb',"delta":\{("type":"[a-z_]{1,32}","[a-z_]{1,32}"):('
+    + JSON_STRING
+    + rb')\}\},"session_id":'
+    + PLAIN_STRING
+    + rb',"parent_tool_use_id":null,"uuid":'
+    + PLAIN_STRING
+    + rb"\}",
+    frozenset({b'"type":"text_delta","text"'}),
+)
+
+
 #: Claude Code exits 0.05-0.2 s after its ``result`` line (which settles the
 #: run); 0.2 s left it no margin on a loaded machine.
 GRACE = 2.0
 SETTLE_GRACE = 2.0
 
 
-class ClaudeDialect(CommandLineDialect):
+class ClaudeDialect(CommandLineDialect, DeltaDialect):
     name: ClassVar[str] = "claude"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
@@ -382,3 +408,4 @@ ClaudeDialect.handlers = {
     "stream_event": ClaudeDialect._stream_event,
     "result": ClaudeDialect._result,
 }
+ClaudeDialect.delta_lines = _DELTA_LINES

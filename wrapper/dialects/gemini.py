@@ -42,6 +42,7 @@ task longer than one argument is a usage error.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -54,6 +55,7 @@ from wrapper.dialects.base import (
     tool_result_text,
     tool_started,
 )
+from wrapper.dialects.deltas import JSON_STRING, PLAIN_STRING, DeltaDialect, DeltaLines
 from wrapper.events import (
     AgentEnded,
     AgentWarning,
@@ -89,7 +91,20 @@ GRACE = 30.0
 SETTLE_GRACE = 30.0
 
 
-class GeminiDialect(CommandLineDialect):
+# Assistant text arrives as ``message`` lines of one piece each, in this layout.
+_DELTA_PREFIX = b'{"type":"message","timestamp":'
+_DELTA_LINES = DeltaLines(
+    _DELTA_PREFIX,
+    re.escape(_DELTA_PREFIX)
+    + PLAIN_STRING
+    + rb',"role":"(assistant)","content":('
+    + JSON_STRING
+    + rb'),"delta":true\}',
+    frozenset({b"assistant"}),
+)
+
+
+class GeminiDialect(CommandLineDialect, DeltaDialect):
     name: ClassVar[str] = "gemini"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
@@ -110,6 +125,9 @@ class GeminiDialect(CommandLineDialect):
         self._result_stop: str | None = None
         #: The last ``error`` event's message, for a result that names none.
         self._last_error: str | None = None
+
+    def took_texts(self, texts: list[str]) -> None:
+        self._text += "".join(texts)
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -234,3 +252,4 @@ _HANDLERS: dict[str, Handler] = {
 }
 
 GeminiDialect.handlers = _HANDLERS
+GeminiDialect.delta_lines = _DELTA_LINES

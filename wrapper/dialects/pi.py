@@ -19,14 +19,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import orjson
-
 from wrapper.dialects._shared import no_session
 from wrapper.dialects.base import (
     MAX_ARG_BYTES,
-    NOT_JSON,
     CannotResume,
-    Dialect,
     Handler,
     Launch,
     UsageKeys,
@@ -35,13 +31,13 @@ from wrapper.dialects.base import (
     as_str,
     counts,
     decode_value,
-    merge_deltas,
     retry_started,
     sniff_type,
     summarize_args,
     tool_result_text,
     tool_started,
 )
+from wrapper.dialects.deltas import JSON_STRING, NATURAL, DeltaDialect, DeltaLines
 from wrapper.events import (
     AgentEnded,
     AssistantMessage,
@@ -57,7 +53,7 @@ from wrapper.events import (
     Usage,
     canonical_stop_reason,
 )
-from wrapper.framing import Frame, Oversized
+from wrapper.framing import Oversized
 
 #: Event types that only pi emits, for recognising a stream with no header.
 _PI_TYPES = frozenset(
@@ -73,7 +69,7 @@ GRACE = 3.0
 SETTLE_GRACE = 0.2
 
 
-class PiDialect(Dialect):
+class PiDialect(DeltaDialect):
     name: ClassVar[str] = "pi"
     streaming_command: ClassVar[str] = "pi --mode json -p"
     default_grace: ClassVar[float] = GRACE
@@ -102,45 +98,6 @@ class PiDialect(Dialect):
         if kind == "session":
             return "version" in obj and "id" in obj
         return isinstance(kind, str) and kind in _PI_TYPES
-
-    def parse_frames(self, frames: Sequence[Frame], *, coalesce: bool) -> list[Event]:
-        if not coalesce:
-            return super().parse_frames(frames, coalesce=False)
-        # Line by line: a delta line is reduced to the raw JSON string of its
-        # delta, and a run of them is decoded with one call.
-        events: list[Event] = []
-        raws: list[tuple[bytes, bytes]] = []
-        pending: list[bytes] = []
-        for frame in frames:
-            if type(frame) is bytes and frame.startswith(_UPDATE_PREFIX) and _one_type_key(frame):
-                at = frame.rfind(_DELTA_EVENT_START)
-                match = _DELTA_AT_END.fullmatch(frame, at) if at >= 0 else None
-                if match is not None:
-                    raws.append((match[1], match[2]))
-                    pending.append(frame)
-                    continue
-            if raws:
-                events += self._deltas(raws, pending)
-                raws, pending = [], []
-            events += self.parse(frame) if isinstance(frame, bytes) else self.oversized(frame)
-        if raws:
-            events += self._deltas(raws, pending)
-        # Deltas that took the full decoding path (another JSON layout) merge too.
-        return merge_deltas(events)
-
-    def _deltas(self, raws: list[tuple[bytes, bytes]], lines: list[bytes]) -> list[Event]:
-        merged = _merged_deltas(raws)
-        if merged is not None:
-            return merged
-        # A delta no decoder takes makes its line malformed: each line as a whole says what.
-        return [event for line in lines for event in self.parse(line)]
-
-    def parse_region(self, region: bytes, *, coalesce: bool) -> list[Event]:
-        if coalesce:
-            events = _only_updates(region)
-            if events is not None:
-                return events
-        return self.parse_frames(region.split(b"\n"), coalesce=coalesce)
 
     def oversized(self, frame: Oversized) -> list[Event]:
         events = super().oversized(frame)
@@ -351,54 +308,21 @@ def _update_events(line: bytes) -> list[Event] | None:
     return _delta_events(update) if isinstance(update, dict) else None
 
 
-_NEXT_UPDATE = b"\n" + _UPDATE_PREFIX
-_DELTA_EVENT_START = b'"assistantMessageEvent":{"type":"'
 # pi's delta events (text, thinking, ...), exactly: three keys, nothing after
 # them but the line's end. The delta string is checked by decoding it.
-_DELTA_EVENT = (
-    rb'"assistantMessageEvent":\{"type":"([a-z_]{1,32})","contentIndex":(?:0|[1-9][0-9]{0,8}),'
-    rb'"delta":("[^"\\]*(?:\\.[^"\\]*)*")\}\}'
+_DELTA_EVENT_START = b'"assistantMessageEvent":{"type":"'
+_DELTA_LINES = DeltaLines(
+    _UPDATE_PREFIX,
+    re.escape(_DELTA_EVENT_START)
+    + rb'([a-z_]{1,32})","contentIndex":'
+    + NATURAL
+    + rb',"delta":('
+    + JSON_STRING
+    + rb")\}\}",
+    frozenset({b"text_delta"}),
+    start=_DELTA_EVENT_START,
+    check=_one_type_key,
 )
-_DELTA_AT_END = re.compile(_DELTA_EVENT)
-_DELTA_AT_LINE_END = re.compile(_DELTA_EVENT + rb"(?=\n|\Z)")
-
-
-def _only_updates(region: bytes) -> list[Event] | None:
-    """The events of complete lines that are all ``message_update`` deltas in
-    pi's layout (most of a stream), found with a few scans of the whole region
-    instead of a loop over its lines; None when the region holds anything
-    else. The checks are those of the line path, summed over the region: each
-    line's count of ``type`` keys is at least its count of first keys, so
-    equal sums mean equal counts on every line."""
-    lines = region.count(b"\n") + 1
-    if not region.startswith(_UPDATE_PREFIX) or lines - 1 != region.count(_NEXT_UPDATE):
-        return None
-    if not _one_type_key(region):
-        return None
-    raws = _DELTA_AT_LINE_END.findall(region)
-    if len(raws) != lines:
-        return None  # an update of another shape: let the line path decode it
-    return _merged_deltas(raws)
-
-
-def _merged_deltas(raws: list[tuple[bytes, bytes]]) -> list[Event] | None:
-    """One text delta for a run of (event type, raw JSON string) pairs, the
-    empty and non-text ones dropped as line by line; None when one of the
-    strings is not JSON at all (its line is then malformed as a whole)."""
-    try:
-        texts = orjson.loads(b"[" + b",".join([raw for _, raw in raws]) + b"]")
-    except orjson.JSONDecodeError:  # a malformed one: decode them one by one
-        texts = [decode_value(raw) for _, raw in raws]
-        if any(text is NOT_JSON for text in texts):
-            return None
-    kept = [
-        text
-        for (kind, _), text in zip(raws, texts, strict=True)
-        if kind == b"text_delta" and isinstance(text, str) and text
-    ]
-    if not kept:
-        return []
-    return [TextDelta(text="".join(kept), coalesced=len(kept))]
 
 
 def _delta_events(update: Any) -> list[Event]:
@@ -435,3 +359,4 @@ _HANDLERS: dict[str, Handler] = {
 }
 
 PiDialect.handlers = _HANDLERS
+PiDialect.delta_lines = _DELTA_LINES
