@@ -37,9 +37,19 @@ TOOL_RUN: list[dict[str, Any]] = [
 ]
 
 
-def start(tmp_path: Path, steps: list[dict[str, Any]], *options: str) -> subprocess.Popen[bytes]:
+def start(
+    tmp_path: Path,
+    steps: list[dict[str, Any]],
+    *options: str,
+    resumes: list[list[dict[str, Any]]] | None = None,
+) -> subprocess.Popen[bytes]:
+    """The wrapper running the fake agent over ACP; ``resumes``: the steps
+    of each later prompt turn."""
     scenario = tmp_path / "scenario.json"
-    scenario.write_text(json.dumps({"version": 1, "steps": steps}))
+    spec: dict[str, Any] = {"version": 1, "steps": steps}
+    if resumes is not None:
+        spec["resumes"] = resumes
+    scenario.write_text(json.dumps(spec))
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_AGENT_")}
     return subprocess.Popen(
         [
@@ -174,3 +184,56 @@ def test_sigterm_mid_turn_cancels_then_ends_the_agent(tmp_path: Path) -> None:
     assert "session/cancel" in [r["msg"].get("method") for r in records if r["dir"] == "out"]
     (attempt,) = result["attempts"]
     assert not alive(attempt["pid"])
+
+
+def stop_hook_settings(tmp_path: Path, script: str) -> Path:
+    """Settings with one Stop hook running ``script`` (a Python program)."""
+    hook = tmp_path / "stop_hook.py"
+    hook.write_text(script)
+    settings = tmp_path / "settings.json"
+    command = f"{sys.executable} {hook}"
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"command": command}]}]}}))
+    return settings
+
+
+#: Blocks the first stop (no tests run yet), allows the next; slower than
+#: the run's grace and idle limit, which must not run while it decides.
+BLOCK_ONCE = """
+import json, pathlib, sys, time
+json.load(sys.stdin)
+time.sleep(2)
+mark = pathlib.Path(__file__).with_suffix(".blocked")
+if mark.exists():
+    sys.exit(0)
+mark.write_text("")
+print(json.dumps({"decision": "block", "reason": "Now run the tests."}))
+"""
+
+
+def test_a_stop_hook_steers_the_live_session(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [{"assistant": {"text": "Fixed.", "stopReason": "stop"}}]
+    resumes = [[{"assistant": {"text": "Tests pass.", "stopReason": "stop"}}]]
+    settings = stop_hook_settings(tmp_path, BLOCK_ONCE)
+    proc = start(tmp_path, steps, "--task", "Fix it", "--settings", str(settings), resumes=resumes)
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    result = result_of(tmp_path)
+    assert result["outcome"] == "ok"
+    assert result["finalText"] == "Tests pass."
+    assert result["steerCount"] == 1
+    assert [s["reason"] for s in result["steers"]] == ["Now run the tests."]
+    # One agent process took both prompt turns: one attempt per turn.
+    first, second = result["attempts"]
+    assert first["pid"] == second["pid"] == result["pid"]
+    assert second["exitCode"] == 0
+    assert result["forcedCleanup"] is False
+    assert not alive(result["pid"])
+    records = [
+        orjson.loads(line)
+        for line in (tmp_path / "run" / "protocol.jsonl").read_bytes().splitlines()
+    ]
+    out = [r["msg"] for r in records if r["dir"] == "out"]
+    assert [m["method"] for m in out if m.get("method") == "session/new"] == ["session/new"]
+    prompts = [m["params"] for m in out if m.get("method") == "session/prompt"]
+    assert [p["prompt"][0]["text"] for p in prompts] == ["Fix it", "Now run the tests."]
+    assert prompts[0]["sessionId"] == prompts[1]["sessionId"]

@@ -247,3 +247,35 @@ def test_idle_timeout_does_not_cut_the_grace() -> None:
     tracker.tick(5.5)
     assert not tracker.idle_timed_out
     assert tracker.forced_cleanup
+
+
+def test_a_held_turn_end_starts_no_grace_until_released() -> None:
+    limits = Limits(
+        grace=1.0,
+        settle_grace=0.2,
+        kill_after=3.0,
+        run_deadline=100.0,
+        attempt_timeout=5.0,
+        idle_timeout=2.0,
+    )
+    tracker = CompletionTracker(limits, 0.0)
+    tracker.hold()
+    assert tracker.observe(message("stop", "done"), 1.0) == []
+    # Only the run's deadline counts while the stop is being decided.
+    assert tracker.next_deadline == 100.0
+    assert tracker.tick(50.0) == []
+    assert tracker.phase is Phase.WORKING
+    effects = tracker.release(50.0)
+    assert effects == [GraceStarted(seconds=1.0, stop_reason="stop", settled=False)]
+    assert signals(tracker.tick(51.0)) == [signal.SIGTERM]
+
+
+def test_a_held_turn_end_still_ends_at_the_run_deadline() -> None:
+    tracker = CompletionTracker(
+        Limits(grace=1.0, settle_grace=0.2, kill_after=3.0, run_deadline=10.0), 0.0
+    )
+    tracker.hold()
+    tracker.observe(message("stop"), 1.0)
+    assert signals(tracker.tick(10.0)) == [signal.SIGTERM]
+    assert tracker.timed_out
+    assert tracker.release(10.5) == []

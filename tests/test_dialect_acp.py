@@ -15,7 +15,7 @@ from tests.dialect_table import ANSWER, FAILURE, LS, Agent, Argv, Samples
 from tests.test_acp_core import EXPECTED
 from wrapper.dialects import dialect_for_command, resolve_dialect
 from wrapper.dialects.acp import AcpDialect
-from wrapper.dialects.base import CannotResume, UsageError
+from wrapper.dialects.base import UsageError
 from wrapper.events import AssistantMessage, SessionStarted, ToolEnded, ToolStarted
 
 SESSION = "0a5b2c1e-5b6f-4f0e-9a41-3a0d2f7c9e11"
@@ -103,9 +103,9 @@ def test_launch_keeps_the_command_and_carries_the_task_beside_it(tmp_path: Path)
     launch = AcpDialect().launch(command, "-v is broken", tmp_path)
     assert launch.argv == command
     assert launch.prompt == "-v is broken"
-    # A steer needs the live session, which is closed after the first turn for now.
-    with pytest.raises(CannotResume, match="not implemented yet"):
-        AcpDialect().resume(command, "Go on", tmp_path, "S-1")
+    # A steer is the next prompt on the live session: the same command, no new argv.
+    steer = AcpDialect().resume(command, "Go on", tmp_path, "S-1")
+    assert (steer.argv, steer.prompt) == (command, "Go on")
 
 
 @pytest.mark.parametrize("name", ["acp", "auto"])

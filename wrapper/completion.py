@@ -132,6 +132,9 @@ class CompletionTracker:
         self._tools_running = 0
         #: The shell was asked to look at the process tree and has not answered.
         self._looking = False
+        #: Between the turns of a live session (``hold``): the turn's end
+        #: starts no grace and only the run's deadline counts.
+        self._held = False
 
     @property
     def next_deadline(self) -> float:
@@ -140,6 +143,8 @@ class CompletionTracker:
             return math.inf
         if self._limit_hit:
             return self._deadline
+        if self._held:
+            return min(self._deadline, self._run_deadline)
         return min(self._deadline, self._run_deadline, self._attempt_deadline, self._idle_deadline)
 
     @property
@@ -148,7 +153,7 @@ class CompletionTracker:
 
     @property
     def _idle_deadline(self) -> float:
-        if self._tools_running or self.phase is not Phase.WORKING or self._looking:
+        if self._tools_running or self.phase is not Phase.WORKING or self._looking or self._held:
             return math.inf
         return self._last_output + self._idle
 
@@ -192,7 +197,7 @@ class CompletionTracker:
             if now >= self._run_deadline:
                 self.timed_out = True
                 effects += self._terminate(now, "the run's --timeout expired")
-            elif now >= self._attempt_deadline:
+            elif now >= self._attempt_deadline and not self._held:
                 self.attempt_timed_out = True
                 effects += self._terminate(now, "the attempt's --attempt-timeout expired")
             elif now >= self._idle_deadline:
@@ -249,6 +254,19 @@ class CompletionTracker:
             now, f"no output for {self._idle:g}s while no tool was running (--idle-timeout)"
         )
 
+    def hold(self) -> None:
+        """A live session's turn is ending and the shell decides what comes
+        next (stop hooks, a person): its final message starts no grace, and
+        neither the attempt's limit nor the idle limit runs meanwhile (the
+        run's deadline and signals still end it)."""
+        self._held = True
+
+    def release(self, now: float) -> list[Effect]:
+        """The stop is allowed after ``hold``: the grace starts now (for a
+        live session, the close grace once its input is closed)."""
+        self._held = False
+        return self._arm(now, settled=False, restart=True)
+
     def process_exited(self) -> None:
         self.phase = Phase.EXITED
         self._deadline = math.inf
@@ -256,7 +274,7 @@ class CompletionTracker:
     # -- transitions ---------------------------------------------------------
 
     def _arm(self, now: float, *, settled: bool, restart: bool) -> list[Effect]:
-        if self.phase not in (Phase.WORKING, Phase.GRACE) or self.final is None:
+        if self.phase not in (Phase.WORKING, Phase.GRACE) or self.final is None or self._held:
             return []
         seconds = self.limits.settle_grace if settled else self.limits.grace
         deadline = now + seconds

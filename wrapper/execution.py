@@ -446,6 +446,9 @@ class Run:
                     f"the agent could not be restarted to take the steer: {record.spawn_error}",
                 )
                 return RunFacts(**self._facts_so_far())
+            if launch.prompt is not None:
+                # A live session's stop gate ran at the end of each turn.
+                return RunFacts(**self._facts_so_far())
             refused = _refused_resume(record) if number > 1 else None
             if refused is not None:
                 self.steering.allow(AllowedBy.CANNOT_STEER, refused)
@@ -480,17 +483,45 @@ class Run:
             )
         else:
             env = child_env(self.config, number, self.environ)
+            if launch.prompt is not None:
+                # One process takes every steer of a live session: the attempt
+                # a signal belongs to is the one the run is in (status.json).
+                env["AGENT_WRAPPER_ATTEMPT"] = "0"
             if self.telemetry is not None:
                 trace_env = self.telemetry.attempt_env(number, time.time())
                 env.update(trace_env)
                 self.hook_ctx.env.update(trace_env)
             record = await supervisor.run(
-                number, launch.argv, env, self.deadline, started, prompt=launch.prompt
+                number,
+                launch.argv,
+                env,
+                self.deadline,
+                started,
+                prompt=launch.prompt,
+                at_turn_end=self._at_turn_end,
             )
-        self.attempts.append(record)
+        if not any(done is record for done in self.attempts):  # a live session's turn is in
+            self.attempts.append(record)
         if launch.transcript is not None:
             self.gate.transcript = launch.transcript
         return record
+
+    async def _at_turn_end(self, record: AttemptRecord) -> str | None:
+        """A live session's turn ended: the stop gate, as between attempts;
+        returns the next prompt on the session, or None to end the run."""
+        self.attempts.append(record)
+        facts = RunFacts(**self._facts_so_far())
+        if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
+            return None
+        with self._between_attempts():
+            resumed = await self.gate.at_stop(facts, record.number)
+        if self.interrupts or self.timed_out or resumed is None:
+            return None
+        number = record.number + 1
+        self.hook_ctx.env["AGENT_WRAPPER_ATTEMPT"] = str(number)
+        if self.telemetry is not None:
+            self.hook_ctx.env.update(self.telemetry.attempt_env(number, time.time()))
+        return resumed.prompt
 
     # -- stops, hooks and steering ---------------------------------------------------
 

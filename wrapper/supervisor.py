@@ -17,7 +17,7 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -125,6 +125,11 @@ class AttemptSupervisor:
         self.protocol_log = protocol_log
         #: The live session of an agent driven over its stdin, during an attempt.
         self._session: AcpDriver | None = None
+        #: What decides, at the end of a live session's turn, what comes next.
+        self._at_turn_end: Callable[[AttemptRecord], Awaitable[str | None]] | None = None
+        self._limits: Limits | None = None
+        #: The attempt's own tasks (timers, the session), while it runs.
+        self._background: trio.Nursery | None = None
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
@@ -162,12 +167,17 @@ class AttemptSupervisor:
         started: subprocess.Popen[bytes] | OSError | None = None,
         *,
         prompt: str | None = None,
+        at_turn_end: Callable[[AttemptRecord], Awaitable[str | None]] | None = None,
     ) -> AttemptRecord:
         """Run attempt ``number``; ``deadline`` is when the whole run must end.
 
         ``started`` is the agent already started by the command line (or why
         it could not be), for the first attempt. ``prompt``: the agent is
-        driven over its stdin (ACP) and this is its prompt."""
+        driven over its stdin (ACP) and this is its prompt. Its session then
+        lives across steers: at the end of each prompt turn ``at_turn_end``
+        is given the turn's record (an attempt) and returns the next prompt
+        on the live session, or None to end it; the record returned is the
+        last turn's."""
         record = self.record = AttemptRecord(number=number, argv=argv)
         self._exit_boundary, self._late, self._late_warned = None, False, False
         self.stream.attempt = number
@@ -185,6 +195,7 @@ class AttemptSupervisor:
             now,
         )
         record.tracker = tracker
+        self._limits, self._at_turn_end = tracker.limits, at_turn_end
         if started is None:
             try:
                 started = child.spawn(argv, env, self.config.cwd, stdin_pipe=prompt is not None)
@@ -209,7 +220,7 @@ class AttemptSupervisor:
                 self._session.cancel()
             self._apply(tracker.interrupt(signum, trio.current_time()))
         try:
-            await self._supervise(proc, tracker)
+            await self._supervise(proc)
         finally:
             self._session = None
             with trio.CancelScope(shield=True):
@@ -220,6 +231,7 @@ class AttemptSupervisor:
                         await stream.aclose()
                 if self.protocol_log is not None:
                     self.protocol_log.flush()
+        record = self.record if self.record is not None else record
         record.ended_at = time.time()
         return record
 
@@ -248,24 +260,65 @@ class AttemptSupervisor:
             proc.stdin,
             lambda event: self._event(event, trio.current_time(), time.time()),
             log.write if log is not None else None,
+            on_turn_end=self._turn_ended,
         )
         return driver
 
+    def _turn_ended(self) -> None:
+        """A prompt turn of the live session is over (its final message is
+        about to be observed): hold the tracker, and decide what comes next
+        once that message is in."""
+        if self.tracker is None or self._background is None:
+            return
+        self.tracker.hold()
+        self._background.start_soon(self._between_turns)
+
+    async def _between_turns(self) -> None:
+        record, tracker = self.record, self.tracker
+        assert record is not None
+        assert tracker is not None
+        next_prompt = None
+        if self._at_turn_end is not None and tracker.phase is Phase.WORKING:
+            next_prompt = await self._at_turn_end(record)
+        session = self._session
+        if session is None or next_prompt is None or tracker.phase is not Phase.WORKING:
+            self._apply(tracker.release(trio.current_time()))
+            if session is not None:
+                session.close()
+            return
+        self._next_turn(record)
+        session.prompt(next_prompt)
+
+    def _next_turn(self, previous: AttemptRecord) -> None:
+        """The next prompt turn on the same process is the next attempt."""
+        assert self._limits is not None
+        now = trio.current_time()
+        previous.ended_at = time.time()
+        number = previous.number + 1
+        record = self.record = AttemptRecord(number=number, argv=previous.argv)
+        record.pid, record.recognised = previous.pid, previous.recognised
+        tracker = self.tracker = CompletionTracker(self._limits, now)
+        record.tracker = tracker
+        self.stream.attempt = number
+        self.status.update(now, force=True, state="running", attempt=number)
+        self._set_timer()
+
     # -- the attempt -------------------------------------------------------------
 
-    async def _supervise(self, proc: Child, tracker: CompletionTracker) -> None:
+    async def _supervise(self, proc: Child) -> None:
         assert proc.stdout is not None
         assert proc.stderr is not None
         async with trio.open_nursery() as background:
+            self._background = background
             if self._session is not None:
                 await background.start(self._session.run)
-            background.start_soon(self._run_timer, tracker)
+            background.start_soon(self._run_timer)
             background.start_soon(self._flush_held_status)
             async with trio.open_nursery() as pipes:
                 pipes.start_soon(self._read_stdout, proc.stdout)
                 pipes.start_soon(self._read_stderr, proc.stderr)
                 await proc.wait()
-                exit_ = self._exited(proc, tracker)
+                exit_ = self._exited(proc)
                 pipes.cancel_scope.deadline = trio.current_time() + self.config.drain_timeout
             # What the exit itself means to this agent, after its last line.
             self._late = False
@@ -284,10 +337,13 @@ class AttemptSupervisor:
                         f"{self.config.drain_timeout:g}s",
                     )
                 )
+            self._background = None
             background.cancel_scope.cancel()
 
-    def _exited(self, proc: Child, tracker: CompletionTracker) -> ProcessExit:
+    def _exited(self, proc: Child) -> ProcessExit:
         assert self.record is not None
+        tracker = self.tracker
+        assert tracker is not None
         assert proc.returncode is not None
         exit_ = ProcessExit.from_returncode(proc.returncode)
         self.record.exit = exit_
@@ -301,13 +357,15 @@ class AttemptSupervisor:
             self._backpressure.cancel()
         return exit_
 
-    async def _run_timer(self, tracker: CompletionTracker) -> None:
+    async def _run_timer(self) -> None:
+        # The tracker is the current attempt's (a live session's turns each have one).
         while True:
-            with trio.CancelScope(deadline=tracker.next_deadline) as scope:
+            assert self.tracker is not None
+            with trio.CancelScope(deadline=self.tracker.next_deadline) as scope:
                 self._timer = scope
                 await trio.sleep_forever()
             self._timer = None
-            self._apply(tracker.tick(trio.current_time()))
+            self._apply(self.tracker.tick(trio.current_time()))
 
     def _set_timer(self) -> None:
         if self._timer is not None and self.tracker is not None:

@@ -26,7 +26,7 @@ from wrapper.acp.client import (
     PermissionRequested,
     TurnEnded,
 )
-from wrapper.dialects.base import CannotResume, Dialect, Launch
+from wrapper.dialects.base import Dialect, Launch
 from wrapper.events import AssistantMessage, Event, StopReason
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class AcpDialect(Dialect):
         self.driver: AcpDriver | None = None
         self._parsed: list[Event] | None = None
         self._emit: Callable[[Event], None] | None = None
+        self._on_turn_end: Callable[[], None] | None = None
 
     def parse(self, line: bytes) -> list[Event]:
         driver = self.driver
@@ -72,16 +73,22 @@ class AcpDialect(Dialect):
         stdin: trio.abc.SendStream,
         emit: Callable[[Event], None],
         log: Callable[[bytes], None] | None,
+        *,
+        on_turn_end: Callable[[], None] | None = None,
     ) -> AcpDriver:
         """Hold the live session of a started agent: its stdout lines (through
         ``parse``) drive the core; events that come of something else (a
         deadline) go to ``emit``. The caller runs ``driver.run``.
 
-        For now every permission request is allowed (the unattended norm) and
-        the session is closed after the first turn."""
+        At the end of each prompt turn ``on_turn_end`` is called (before the
+        turn's final message is handed on) and the caller then sends the next
+        prompt or closes the session; without it the session is closed after
+        its first turn. For now every permission request is allowed (the
+        unattended norm)."""
         from wrapper.acp.driver import AcpDriver  # noqa: PLC0415 - trio, for live runs only
 
         self._emit = emit
+        self._on_turn_end = on_turn_end
         self.driver = AcpDriver(AcpClient(options), stdin, self._on_output, log)
         return self.driver
 
@@ -93,7 +100,10 @@ class AcpDialect(Dialect):
         elif isinstance(output, PermissionRequested):
             driver.decide(output.request_id, True)
         elif isinstance(output, TurnEnded):
-            driver.close()
+            if self._on_turn_end is not None:
+                self._on_turn_end()
+            else:
+                driver.close()
         elif isinstance(output, Failed):
             # The session cannot go on: the run ends on this error.
             self._deliver(
@@ -124,9 +134,6 @@ class AcpDialect(Dialect):
     def resume(
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
-        """The next prompt on the live session, once the supervisor keeps the
-        session open across a steer; until then a steer cannot be given."""
-        raise CannotResume(
-            "steering an ACP agent on its live session is not implemented yet "
-            "(the session is closed after its first turn)"
-        )
+        """The next prompt on the live session: the same process, no argv of
+        its own (the supervisor sends ``prompt`` as the next ``session/prompt``)."""
+        return Launch(list(command), prompt=prompt)
