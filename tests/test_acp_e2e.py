@@ -237,3 +237,42 @@ def test_a_stop_hook_steers_the_live_session(tmp_path: Path) -> None:
     prompts = [m["params"] for m in out if m.get("method") == "session/prompt"]
     assert [p["prompt"][0]["text"] for p in prompts] == ["Fix it", "Now run the tests."]
     assert prompts[0]["sessionId"] == prompts[1]["sessionId"]
+
+
+def test_attempt_timeout_cancels_the_turn_and_a_stop_hook_may_steer(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {
+            "assistant": {
+                "text": "Running it.",
+                "stopReason": "toolUse",
+                "toolCalls": [{"name": "bash", "arguments": {"command": "sleep 12"}}],
+            }
+        },
+        # The fake agent reads a cancel between the tool's updates and ends
+        # the turn (cancelled) once the tool is over.
+        {"tool": {"name": "bash", "result": "slept", "duration": 12, "updates": 23}},
+        {"assistant": {"text": "Done.", "stopReason": "stop"}},
+    ]
+    resumes = [[{"assistant": {"text": "Skipped the slow part.", "stopReason": "stop"}}]]
+    settings = stop_hook_settings(tmp_path, BLOCK_ONCE)
+    options = ("--task", "Wait", "--settings", str(settings), "--attempt-timeout", "5")
+    # The turn must end in time after the cancel for the process to be spared.
+    proc = start(tmp_path, steps, *options, "--kill-after", "30", resumes=resumes)
+    _, stderr = proc.communicate(timeout=HANG)
+    result = result_of(tmp_path)
+    # Only the first turn had a limit to hit; the steered one ended in time.
+    assert result["outcome"] == "ok", stderr
+    assert result["finalText"] == "Skipped the slow part."
+    first, second = result["attempts"]
+    assert first["rawStopReason"] == "cancelled"
+    # The limit cancelled the turn over the protocol; the process was not signalled.
+    assert first["signalsSent"] == [] and second["signalsSent"] == []
+    assert first["pid"] == second["pid"]
+    records = [
+        orjson.loads(line)
+        for line in (tmp_path / "run" / "protocol.jsonl").read_bytes().splitlines()
+    ]
+    methods = [r["msg"].get("method") for r in records if r["dir"] == "out"]
+    assert methods.count("session/cancel") == 1
+    assert methods.count("session/prompt") == 2
+    assert not alive(result["pid"])

@@ -26,6 +26,7 @@ from wrapper import child, proctree
 from wrapper.acp.client import AcpOptions
 from wrapper.artifacts import StreamFile
 from wrapper.completion import (
+    CancelTurn,
     CheckActivity,
     CompletionTracker,
     Effect,
@@ -191,6 +192,7 @@ class AttemptSupervisor:
                 attempt_timeout=self.config.attempt_timeout,
                 idle_timeout=self.config.idle_timeout,
                 idle_looks_at_tree=True,
+                attempt_limit_cancels=prompt is not None,
             ),
             now,
         )
@@ -216,8 +218,6 @@ class AttemptSupervisor:
         if self.config.idle_timeout is not None:
             self._take_look(now)
         for signum in self._pending_interrupts:
-            if self._session is not None:
-                self._session.cancel()
             self._apply(tracker.interrupt(signum, trio.current_time()))
         try:
             await self._supervise(proc)
@@ -244,9 +244,6 @@ class AttemptSupervisor:
         if self.tracker is None or self.record is None or self.record.pid is None:
             self._pending_interrupts.append(signum)
             return
-        if self._session is not None:
-            # The turn is cancelled over the protocol first, then the ladder.
-            self._session.cancel()
         self._apply(self.tracker.interrupt(signum, trio.current_time()))
 
     def _open_session(self, proc: Child, prompt: str | None) -> AcpDriver | None:
@@ -565,6 +562,15 @@ class AttemptSupervisor:
         for effect in effects:
             if isinstance(effect, SendSignal):
                 self._send(effect)
+            elif isinstance(effect, CancelTurn):
+                if self._session is not None:
+                    self._session.cancel()
+                self.emit(
+                    WarningEvent(
+                        code="turn_cancelled",
+                        message=f"{effect.reason}: the turn was cancelled (session/cancel)",
+                    )
+                )
             elif isinstance(effect, CheckActivity):
                 now = trio.current_time()
                 self._apply(self.tracker.activity(self._tree_worked(now), now))
@@ -607,6 +613,9 @@ class AttemptSupervisor:
     def _send(self, effect: SendSignal) -> None:
         assert self.record is not None
         assert self.record.pid is not None
+        if self._session is not None and effect.signal is signal.SIGTERM:
+            # A live session's turn is cancelled over the protocol first.
+            self._session.cancel()
         pids = proctree.signal_tree(self.record.pid, effect.signal)
         self._record_signal(effect.signal, effect.reason, pids)
 
