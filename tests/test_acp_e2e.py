@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from wrapper.acp.protocol_log import replay
 from wrapper.events import AssistantMessage
@@ -42,6 +43,7 @@ def start(
     steps: list[dict[str, Any]],
     *options: str,
     resumes: list[list[dict[str, Any]]] | None = None,
+    agent_args: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """The wrapper running the fake agent over ACP; ``resumes``: the steps
     of each later prompt turn."""
@@ -67,6 +69,7 @@ def start(
             "--acp",
             "--scenario",
             str(scenario),
+            *agent_args,
         ],
         cwd=tmp_path,
         env=env | {"FAKE_AGENT_HOME": str(tmp_path)},
@@ -136,18 +139,120 @@ def test_a_tool_run_through_the_wrapper(tmp_path: Path) -> None:
     assert sent == [r["msg"] for r in records if r["dir"] == "in"]
 
 
-def test_pretooluse_handlers_are_reported_as_not_enforced_yet(tmp_path: Path) -> None:
+def pre_tool_use_settings(tmp_path: Path, script: str, matcher: str = "execute") -> Path:
+    """Settings with one PreToolUse handler running ``script`` (Python)."""
+    hook = tmp_path / "pre_tool_use.py"
+    hook.write_text(script)
     settings = tmp_path / "settings.json"
-    hook = {"matcher": "execute", "hooks": [{"command": "exit 0"}]}
-    settings.write_text(json.dumps({"hooks": {"PreToolUse": [hook]}}))
+    group = {"matcher": matcher, "hooks": [{"command": f"{sys.executable} {hook}"}]}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [group]}}))
+    return settings
+
+
+def protocol_records(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "run" / "protocol.jsonl"
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def permission_answers(tmp_path: Path) -> list[Any]:
+    """The wrapper's answers to the agent's permission requests."""
+    records = protocol_records(tmp_path)
+    asked = {
+        r["msg"]["id"]
+        for r in records
+        if r["dir"] == "in" and r["msg"].get("method") == "session/request_permission"
+    }
+    return [
+        r["msg"]["result"]["outcome"]
+        for r in records
+        if r["dir"] == "out" and "result" in r["msg"] and r["msg"].get("id") in asked
+    ]
+
+
+def tool_ends(tmp_path: Path) -> list[dict[str, Any]]:
+    lines = (tmp_path / "run" / "events.jsonl").read_bytes().splitlines()
+    return [e for e in map(orjson.loads, lines) if e["type"] == "tool_end"]
+
+
+DENY = """
+import json, sys
+hook = json.load(sys.stdin)
+assert hook["hook_event_name"] == "PreToolUse"
+assert hook["tool_input"] == {"command": "make test"}, hook
+print("not on this branch: " + hook["tool_name"], file=sys.stderr)
+sys.exit(2)
+"""
+
+
+def test_a_pretooluse_deny_is_enforced(tmp_path: Path) -> None:
+    settings = pre_tool_use_settings(tmp_path, DENY)
     proc = start(tmp_path, TOOL_RUN, "--task", "Fix", "--settings", str(settings))
     _, stderr = proc.communicate(timeout=HANG)
     assert proc.returncode == 0, stderr
     result = result_of(tmp_path)
-    # The settings say so (the handlers are not loaded): every tool is allowed.
-    notes = [w["message"] for w in result["warnings"] if w["code"] == "settings_note"]
-    assert any("PreToolUse: NOT ENFORCED" in note for note in notes)
-    assert result["toolsUsed"] == ["execute"]
+    # The handlers run for an ACP agent: no note says they are ignored.
+    assert not [w for w in result["warnings"] if "NOT ENFORCED" in w["message"]]
+    assert b"NOT ENFORCED" not in stderr
+    # The agent was told no (a reject option) and the tool did not run.
+    assert permission_answers(tmp_path) == [{"outcome": "selected", "optionId": "cancel"}]
+    (end,) = tool_ends(tmp_path)
+    assert end["isError"] is True
+    # The reason is recorded with the handler's decision.
+    lines = (tmp_path / "run" / "events.jsonl").read_bytes().splitlines()
+    decisions = [e for e in map(orjson.loads, lines) if e["type"] == "hook_decision"]
+    assert [(d["event"], d["decision"]) for d in decisions] == [("PreToolUse", "block")]
+    assert "not on this branch: execute" in decisions[0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "options", "chosen"),
+    [
+        ({"permissionDecision": "allow"}, ("--permissions", "deny"), "proceed_once"),
+        ({"permissionDecision": "deny", "permissionDecisionReason": "no"}, (), "cancel"),
+        ({"permissionDecision": "ask"}, (), "cancel"),
+        (None, ("--permissions", "deny"), "cancel"),
+        (None, (), "proceed_once"),
+    ],
+)
+def test_permission_answers(
+    tmp_path: Path, answer: dict[str, Any] | None, options: tuple[str, ...], chosen: str
+) -> None:
+    specific = {"hookEventName": "PreToolUse", **answer} if answer else None
+    script = f"import json, sys\njson.load(sys.stdin)\nanswer = {specific!r}\n" + (
+        "if answer:\n    print(json.dumps({'hookSpecificOutput': answer}))\n"
+    )
+    settings = pre_tool_use_settings(tmp_path, script)
+    proc = start(tmp_path, TOOL_RUN, "--task", "Fix", "--settings", str(settings), *options)
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    assert permission_answers(tmp_path) == [{"outcome": "selected", "optionId": chosen}]
+    (end,) = tool_ends(tmp_path)
+    assert end["isError"] is (chosen == "cancel")
+    codes = [w["code"] for w in result_of(tmp_path)["warnings"]]
+    assert ("permission_ask_denied" in codes) == (answer == {"permissionDecision": "ask"})
+
+
+def test_a_hook_for_another_tool_leaves_the_default(tmp_path: Path) -> None:
+    # A Claude matcher names no ACP tool: the permissions setting decides.
+    settings = pre_tool_use_settings(tmp_path, DENY, matcher="Bash")
+    proc = start(tmp_path, TOOL_RUN, "--task", "Fix", "--settings", str(settings))
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    assert permission_answers(tmp_path) == [{"outcome": "selected", "optionId": "proceed_once"}]
+
+
+def test_a_tool_run_unasked_is_reported_when_pretooluse_handlers_exist(tmp_path: Path) -> None:
+    settings = pre_tool_use_settings(tmp_path, DENY)
+    # The fake agent asks before every tool unless run with --yolo.
+    options = ("--task", "Fix", "--settings", str(settings))
+    proc = start(tmp_path, TOOL_RUN, *options, agent_args=("--yolo",))
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    assert permission_answers(tmp_path) == []
+    warnings = result_of(tmp_path)["warnings"]
+    assert [w["code"] for w in warnings if w["code"] == "pre_tool_use_not_asked"] == [
+        "pre_tool_use_not_asked"
+    ]
 
 
 def test_no_task_is_a_usage_error(tmp_path: Path) -> None:
@@ -266,7 +371,8 @@ def test_attempt_timeout_cancels_the_turn_and_a_stop_hook_may_steer(tmp_path: Pa
     first, second = result["attempts"]
     assert first["rawStopReason"] == "cancelled"
     # The limit cancelled the turn over the protocol; the process was not signalled.
-    assert first["signalsSent"] == [] and second["signalsSent"] == []
+    assert first["signalsSent"] == []
+    assert second["signalsSent"] == []
     assert first["pid"] == second["pid"]
     records = [
         orjson.loads(line)

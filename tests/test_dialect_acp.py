@@ -3,6 +3,7 @@ beside it, and the reading of a saved stdout.log (the agent's side alone)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import orjson
@@ -17,6 +18,8 @@ from wrapper.dialects import dialect_for_command, resolve_dialect
 from wrapper.dialects.acp import AcpDialect
 from wrapper.dialects.base import UsageError
 from wrapper.events import AssistantMessage, SessionStarted, ToolEnded, ToolStarted
+from wrapper.hooks.protocol import Decision, interpret_answer
+from wrapper.settings import SettingsError, load_settings
 
 SESSION = "0a5b2c1e-5b6f-4f0e-9a41-3a0d2f7c9e11"
 
@@ -137,3 +140,37 @@ def test_other_modes_stay_their_own_dialect(command: list[str]) -> None:
 def test_recognises_json_rpc_messages() -> None:
     assert AcpDialect.recognises({"jsonrpc": "2.0", "id": 1, "result": {}})
     assert not AcpDialect.recognises({"type": "init", "session_id": "s"})
+
+
+def test_the_permissions_setting_and_claude_s_own_permissions_object(tmp_path: Path) -> None:
+
+    ours = tmp_path / "ours.json"
+    ours.write_text(json.dumps({"permissions": "deny"}))
+    assert load_settings([str(ours)]).permissions == "deny"
+    claude = tmp_path / "claude.json"
+    claude.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]}}))
+    loaded = load_settings([str(claude)])
+    assert loaded.permissions is None
+    assert any("'permissions' is not used" in note for note in loaded.notes)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"permissions": "ask"}))
+    with pytest.raises(SettingsError, match="permissions: expected one of allow, deny"):
+        load_settings([str(bad)])
+
+
+def test_a_pretooluse_answer_s_permission_decision() -> None:
+
+    deny = interpret_answer(
+        {"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "no"}}
+    )
+    assert (deny.decision, deny.permission, deny.reason) == (Decision.BLOCK, "deny", "no")
+    ask = interpret_answer({"hookSpecificOutput": {"permissionDecision": "ask"}})
+    assert (ask.decision, ask.permission) == (Decision.BLOCK, "ask")
+    allow = interpret_answer(
+        {"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"a": 1}}}
+    )
+    assert (allow.decision, allow.permission, allow.updated_input) == (
+        Decision.ALLOW,
+        "allow",
+        True,
+    )

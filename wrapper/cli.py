@@ -331,6 +331,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "(default: onStop from the settings, else by --context, else allow)",
     )
     parser.add_argument(
+        "--permissions",
+        choices=["allow", "deny"],
+        help="how a tool an ACP agent asks permission for is answered when no "
+        "PreToolUse handler decides (default: permissions from the settings, else allow)",
+    )
+    parser.add_argument(
         "--context",
         choices=sorted(CONTEXT_POLICIES),
         help="where the run happens: pipeline (default policy signal) or standalone "

@@ -58,7 +58,8 @@ from wrapper.events import (
 from wrapper.guardian import wrapper_pid
 from wrapper.hooks.gate import StopGate
 from wrapper.hooks.observers import Observers
-from wrapper.hooks.runner import HookContext
+from wrapper.hooks.protocol import Decision
+from wrapper.hooks.runner import HookContext, run_chain
 from wrapper.hooks.steering import AllowedBy
 from wrapper.outcome import (
     EXIT_NO_RESULT,
@@ -77,6 +78,7 @@ from wrapper.summary import RunSummary
 from wrapper.supervisor import AttemptSupervisor
 
 if TYPE_CHECKING:
+    from wrapper.acp.client import ToolInfo
     from wrapper.telemetry import PlannedIds, RunTelemetry
 
 #: Warnings repeated on stderr when the run ends, whatever the output mode: a
@@ -431,6 +433,7 @@ class Run:
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
             claim=self.claim,
         )
+        supervisor.permission_gate = self._permission
         for sig in self.interrupts:
             supervisor.interrupt(sig)
         number = 1
@@ -448,6 +451,7 @@ class Run:
                 return RunFacts(**self._facts_so_far())
             if launch.prompt is not None:
                 # A live session's stop gate ran at the end of each turn.
+                self._warn_unasked()
                 return RunFacts(**self._facts_so_far())
             refused = _refused_resume(record) if number > 1 else None
             if refused is not None:
@@ -506,6 +510,48 @@ class Run:
             self.gate.transcript = launch.transcript
         return record
 
+    async def _permission(self, tool: ToolInfo) -> tuple[bool, str | None]:
+        """A live session's agent asks before running ``tool``: its PreToolUse
+        handlers decide (Claude's protocol), else the permissions setting.
+        Returns (allow, the reason of a refusal)."""
+        handlers = self.config.settings.pre_tool_use_handlers(tool.name)
+        if handlers:
+            payload = self.gate.hook_input(
+                "PreToolUse",
+                tool_name=tool.name,
+                tool_input=tool.input,
+                tool_use_id=tool.tool_call_id,
+            )
+            results = await run_chain(handlers, "PreToolUse", payload, self.hook_ctx, blocking=True)
+            for handler, result in zip(handlers, results, strict=False):
+                if result.updated_input:
+                    self.stream.emit(
+                        WarningEvent(
+                            code="updated_input_ignored",
+                            message=f"PreToolUse handler {handler.name} changed the input of "
+                            f"{tool.name!r}; an ACP agent cannot be given a changed input, "
+                            "so the tool was decided on as the agent asked for it",
+                        )
+                    )
+                if result.decision is Decision.ALLOW and result.permission != "allow":
+                    continue
+                if result.decision is Decision.ALLOW:
+                    return True, None
+                if result.permission == "ask":
+                    # No person is asked about a tool mid-turn: the safe answer.
+                    self.stream.emit(
+                        WarningEvent(
+                            code="permission_ask_denied",
+                            message=f"PreToolUse handler {handler.name} asked for a person's "
+                            f"approval of {tool.name!r}; it was denied (nobody is asked "
+                            "about a tool during a turn)",
+                        )
+                    )
+                return False, result.reason or f"denied by PreToolUse handler {handler.name}"
+        if self.config.permissions == "deny":
+            return False, "denied by the permissions setting (deny)"
+        return True, None
+
     async def _at_turn_end(self, record: AttemptRecord) -> str | None:
         """A live session's turn ended: the stop gate, as between attempts;
         returns the next prompt on the session, or None to end the run."""
@@ -522,6 +568,20 @@ class Run:
         if self.telemetry is not None:
             self.hook_ctx.env.update(self.telemetry.attempt_env(number, time.time()))
         return resumed.prompt
+
+    def _warn_unasked(self) -> None:
+        unasked = getattr(self.dialect, "unasked", None)
+        if not unasked or not self.config.settings.pre_tool_use:
+            return
+        names = ", ".join(dict.fromkeys(unasked))
+        self.stream.emit(
+            WarningEvent(
+                code="pre_tool_use_not_asked",
+                message=f"the agent ran {len(unasked)} tool call(s) ({names}) without asking "
+                "permission (its own auto-approve mode?): the PreToolUse handlers could not "
+                "decide on them",
+            )
+        )
 
     # -- stops, hooks and steering ---------------------------------------------------
 

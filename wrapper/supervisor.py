@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from wrapper import child, proctree
-from wrapper.acp.client import AcpOptions
+from wrapper.acp.client import AcpOptions, PermissionRequested, ToolInfo
 from wrapper.artifacts import StreamFile
 from wrapper.completion import (
     CancelTurn,
@@ -131,6 +131,8 @@ class AttemptSupervisor:
         self._limits: Limits | None = None
         #: The attempt's own tasks (timers, the session), while it runs.
         self._background: trio.Nursery | None = None
+        #: Decides a live session's permission requests: (allow, reason).
+        self.permission_gate: Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]] | None = None
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
@@ -258,8 +260,24 @@ class AttemptSupervisor:
             lambda event: self._event(event, trio.current_time(), time.time()),
             log.write if log is not None else None,
             on_turn_end=self._turn_ended,
+            on_permission=self._permission_requested,
         )
         return driver
+
+    def _permission_requested(self, request: PermissionRequested) -> None:
+        """The agent asks before running a tool: ``permission_gate`` decides
+        (a hook may take a while; the agent waits, and so does its idle limit,
+        a tool being under way)."""
+        if self._background is None or self._session is None:
+            return
+        self._background.start_soon(self._answer_permission, self._session, request)
+
+    async def _answer_permission(self, session: AcpDriver, request: PermissionRequested) -> None:
+        allow, reason = True, None
+        if self.permission_gate is not None:
+            allow, reason = await self.permission_gate(request.tool)
+        # A request cancelled meanwhile (session/cancel) is already answered.
+        session.decide(request.request_id, allow, reason)
 
     def _turn_ended(self) -> None:
         """A prompt turn of the live session is over (its final message is

@@ -27,7 +27,7 @@ from wrapper.acp.client import (
     TurnEnded,
 )
 from wrapper.dialects.base import Dialect, Launch
-from wrapper.events import AssistantMessage, Event, StopReason
+from wrapper.events import AssistantMessage, Event, StopReason, ToolEnded
 
 if TYPE_CHECKING:
     import trio
@@ -48,6 +48,14 @@ class AcpDialect(Dialect):
     default_grace: ClassVar[float] = CLOSE_GRACE
     needs_task: ClassVar[bool] = True
 
+    def __init__(self) -> None:
+        #: Tool calls the agent asked permission for, and the names of the ones
+        #: that ran without asking (an agent in its own auto-approve mode); kept
+        #: past the agent's exit, for the run's end.
+        self.asked: set[str] = set()
+        self.unasked: list[str] = []
+        super().__init__()
+
     def _reset(self) -> None:
         self._reader = AcpClient(AcpOptions(task="", cwd=""), passive=True)
         #: The live session, while the supervisor holds one (see ``open_session``).
@@ -55,6 +63,7 @@ class AcpDialect(Dialect):
         self._parsed: list[Event] | None = None
         self._emit: Callable[[Event], None] | None = None
         self._on_turn_end: Callable[[], None] | None = None
+        self._on_permission: Callable[[PermissionRequested], None] | None = None
 
     def parse(self, line: bytes) -> list[Event]:
         driver = self.driver
@@ -75,6 +84,7 @@ class AcpDialect(Dialect):
         log: Callable[[bytes], None] | None,
         *,
         on_turn_end: Callable[[], None] | None = None,
+        on_permission: Callable[[PermissionRequested], None] | None = None,
     ) -> AcpDriver:
         """Hold the live session of a started agent: its stdout lines (through
         ``parse``) drive the core; events that come of something else (a
@@ -83,12 +93,14 @@ class AcpDialect(Dialect):
         At the end of each prompt turn ``on_turn_end`` is called (before the
         turn's final message is handed on) and the caller then sends the next
         prompt or closes the session; without it the session is closed after
-        its first turn. For now every permission request is allowed (the
-        unattended norm)."""
+        its first turn. A permission request goes to ``on_permission``, whose
+        owner answers it through ``driver.decide``; without it every request
+        is allowed."""
         from wrapper.acp.driver import AcpDriver  # noqa: PLC0415 - trio, for live runs only
 
         self._emit = emit
         self._on_turn_end = on_turn_end
+        self._on_permission = on_permission
         self.driver = AcpDriver(AcpClient(options), stdin, self._on_output, log)
         return self.driver
 
@@ -96,9 +108,20 @@ class AcpDialect(Dialect):
         driver = self.driver
         assert driver is not None
         if isinstance(output, Event):
+            if (
+                isinstance(output, ToolEnded)
+                and not output.is_error
+                and output.tool_call_id is not None
+                and output.tool_call_id not in self.asked
+            ):
+                self.unasked.append(output.tool)
             self._deliver(output)
         elif isinstance(output, PermissionRequested):
-            driver.decide(output.request_id, True)
+            self.asked.add(output.tool.tool_call_id)
+            if self._on_permission is not None:
+                self._on_permission(output)
+            else:
+                driver.decide(output.request_id, True)
         elif isinstance(output, TurnEnded):
             if self._on_turn_end is not None:
                 self._on_turn_end()
