@@ -137,6 +137,19 @@ def test_a_tool_run_through_the_wrapper(tmp_path: Path) -> None:
         orjson.loads(line) for line in (tmp_path / "run" / "stdout.log").read_bytes().splitlines()
     ]
     assert sent == [r["msg"] for r in records if r["dir"] == "in"]
+    # normalize replays protocol.jsonl as the live run read it.
+    normalized = subprocess.run(
+        [sys.executable, "-m", "wrapper", "normalize", "--summary", "run/protocol.jsonl"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=HANG,
+        check=True,
+    )
+    report = json.loads(normalized.stdout)
+    assert report["dialect"] == "acp"
+    assert (report["finalText"], report["rawStopReason"]) == ("Running it.Done.", "end_turn")
+    assert report["toolsUsed"] == ["execute"]
+    assert report["warnings"] == []
 
 
 def pre_tool_use_settings(tmp_path: Path, script: str, matcher: str = "execute") -> Path:
@@ -382,3 +395,21 @@ def test_attempt_timeout_cancels_the_turn_and_a_stop_hook_may_steer(tmp_path: Pa
     assert methods.count("session/cancel") == 1
     assert methods.count("session/prompt") == 2
     assert not alive(result["pid"])
+
+
+WRAPPER = (sys.executable, "-m", "wrapper", "run")
+
+
+def test_a_silent_agent_of_unknown_dialect_gets_the_acp_hint(tmp_path: Path) -> None:
+    waits = "import time; time.sleep(8)"
+    proc = subprocess.Popen(
+        [*WRAPPER, "--output", "quiet", "--run-dir", "run", "--", sys.executable, "-c", waits],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, stderr = proc.communicate(timeout=HANG)
+    codes = [w["code"] for w in result_of(tmp_path)["warnings"]]
+    assert "silent_agent" in codes, stderr
+    assert b"--dialect acp" in stderr

@@ -85,7 +85,14 @@ if TYPE_CHECKING:
 #: quality gate that broke or a settings problem must show in a CI log even
 #: when nothing else is printed.
 WARNINGS_AT_END = frozenset(
-    {"settings_note", "hook_failed", "hook_observers_cut", "hook_observers_dropped"}
+    {
+        "settings_note",
+        "hook_failed",
+        "hook_observers_cut",
+        "hook_observers_dropped",
+        "silent_agent",
+        "pre_tool_use_not_asked",
+    }
 )
 
 

@@ -81,6 +81,10 @@ IDLE_CPU_SHARE = 0.05
 IDLE_BASELINE_SHARE = 0.25
 #: How much of a late final message's text its warning quotes.
 LATE_TEXT_CHARS = 200
+#: Seconds of total silence from an agent whose dialect is being guessed
+#: before the run says it may be an ACP agent waiting for a client: agents
+#: in a JSON streaming mode write their first line within a second or two.
+SILENT_AGENT_HINT_AFTER = 5.0
 
 if TYPE_CHECKING:
     import psutil
@@ -328,6 +332,8 @@ class AttemptSupervisor:
             if self._session is not None:
                 await background.start(self._session.run)
             background.start_soon(self._run_timer)
+            if isinstance(self.dialect, SniffingDialect) and self._session is None:
+                background.start_soon(self._hint_if_silent)
             background.start_soon(self._flush_held_status)
             async with trio.open_nursery() as pipes:
                 pipes.start_soon(self._read_stdout, proc.stdout)
@@ -354,6 +360,19 @@ class AttemptSupervisor:
                 )
             self._background = None
             background.cancel_scope.cancel()
+
+    async def _hint_if_silent(self) -> None:
+        record = self.record
+        await trio.sleep(SILENT_AGENT_HINT_AFTER)
+        if record is not None and record is self.record and record.stdout_bytes == 0:
+            self.emit(
+                WarningEvent(
+                    code="silent_agent",
+                    message=f"the agent has written nothing for {SILENT_AGENT_HINT_AFTER:g}s; "
+                    "if it speaks the Agent Client Protocol it is waiting for a client on "
+                    "its stdin: run it with --dialect acp and a --task",
+                )
+            )
 
     def _exited(self, proc: Child) -> ProcessExit:
         assert self.record is not None
