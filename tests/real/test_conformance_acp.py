@@ -251,3 +251,33 @@ def test_sigterm_mid_turn(agent: str, mock: Mock, tmp_path: Path) -> None:
     assert case.returncode == 128 + signal.SIGTERM
     assert case.out("session/cancel"), "the turn was cancelled over the protocol first"
     check_common(case, signalled=True)
+
+
+#: The Claude Code and Codex adapters: installed from the registry like the
+#: CLIs; they never exit when their stdin closes, so their runs end with the
+#: ladder after the close grace (forcedCleanup, outcome still ok).
+ADAPTERS = ("claude-acp", "codex-acp")
+
+
+@pytest.mark.parametrize("agent", ADAPTERS)
+def test_adapter_plain_answer(agent: str, mock: Mock, tmp_path: Path) -> None:
+    case = run_acp(agent, "plain", tmp_path, mock)
+    result = case.result
+    assert (result["outcome"], result["rawStopReason"]) == ("ok", "end_turn"), case.where()
+    # codex-acp sends its own notice (no metadata for the mock's model) as answer text first.
+    assert result["finalText"].endswith(m.PLAIN_ANSWER)
+    check_common(case, signalled=True)
+
+
+@pytest.mark.parametrize("agent", ADAPTERS)
+def test_adapter_steered_on_the_live_session(agent: str, mock: Mock, tmp_path: Path) -> None:
+    settings = settings_with(tmp_path, "Stop", STEER_HOOK)
+    case = run_acp(agent, "steer", tmp_path, mock, "--settings", settings)
+    result = case.result
+    assert result["outcome"] == "ok", case.where()
+    assert (result["steerCount"], len(result["attempts"])) == (1, 2)
+    assert result["finalText"].endswith(m.STEERED_ANSWER)
+    steered = [r for r in case.requests if r.get("steered")]
+    assert steered, "no model request carried the hook's reason"
+    assert all(r["reply"]["text"] != m.LOST_CONTEXT for r in steered)
+    check_common(case, signalled=True)
