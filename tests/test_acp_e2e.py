@@ -413,3 +413,21 @@ def test_a_silent_agent_of_unknown_dialect_gets_the_acp_hint(tmp_path: Path) -> 
     codes = [w["code"] for w in result_of(tmp_path)["warnings"]]
     assert "silent_agent" in codes, stderr
     assert b"--dialect acp" in stderr
+
+
+def test_a_completion_signal_counts_in_the_turn_that_sent_it(tmp_path: Path) -> None:
+    # The agent's one process cannot know which attempt it is in: the signal
+    # takes the run's current one, so --on-stop signal works across steers.
+    signal_step = {"run": {"argv": [sys.executable, "-m", "wrapper", "signal", "complete"]}}
+    steps: list[dict[str, Any]] = [{"assistant": {"text": "Maybe done.", "stopReason": "stop"}}]
+    resumes = [[signal_step, {"assistant": {"text": "Done.", "stopReason": "stop"}}]]
+    proc = start(tmp_path, steps, "--task", "Fix", "--on-stop", "signal", resumes=resumes)
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    result = result_of(tmp_path)
+    assert result["stopAllowedBy"] == "signal"
+    assert result["completionSignal"]["attempt"] == 2
+    (steer,) = result["steers"]
+    assert steer["handler"] == "onStop:signal"
+    first, second = result["attempts"]
+    assert first["pid"] == second["pid"]
