@@ -418,7 +418,9 @@ def test_a_silent_agent_of_unknown_dialect_gets_the_acp_hint(tmp_path: Path) -> 
 def test_a_completion_signal_counts_in_the_turn_that_sent_it(tmp_path: Path) -> None:
     # The agent's one process cannot know which attempt it is in: the signal
     # takes the run's current one, so --on-stop signal works across steers.
-    signal_step = {"run": {"argv": [sys.executable, "-m", "wrapper", "signal", "complete"]}}
+    signal_step: dict[str, Any] = {
+        "run": {"argv": [sys.executable, "-m", "wrapper", "signal", "complete"]}
+    }
     steps: list[dict[str, Any]] = [{"assistant": {"text": "Maybe done.", "stopReason": "stop"}}]
     resumes = [[signal_step, {"assistant": {"text": "Done.", "stopReason": "stop"}}]]
     proc = start(tmp_path, steps, "--task", "Fix", "--on-stop", "signal", resumes=resumes)
