@@ -433,3 +433,52 @@ def test_a_completion_signal_counts_in_the_turn_that_sent_it(tmp_path: Path) -> 
     assert steer["handler"] == "onStop:signal"
     first, second = result["attempts"]
     assert first["pid"] == second["pid"]
+
+
+def wait_for_escalation(tmp_path: Path, escalation: str) -> dict[str, Any]:
+    status_path = tmp_path / "run" / "status.json"
+    deadline = time.monotonic() + HANG
+    while time.monotonic() < deadline:
+        try:
+            status: dict[str, Any] = json.loads(status_path.read_text())
+        except (OSError, ValueError):
+            status = {}
+        if status.get("state") == "waiting" and status.get("escalationId") == escalation:
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"no question {escalation}")
+
+
+def reply(tmp_path: Path, *args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "wrapper", "reply", str(tmp_path / "run"), *args],
+        check=True,
+        timeout=HANG,
+        capture_output=True,
+    )
+
+
+def test_a_pretooluse_ask_asks_a_person_with_the_escalate_policy(tmp_path: Path) -> None:
+    ask = {"hookEventName": "PreToolUse", "permissionDecision": "ask"}
+    answer = json.dumps({"hookSpecificOutput": ask})
+    script = f"import sys\nsys.stdin.read()\nprint({answer!r})\n"
+    settings = pre_tool_use_settings(tmp_path, script)
+    options = ("--settings", str(settings), "--on-stop", "escalate", "--escalation-timeout", "60")
+    proc = start(tmp_path, TOOL_RUN, "--task", "Fix", *options)
+    try:
+        status = wait_for_escalation(tmp_path, "esc-1")
+        assert "make test" in status["question"]
+        reply(tmp_path, "--continue")
+        # The stop is the policy's question too; the person lets it stop.
+        wait_for_escalation(tmp_path, "esc-2")
+        reply(tmp_path, "--stop")
+        _, stderr = proc.communicate(timeout=HANG)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, stderr
+    assert permission_answers(tmp_path) == [{"outcome": "selected", "optionId": "proceed_once"}]
+    result = result_of(tmp_path)
+    assert [e["answer"] for e in result["escalations"]] == ["continue", "stop"]
+    (end,) = tool_ends(tmp_path)
+    assert end["isError"] is False

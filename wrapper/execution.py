@@ -545,19 +545,43 @@ class Run:
                 if result.decision is Decision.ALLOW:
                     return True, None
                 if result.permission == "ask":
-                    # No person is asked about a tool mid-turn: the safe answer.
-                    self.stream.emit(
-                        WarningEvent(
-                            code="permission_ask_denied",
-                            message=f"PreToolUse handler {handler.name} asked for a person's "
-                            f"approval of {tool.name!r}; it was denied (nobody is asked "
-                            "about a tool during a turn)",
-                        )
-                    )
+                    return await self._ask_about(tool, handler.name, result.reason)
                 return False, result.reason or f"denied by PreToolUse handler {handler.name}"
         if self.config.permissions == "deny":
             return False, "denied by the permissions setting (deny)"
         return True, None
+
+    async def _ask_about(
+        self, tool: ToolInfo, handler: str, why: str | None
+    ) -> tuple[bool, str | None]:
+        """A PreToolUse handler asks for a person's approval of ``tool``: with
+        the ``escalate`` stop policy a person is asked (``reply --continue``
+        allows it; ``--stop``, a text or no answer refuses it); else it is denied."""
+        if self.config.on_stop != "escalate":
+            self.stream.emit(
+                WarningEvent(
+                    code="permission_ask_denied",
+                    message=f"PreToolUse handler {handler} asked for a person's approval of "
+                    f"{tool.name!r}; it was denied (a person is asked only with "
+                    "--on-stop escalate)",
+                )
+            )
+            return False, why or f"{handler} asked for a person's approval; nobody was asked"
+        what = tool.title or tool.name
+        question = (
+            f"The agent wants to run {tool.name}: {what}"
+            + (f" ({why})" if why else "")
+            + ". Allow it? (reply --continue to allow, --stop to refuse)"
+        )
+        record = await self.gate.ask_person(question)
+        self.status.update(trio.current_time(), force=True, state="running")
+        if record.answer == "continue":
+            return True, None
+        if record.answer == "text":
+            return False, f"refused by a person: {record.text}"
+        if record.answer == "stop":
+            return False, "refused by a person"
+        return False, "nobody answered the question in time"
 
     async def _at_turn_end(self, record: AttemptRecord) -> str | None:
         """A live session's turn ended: the stop gate, as between attempts;
