@@ -35,8 +35,12 @@ def fake_launcher(dialect: str) -> Path:
     return link
 
 
-#: dialect -> the fake agent's launcher for it, for every dialect there is.
-LAUNCHERS = {name: fake_launcher(name) for name in BY_NAME}
+#: Dialects whose agent is driven over its stdin (ACP): the shared runs
+#: below start their agent with a task alone, so they are tested apart.
+TWO_WAY = frozenset({"acp"})
+
+#: dialect -> the fake agent's launcher for it, for every one-way dialect.
+LAUNCHERS = {name: fake_launcher(name) for name in BY_NAME if name not in TWO_WAY}
 
 #: Real agent streams, kept next to the repository (see its README).
 STREAMS = Path(__file__).parents[2] / "shared" / "streams"

@@ -6,6 +6,7 @@ import math
 import signal
 
 from wrapper.completion import (
+    CancelTurn,
     CheckActivity,
     CompletionTracker,
     Effect,
@@ -247,3 +248,60 @@ def test_idle_timeout_does_not_cut_the_grace() -> None:
     tracker.tick(5.5)
     assert not tracker.idle_timed_out
     assert tracker.forced_cleanup
+
+
+def test_a_held_turn_end_starts_no_grace_until_released() -> None:
+    limits = Limits(
+        grace=1.0,
+        settle_grace=0.2,
+        kill_after=3.0,
+        run_deadline=100.0,
+        attempt_timeout=5.0,
+        idle_timeout=2.0,
+    )
+    tracker = CompletionTracker(limits, 0.0)
+    tracker.hold()
+    assert tracker.observe(message("stop", "done"), 1.0) == []
+    # Only the run's deadline counts while the stop is being decided.
+    assert tracker.next_deadline == 100.0
+    assert tracker.tick(50.0) == []
+    assert tracker.phase is Phase.WORKING
+    effects = tracker.release(50.0)
+    assert effects == [GraceStarted(seconds=1.0, stop_reason="stop", settled=False)]
+    assert signals(tracker.tick(51.0)) == [signal.SIGTERM]
+
+
+def test_a_held_turn_end_still_ends_at_the_run_deadline() -> None:
+    tracker = CompletionTracker(
+        Limits(grace=1.0, settle_grace=0.2, kill_after=3.0, run_deadline=10.0), 0.0
+    )
+    tracker.hold()
+    tracker.observe(message("stop"), 1.0)
+    assert signals(tracker.tick(10.0)) == [signal.SIGTERM]
+    assert tracker.timed_out
+    assert tracker.release(10.5) == []
+
+
+def test_a_cancelling_attempt_limit_cancels_the_turn_then_terminates_if_it_goes_on() -> None:
+    limits = Limits(
+        grace=1.0, settle_grace=0.2, kill_after=3.0, attempt_timeout=5.0, attempt_limit_cancels=True
+    )
+    tracker = CompletionTracker(limits, 0.0)
+    effects = tracker.tick(5.0)
+    assert [type(e) for e in effects] == [CancelTurn]
+    assert tracker.attempt_timed_out
+    assert tracker.phase is Phase.WORKING
+    assert signals(tracker.tick(7.9)) == []
+    assert signals(tracker.tick(8.0)) == [signal.SIGTERM]
+
+
+def test_a_cancelled_turn_that_ends_is_gated_not_terminated() -> None:
+    limits = Limits(
+        grace=1.0, settle_grace=0.2, kill_after=3.0, attempt_timeout=5.0, attempt_limit_cancels=True
+    )
+    tracker = CompletionTracker(limits, 0.0)
+    tracker.tick(5.0)
+    tracker.hold()
+    assert tracker.observe(message("aborted"), 6.0) == []
+    assert signals(tracker.tick(20.0)) == []
+    assert tracker.phase is Phase.WORKING

@@ -49,27 +49,34 @@ def test_every_launcher_in_the_folder_plays_a_format() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "exe"),
-    [(agent.name, exe) for agent in AGENTS for exe in agent.executables],
+    ("name", "exe", "needs"),
+    [
+        *((agent.name, exe, agent.needs[:1]) for agent in AGENTS for exe in agent.executables),
+        *((agent.name, exe, ()) for agent in AGENTS for exe in agent.adapters),
+    ],
 )
 def test_the_shared_launcher_plays_each_format_under_each_name_it_goes_by(
-    name: str, exe: str, tmp_path: Path
+    name: str, exe: str, needs: tuple[str, ...], tmp_path: Path
 ) -> None:
     # A new format needs no launcher file of its own: a link named like its
-    # CLI (as a test or a user makes one) plays it.
+    # CLI (as a test or a user makes one) plays it, with the option that
+    # chooses the format where one is needed. A two-way format answers the
+    # first request of its client.
     link = tmp_path / "bin" / exe
     link.parent.mkdir()
     link.symlink_to(SHARED_LAUNCHER)
-    lines = [
-        json.loads(line) for line in run_launcher(link, tmp_path, steps=ANSWER).splitlines() if line
-    ]
+    request = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}\n'
+    output = run_launcher(link, tmp_path, *needs, steps=ANSWER, stdin=request)
+    lines = [json.loads(line) for line in output.splitlines() if line]
     assert any(DIALECTS[name].recognises(obj) for obj in lines if isinstance(obj, dict))
 
 
 ANSWER = '[{"assistant": {"text": "Done.", "stopReason": "stop"}}, {"agent_end": {}}]'
 
 
-def run_launcher(path: Path, tmp_path: Path, *args: str, steps: str = "[]") -> str:
+def run_launcher(
+    path: Path, tmp_path: Path, *args: str, steps: str = "[]", stdin: bytes = b""
+) -> str:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_AGENT_")}
     scenario = tmp_path / "s.json"
     scenario.write_text(f'{{"version": 1, "steps": {steps}}}')
@@ -78,7 +85,7 @@ def run_launcher(path: Path, tmp_path: Path, *args: str, steps: str = "[]") -> s
         check=True,
         cwd=tmp_path,
         env=environ | {"FAKE_AGENT_HOME": str(tmp_path)},
-        stdin=subprocess.DEVNULL,
+        input=stdin,
         capture_output=True,
         timeout=30,
     )

@@ -24,11 +24,15 @@ from wrapper.config import RunConfig, child_depth, child_env
 from wrapper.guardian import STOP_SIGNALS, wrapper_pid
 
 
-def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[bytes]:
-    """Start the agent; raises ``OSError`` when it cannot be started."""
+def spawn(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path, *, stdin_pipe: bool = False
+) -> subprocess.Popen[bytes]:
+    """Start the agent; raises ``OSError`` when it cannot be started. Its
+    stdin is /dev/null, or with ``stdin_pipe`` a pipe from the wrapper (an
+    agent driven over a protocol, ACP)."""
     proc = subprocess.Popen(
         list(argv),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,

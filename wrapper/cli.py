@@ -330,6 +330,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "(default: onStop from the settings, else by --context, else allow)",
     )
     parser.add_argument(
+        "--permissions",
+        choices=["allow", "deny"],
+        help="how a tool an ACP agent asks permission for is answered when no "
+        "PreToolUse handler decides (default: permissions from the settings, else allow)",
+    )
+    parser.add_argument(
         "--context",
         choices=sorted(CONTEXT_POLICIES),
         help="where the run happens: pipeline (default policy signal) or standalone "
@@ -505,9 +511,10 @@ def _run(
 
         planned_ids = telemetry.plan_ids(environ)
     early = None
-    if not traced:
+    # An agent driven over its stdin (ACP) is started by the run proper.
+    if launch.prompt is None and not traced:
         early = early_start(config, launch.argv, launch.files, environ, early_signals)
-    elif planned_ids is not None:
+    elif launch.prompt is None and planned_ids is not None:
         # A traced run's agent gets its attempt's span as TRACEPARENT: the
         # span's ids are chosen now, before OpenTelemetry is loaded.
         agent_environ = {**environ, "TRACEPARENT": planned_ids.traceparent}

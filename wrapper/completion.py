@@ -82,7 +82,15 @@ class CheckActivity:
     since: float
 
 
-Effect = WrapperEvent | SendSignal | CheckActivity
+@dataclass(frozen=True, slots=True)
+class CancelTurn:
+    """Ask the agent to end its turn (a live session's ``session/cancel``);
+    the process goes on."""
+
+    reason: str
+
+
+Effect = WrapperEvent | SendSignal | CheckActivity | CancelTurn
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +107,11 @@ class Limits:
     #: Whether the due idle deadline first asks the shell to look for work in
     #: the process tree (``CheckActivity``) instead of ending the agent at once.
     idle_looks_at_tree: bool = False
+    #: Whether the attempt's limit cancels the turn over the agent's protocol
+    #: (``CancelTurn``) instead of ending the process: the turn's end is then
+    #: gated as any other; an agent that does not end it within ``kill_after``
+    #: is terminated.
+    attempt_limit_cancels: bool = False
 
 
 class CompletionTracker:
@@ -132,6 +145,12 @@ class CompletionTracker:
         self._tools_running = 0
         #: The shell was asked to look at the process tree and has not answered.
         self._looking = False
+        #: Between the turns of a live session (``hold``): the turn's end
+        #: starts no grace and only the run's deadline counts.
+        self._held = False
+        #: The turn was cancelled at the attempt's limit; ``_deadline`` is
+        #: when the agent is terminated if the turn has not ended.
+        self._cancelling = False
 
     @property
     def next_deadline(self) -> float:
@@ -140,6 +159,8 @@ class CompletionTracker:
             return math.inf
         if self._limit_hit:
             return self._deadline
+        if self._held:
+            return min(self._deadline, self._run_deadline)
         return min(self._deadline, self._run_deadline, self._attempt_deadline, self._idle_deadline)
 
     @property
@@ -148,7 +169,7 @@ class CompletionTracker:
 
     @property
     def _idle_deadline(self) -> float:
-        if self._tools_running or self.phase is not Phase.WORKING or self._looking:
+        if self._tools_running or self.phase is not Phase.WORKING or self._looking or self._held:
             return math.inf
         return self._last_output + self._idle
 
@@ -192,9 +213,14 @@ class CompletionTracker:
             if now >= self._run_deadline:
                 self.timed_out = True
                 effects += self._terminate(now, "the run's --timeout expired")
-            elif now >= self._attempt_deadline:
+            elif now >= self._attempt_deadline and not self._held:
                 self.attempt_timed_out = True
-                effects += self._terminate(now, "the attempt's --attempt-timeout expired")
+                reason = "the attempt's --attempt-timeout expired"
+                if self.limits.attempt_limit_cancels and self.phase is Phase.WORKING:
+                    self._cancelling = True
+                    self._deadline = now + self.limits.kill_after
+                    return [CancelTurn(reason)]
+                effects += self._terminate(now, reason)
             elif now >= self._idle_deadline:
                 if self.limits.idle_looks_at_tree:
                     self._looking = True
@@ -203,7 +229,12 @@ class CompletionTracker:
                     effects += self._idle_expired(now)
         if now < self._deadline:
             return effects
-        if self.phase is Phase.GRACE:
+        if self._cancelling and self.phase is Phase.WORKING:
+            self._cancelling = False
+            effects += self._terminate(
+                now, f"the turn did not end {self.limits.kill_after:g}s after it was cancelled"
+            )
+        elif self.phase is Phase.GRACE:
             self.forced_cleanup = True
             effects += self._terminate(now, "the agent was still running after its final message")
         elif self.phase is Phase.TERMINATING:
@@ -249,6 +280,22 @@ class CompletionTracker:
             now, f"no output for {self._idle:g}s while no tool was running (--idle-timeout)"
         )
 
+    def hold(self) -> None:
+        """A live session's turn is ending and the shell decides what comes
+        next (stop hooks, a person): its final message starts no grace, and
+        neither the attempt's limit nor the idle limit runs meanwhile (the
+        run's deadline and signals still end it)."""
+        self._held = True
+        if self._cancelling:
+            self._cancelling = False
+            self._deadline = math.inf
+
+    def release(self, now: float) -> list[Effect]:
+        """The stop is allowed after ``hold``: the grace starts now (for a
+        live session, the close grace once its input is closed)."""
+        self._held = False
+        return self._arm(now, settled=False, restart=True)
+
     def process_exited(self) -> None:
         self.phase = Phase.EXITED
         self._deadline = math.inf
@@ -256,7 +303,7 @@ class CompletionTracker:
     # -- transitions ---------------------------------------------------------
 
     def _arm(self, now: float, *, settled: bool, restart: bool) -> list[Effect]:
-        if self.phase not in (Phase.WORKING, Phase.GRACE) or self.final is None:
+        if self.phase not in (Phase.WORKING, Phase.GRACE) or self.final is None or self._held:
             return []
         seconds = self.limits.settle_grace if settled else self.limits.grace
         deadline = now + seconds

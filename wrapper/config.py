@@ -92,6 +92,9 @@ class RunConfig:
     subagent: bool = False
     #: What a stop the hooks allowed means (resolved: flag, settings, context).
     on_stop: str = "allow"
+    #: How a tool the agent asks permission for (ACP) is answered when no
+    #: PreToolUse handler decides: ``allow`` (the unattended norm) or ``deny``.
+    permissions: str = "allow"
     context: str | None = None
     escalation_timeout: float = DEFAULT_ESCALATION_TIMEOUT
 
@@ -154,6 +157,7 @@ class RunConfig:
             "hooksFailClosed": self.hooks_fail_closed,
             "subagent": self.subagent,
             "onStop": self.on_stop,
+            "permissions": self.permissions,
             "context": self.context,
             "escalationTimeout": self.escalation_timeout,
             "settings": self.settings.to_json(),

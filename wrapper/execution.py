@@ -58,7 +58,8 @@ from wrapper.events import (
 from wrapper.guardian import wrapper_pid
 from wrapper.hooks.gate import StopGate
 from wrapper.hooks.observers import Observers
-from wrapper.hooks.runner import HookContext
+from wrapper.hooks.protocol import Decision
+from wrapper.hooks.runner import HookContext, run_chain
 from wrapper.hooks.steering import AllowedBy
 from wrapper.outcome import (
     EXIT_NO_RESULT,
@@ -77,13 +78,21 @@ from wrapper.summary import RunSummary
 from wrapper.supervisor import AttemptSupervisor
 
 if TYPE_CHECKING:
+    from wrapper.acp.client import ToolInfo
     from wrapper.telemetry import PlannedIds, RunTelemetry
 
 #: Warnings repeated on stderr when the run ends, whatever the output mode: a
 #: quality gate that broke or a settings problem must show in a CI log even
 #: when nothing else is printed.
 WARNINGS_AT_END = frozenset(
-    {"settings_note", "hook_failed", "hook_observers_cut", "hook_observers_dropped"}
+    {
+        "settings_note",
+        "hook_failed",
+        "hook_observers_cut",
+        "hook_observers_dropped",
+        "silent_agent",
+        "pre_tool_use_not_asked",
+    }
 )
 
 
@@ -215,6 +224,12 @@ class Run:
         )
         self.events_log = StreamFile(
             "events", run_dir / "events.jsonl", self.errors, enabled=self.dir_ok
+        )
+        #: Both directions of an agent driven over its stdin (ACP), else None.
+        self.protocol_log = (
+            StreamFile("protocol", run_dir / "protocol.jsonl", self.errors, enabled=self.dir_ok)
+            if launch.prompt is not None
+            else None
         )
         if self.dir_ok:
             try:
@@ -420,11 +435,13 @@ class Run:
             status=self.status,
             stdout_log=self.stdout_log,
             stderr_log=self.stderr_log,
+            protocol_log=self.protocol_log,
             output=self.pump,
             on_event=self.observers.observe if self.observers.wanted else None,
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
             claim=self.claim,
         )
+        supervisor.permission_gate = self._permission
         for sig in self.interrupts:
             supervisor.interrupt(sig)
         number = 1
@@ -439,6 +456,10 @@ class Run:
                     AllowedBy.CANNOT_STEER,
                     f"the agent could not be restarted to take the steer: {record.spawn_error}",
                 )
+                return RunFacts(**self._facts_so_far())
+            if launch.prompt is not None:
+                # A live session's stop gate ran at the end of each turn.
+                self._warn_unasked()
                 return RunFacts(**self._facts_so_far())
             refused = _refused_resume(record) if number > 1 else None
             if refused is not None:
@@ -474,15 +495,125 @@ class Run:
             )
         else:
             env = child_env(self.config, number, self.environ)
+            if launch.prompt is not None:
+                # One process takes every steer of a live session: the attempt
+                # a signal belongs to is the one the run is in (status.json).
+                env["AGENT_WRAPPER_ATTEMPT"] = "0"
             if self.telemetry is not None:
                 trace_env = self.telemetry.attempt_env(number, time.time())
                 env.update(trace_env)
                 self.hook_ctx.env.update(trace_env)
-            record = await supervisor.run(number, launch.argv, env, self.deadline, started)
-        self.attempts.append(record)
+            record = await supervisor.run(
+                number,
+                launch.argv,
+                env,
+                self.deadline,
+                started,
+                prompt=launch.prompt,
+                at_turn_end=self._at_turn_end,
+            )
+        if not any(done is record for done in self.attempts):  # a live session's turn is in
+            self.attempts.append(record)
         if launch.transcript is not None:
             self.gate.transcript = launch.transcript
         return record
+
+    async def _permission(self, tool: ToolInfo) -> tuple[bool, str | None]:
+        """A live session's agent asks before running ``tool``: its PreToolUse
+        handlers decide (Claude's protocol), else the permissions setting.
+        Returns (allow, the reason of a refusal)."""
+        handlers = self.config.settings.pre_tool_use_handlers(tool.name)
+        if handlers:
+            payload = self.gate.hook_input(
+                "PreToolUse",
+                tool_name=tool.name,
+                tool_input=tool.input,
+                tool_use_id=tool.tool_call_id,
+            )
+            results = await run_chain(handlers, "PreToolUse", payload, self.hook_ctx, blocking=True)
+            for handler, result in zip(handlers, results, strict=False):
+                if result.updated_input:
+                    self.stream.emit(
+                        WarningEvent(
+                            code="updated_input_ignored",
+                            message=f"PreToolUse handler {handler.name} changed the input of "
+                            f"{tool.name!r}; an ACP agent cannot be given a changed input, "
+                            "so the tool was decided on as the agent asked for it",
+                        )
+                    )
+                if result.decision is Decision.ALLOW and result.permission != "allow":
+                    continue
+                if result.decision is Decision.ALLOW:
+                    return True, None
+                if result.permission == "ask":
+                    return await self._ask_about(tool, handler.name, result.reason)
+                return False, result.reason or f"denied by PreToolUse handler {handler.name}"
+        if self.config.permissions == "deny":
+            return False, "denied by the permissions setting (deny)"
+        return True, None
+
+    async def _ask_about(
+        self, tool: ToolInfo, handler: str, why: str | None
+    ) -> tuple[bool, str | None]:
+        """A PreToolUse handler asks for a person's approval of ``tool``: with
+        the ``escalate`` stop policy a person is asked (``reply --continue``
+        allows it; ``--stop``, a text or no answer refuses it); else it is denied."""
+        if self.config.on_stop != "escalate":
+            self.stream.emit(
+                WarningEvent(
+                    code="permission_ask_denied",
+                    message=f"PreToolUse handler {handler} asked for a person's approval of "
+                    f"{tool.name!r}; it was denied (a person is asked only with "
+                    "--on-stop escalate)",
+                )
+            )
+            return False, why or f"{handler} asked for a person's approval; nobody was asked"
+        what = tool.title or tool.name
+        question = (
+            f"The agent wants to run {tool.name}: {what}"
+            + (f" ({why})" if why else "")
+            + ". Allow it? (reply --continue to allow, --stop to refuse)"
+        )
+        record = await self.gate.ask_person(question)
+        self.status.update(trio.current_time(), force=True, state="running")
+        if record.answer == "continue":
+            return True, None
+        if record.answer == "text":
+            return False, f"refused by a person: {record.text}"
+        if record.answer == "stop":
+            return False, "refused by a person"
+        return False, "nobody answered the question in time"
+
+    async def _at_turn_end(self, record: AttemptRecord) -> str | None:
+        """A live session's turn ended: the stop gate, as between attempts;
+        returns the next prompt on the session, or None to end the run."""
+        self.attempts.append(record)
+        facts = RunFacts(**self._facts_so_far())
+        if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
+            return None
+        with self._between_attempts():
+            resumed = await self.gate.at_stop(facts, record.number)
+        if self.interrupts or self.timed_out or resumed is None:
+            return None
+        number = record.number + 1
+        self.hook_ctx.env["AGENT_WRAPPER_ATTEMPT"] = str(number)
+        if self.telemetry is not None:
+            self.hook_ctx.env.update(self.telemetry.attempt_env(number, time.time()))
+        return resumed.prompt
+
+    def _warn_unasked(self) -> None:
+        unasked = getattr(self.dialect, "unasked", None)
+        if not unasked or not self.config.settings.pre_tool_use:
+            return
+        names = ", ".join(dict.fromkeys(unasked))
+        self.stream.emit(
+            WarningEvent(
+                code="pre_tool_use_not_asked",
+                message=f"the agent ran {len(unasked)} tool call(s) ({names}) without asking "
+                "permission (its own auto-approve mode?): the PreToolUse handlers could not "
+                "decide on them",
+            )
+        )
 
     # -- stops, hooks and steering ---------------------------------------------------
 
@@ -593,8 +724,9 @@ class Run:
         if self.telemetry is not None:
             self.telemetry.finish(self.result, outcome, time.time())
         self.stream.flush()
-        for log in (self.stdout_log, self.stderr_log, self.events_log):
-            log.close()
+        for log in (self.stdout_log, self.stderr_log, self.events_log, self.protocol_log):
+            if log is not None:
+                log.close()
         self.status.update(trio.current_time(), force=True, state="finished", outcome=outcome)
         if pump is not None:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):

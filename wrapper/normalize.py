@@ -2,7 +2,9 @@
 capture) through a dialect, printed as normalized events or summed up.
 
 The same pure path as a live run: framer, dialect, completion tracker; the
-process's exit status, when given, is fed in as a live run would.
+process's exit status, when given, is fed in as a live run would. A run's
+``protocol.jsonl`` (an ACP session, both directions) is recognised by its
+first record and replayed through the ACP client core instead.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ import math
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 
+from wrapper.acp.protocol_log import replay
 from wrapper.completion import CompletionTracker, Limits
 from wrapper.config import READ_CHUNK_BYTES
 from wrapper.dialects import DIALECTS, Dialect, SniffingDialect
-from wrapper.dialects.base import recognised_any, unrecognised_output
+from wrapper.dialects.base import decode_object, recognised_any, unrecognised_output
 from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent
 from wrapper.framing import Frame, LineFramer
 from wrapper.summary import RunSummary
@@ -54,6 +57,8 @@ def normalize(
                 line = {"type": shown.TYPE, "seq": seq, "source": shown.SOURCE, **shown.payload()}
                 out.write(orjson.dumps(line) + b"\n")
     chosen = dialect.chosen if isinstance(dialect, SniffingDialect) else dialect
+    if tally.protocol:
+        chosen = DIALECTS["acp"]()
     told: list[str] = []
     if not tally.recognised:
         why = unrecognised_output(chosen or dialect, tally.lines, whose="the stream")
@@ -93,21 +98,51 @@ class _Tally:
 
     lines: int = 0
     recognised: bool = False
+    #: The stream is a ``protocol.jsonl``, replayed as an ACP session.
+    protocol: bool = False
 
 
 def _events(
     source: BinaryIO, dialect: Dialect, exit_code: int | None, max_line_bytes: int, tally: _Tally
 ) -> Iterator[Event]:
     framer = LineFramer(max_line_bytes)
-    while data := source.read(READ_CHUNK_BYTES):
-        for frame in framer.feed(data):
-            yield from _line_events(dialect, frame, tally)
-    for frame in framer.close():
+    records: list[dict[str, Any]] | None = None
+
+    def frames() -> Iterator[Frame]:
+        while data := source.read(READ_CHUNK_BYTES):
+            yield from framer.feed(data)
+        yield from framer.close()
+
+    for frame in frames():
+        if records is None and tally.lines == 0 and _protocol_record(frame) is not None:
+            records = []
+            tally.protocol = True
+        if records is not None:
+            tally.lines += 1
+            found = _protocol_record(frame)
+            if found is not None:
+                records.append(found)
+            continue
         yield from _line_events(dialect, frame, tally)
+    if records is not None:
+        events = [item for item in replay(records)[1] if isinstance(item, Event)]
+        tally.recognised = recognised_any(events)
+        yield from events
+        return
     if isinstance(dialect, SniffingDialect):
         yield from dialect.flush()
     if exit_code is not None:
         yield from dialect.on_exit(exit_code, None)
+
+
+def _protocol_record(frame: Frame) -> dict[str, Any] | None:
+    """A line of ``protocol.jsonl`` (``t``, ``dir``, ``msg``), else None."""
+    if not isinstance(frame, bytes):
+        return None
+    obj = decode_object(frame)
+    if isinstance(obj, dict) and {"t", "dir", "msg"} <= obj.keys() and len(obj) == 3:
+        return obj
+    return None
 
 
 def _line_events(dialect: Dialect, frame: Frame, tally: _Tally) -> list[Event]:

@@ -10,6 +10,7 @@ asked for.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -77,13 +78,19 @@ def read_task_file(path: str) -> str:
         raise RunUsageError(f"--task-file {path}: cannot read it: {reason}") from None
 
 
-def load_settings(paths: list[str], *, say_notes: bool = True) -> Settings:
+def load_settings(
+    paths: list[str], *, say_notes: bool = True, enforces_pre_tool_use: bool = False
+) -> Settings:
     """The settings files merged, or a usage error; their notes go to stderr
-    when ``say_notes``."""
+    when ``say_notes``. ``enforces_pre_tool_use``: the agent asks the wrapper
+    before its tools run (ACP), so PreToolUse handlers are not ignored."""
     try:
         settings = load(paths)
     except SettingsError as exc:
         raise RunUsageError(f"--settings {exc}") from None
+    if enforces_pre_tool_use:
+        kept = tuple(n for n in settings.notes if n not in settings.pre_tool_use_notes)
+        settings = dataclasses.replace(settings, notes=kept)
     if say_notes:
         for note in settings.notes:
             print(f"{PROG}: note: {note}", file=sys.stderr)
@@ -133,7 +140,11 @@ def prepare_run(
         dialect = resolve_dialect(options.dialect, list(command), task is not None)
     except UsageError as exc:
         raise RunUsageError(f"run: {exc}") from None
-    settings = load_settings(options.settings, say_notes=say_notes)
+    settings = load_settings(
+        options.settings,
+        say_notes=say_notes,
+        enforces_pre_tool_use=getattr(dialect, "open_session", None) is not None,
+    )
     _check_hook_commands(settings, cwd, environ)
     run_id = run_id or new_run_id()
     runs_root = None
@@ -176,6 +187,7 @@ def prepare_run(
         subagent=options.subagent or child_depth(environ) > 1,
         on_stop=_on_stop(options.on_stop, settings.on_stop, CONTEXT_POLICIES.get(options.context)),
         context=options.context,
+        permissions=getattr(options, "permissions", None) or settings.permissions or "allow",
         escalation_timeout=options.escalation_timeout,
     )
     try:

@@ -36,6 +36,9 @@ class Agent(NamedTuple):
     renderer: str
     #: Options or first arguments, one of which the command line must hold.
     needs: tuple[str, ...] = ()
+    #: Programs that speak this format whatever their arguments (adapters
+    #: that run another agent behind it), for an entry with ``needs``.
+    adapters: tuple[str, ...] = ()
 
 
 AGENTS: tuple[Agent, ...] = (
@@ -53,6 +56,14 @@ AGENTS: tuple[Agent, ...] = (
     ),
     Agent("amp", "wrapper.dialects.amp:AmpDialect", ("amp",), "amp"),
     Agent("cursor", "wrapper.dialects.cursor:CursorDialect", ("cursor-agent", "cursor"), "cursor"),
+    Agent(
+        "acp",
+        "wrapper.dialects.acp:AcpDialect",
+        ("gemini", "opencode", "cursor-agent", "qwen", "goose", "kimi", "copilot", "droid"),
+        "acp",
+        needs=("--acp", "acp"),
+        adapters=("claude-code-acp", "codex-acp"),
+    ),
 )
 
 BY_NAME: dict[str, Agent] = {agent.name: agent for agent in AGENTS}
@@ -101,8 +112,8 @@ def detect(command: Sequence[str]) -> Agent | None:
     if found is None:
         return None
     name, args = found
-    candidates = [agent for agent in AGENTS if name in agent.executables]
+    candidates = [agent for agent in AGENTS if name in agent.executables or name in agent.adapters]
     for agent in sorted(candidates, key=lambda agent: not agent.needs):
-        if not agent.needs or _holds(args, agent.needs):
+        if not agent.needs or name in agent.adapters or _holds(args, agent.needs):
             return agent
     return None

@@ -79,12 +79,15 @@ _WRAPPER_KEYS = frozenset(
         "evaluator",
         "disableAllHooks",
         "onStop",
+        "permissions",
         "onIdle",
         "notify",
         "summarizer",
         "observers",
     }
 )
+#: How a tool an ACP agent asks permission for is answered when no hook decides.
+PERMISSION_ANSWERS = ("allow", "deny")
 #: What a run does when the agent stops and the hooks allowed it.
 ON_STOP_POLICIES = ("allow", "signal", "idle", "escalate")
 #: What the ``idle`` policy does with a stop.
@@ -180,6 +183,8 @@ class Settings:
     fail_closed: bool = False
     evaluator: tuple[str, ...] | None = None
     on_stop: str | None = None
+    #: ``permissions``: how tools an ACP agent asks for are answered by default.
+    permissions: str | None = None
     idle: IdleSettings = field(default_factory=IdleSettings)
     #: The escalation notifier's argv, and whether to also try ``notify-send``.
     notify: tuple[str, ...] | None = None
@@ -189,7 +194,16 @@ class Settings:
     observer_drain: float = DEFAULT_OBSERVER_DRAIN
     #: Things skipped or not enforced, to tell the user (stderr and result.json).
     notes: tuple[str, ...] = ()
+    #: PreToolUse matcher groups: enforced only where the agent asks the
+    #: wrapper before a tool runs (ACP); elsewhere ignored, with a note.
+    pre_tool_use: tuple[MatcherGroup, ...] = ()
+    #: The notes that say PreToolUse is not enforced (dropped where it is).
+    pre_tool_use_notes: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
+
+    def pre_tool_use_handlers(self, tool: str) -> list[Handler]:
+        """The PreToolUse handlers whose matcher takes ``tool``, in order."""
+        return [h for group in self.pre_tool_use if group.matches(tool) for h in group.handlers]
 
     def handlers(self, event: str, tool: str | None = None) -> list[Handler]:
         """The handlers for ``event`` in configuration order (for tools, those
@@ -223,24 +237,38 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
     merged: dict[str, Any] = {}
     hooks: dict[str, list[MatcherGroup]] = {}
     notes: list[str] = []
+    pre_tool_use: list[MatcherGroup] = []
+    pre_notes: list[str] = []
     for path in paths:
         where = str(path)
         data = _read(where)
         for key in data:
-            if key not in _WRAPPER_KEYS:
+            if key not in _WRAPPER_KEYS or (key == "permissions" and _claude_permissions(data)):
                 notes.append(f"{where}: key {key!r} is not used by agent-wrapper; skipped")
         if data.get("disableAllHooks") is True:
             merged["disableAllHooks"] = True
         elif "disableAllHooks" in data and not isinstance(data["disableAllHooks"], bool):
             raise SettingsError(f"{where}: disableAllHooks: expected true or false")
+        before = len(notes)
         for event, groups in _hooks(where, data.get("hooks", {}), notes).items():
             hooks.setdefault(event, []).extend(groups)
+        raw_hooks = data.get("hooks", {})
+        if isinstance(raw_hooks, dict) and isinstance(raw_hooks.get("PreToolUse"), list):
+            key = "hooks.PreToolUse"
+            for i, value in enumerate(raw_hooks["PreToolUse"]):
+                group = _group(where, f"{key}[{i}]", "PreToolUse", value)
+                if _valid_matcher(group.matcher):
+                    pre_tool_use.append(group)
+                else:
+                    notes.append(f"{where}: {key}[{i}].matcher: not a valid pattern; skipped")
+            pre_notes += [n for n in notes[before:] if f": {key}: NOT ENFORCED" in n]
         for key in _WRAPPER_KEYS - {"hooks", "disableAllHooks"}:
-            if key in data:
+            if key in data and not (key == "permissions" and _claude_permissions(data)):
                 merged[key] = (where, data[key])
     if merged.get("disableAllHooks"):
         notes.append("disableAllHooks is true: no hook handler will run")
         hooks = {}
+        pre_tool_use = []
     stop = _stop(*merged["stop"]) if "stop" in merged else {}
     evaluator = _evaluator(*merged["evaluator"]) if "evaluator" in merged else None
     if evaluator is None:
@@ -257,6 +285,13 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
         if value not in ON_STOP_POLICIES:
             raise SettingsError(f"{where}: onStop: expected one of {', '.join(ON_STOP_POLICIES)}")
         policies["on_stop"] = value
+    if "permissions" in merged:
+        where, value = merged["permissions"]
+        if value not in PERMISSION_ANSWERS:
+            raise SettingsError(
+                f"{where}: permissions: expected one of {', '.join(PERMISSION_ANSWERS)}"
+            )
+        policies["permissions"] = value
     if "onIdle" in merged:
         policies["idle"] = _on_idle(*merged["onIdle"])
     if "notify" in merged:
@@ -274,6 +309,8 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
         hooks={event: tuple(groups) for event, groups in hooks.items()},
         evaluator=evaluator,
         notes=tuple(notes),
+        pre_tool_use=tuple(pre_tool_use),
+        pre_tool_use_notes=tuple(pre_notes),
         files=tuple(str(p) for p in paths),
         **stop,
         **policies,
@@ -443,6 +480,22 @@ def _missing_program(words: list[str], env: Mapping[str, str], cwd: Path) -> str
             return f"its script {script} does not exist"
         return None
     return None
+
+
+def _claude_permissions(data: Mapping[str, Any]) -> bool:
+    """Whether ``permissions`` is Claude Code's own object (allow/deny lists),
+    not the wrapper's answer to an ACP agent's permission requests."""
+    return isinstance(data.get("permissions"), dict)
+
+
+def _valid_matcher(matcher: str | None) -> bool:
+    if not matcher or matcher == "*" or _MATCHER_LIST.fullmatch(matcher):
+        return True
+    try:
+        re.compile(matcher)
+    except re.error:
+        return False
+    return True
 
 
 def _group(where: str, key: str, event: str, value: Any) -> MatcherGroup:

@@ -17,14 +17,16 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from wrapper import child, proctree
+from wrapper.acp.client import AcpOptions, PermissionRequested, ToolInfo
 from wrapper.artifacts import StreamFile
 from wrapper.completion import (
+    CancelTurn,
     CheckActivity,
     CompletionTracker,
     Effect,
@@ -79,9 +81,15 @@ IDLE_CPU_SHARE = 0.05
 IDLE_BASELINE_SHARE = 0.25
 #: How much of a late final message's text its warning quotes.
 LATE_TEXT_CHARS = 200
+#: Seconds of total silence from an agent whose dialect is being guessed
+#: before the run says it may be an ACP agent waiting for a client: agents
+#: in a JSON streaming mode write their first line within a second or two.
+SILENT_AGENT_HINT_AFTER = 5.0
 
 if TYPE_CHECKING:
     import psutil
+
+    from wrapper.acp.driver import AcpDriver
 
 _STATUS_BY_PHASE = {
     Phase.WORKING: "running",
@@ -106,6 +114,7 @@ class AttemptSupervisor:
         stdout_log: StreamFile,
         stderr_log: StreamFile,
         output: OutputPump | None,
+        protocol_log: StreamFile | None = None,
         on_event: Callable[[Event], None] | None = None,
         coalesce_deltas: bool = True,
         claim: proctree.RunClaim | None = None,
@@ -117,6 +126,17 @@ class AttemptSupervisor:
         self.status = status
         self.stdout_log = stdout_log
         self.stderr_log = stderr_log
+        #: Both directions of a live ACP session.
+        self.protocol_log = protocol_log
+        #: The live session of an agent driven over its stdin, during an attempt.
+        self._session: AcpDriver | None = None
+        #: What decides, at the end of a live session's turn, what comes next.
+        self._at_turn_end: Callable[[AttemptRecord], Awaitable[str | None]] | None = None
+        self._limits: Limits | None = None
+        #: The attempt's own tasks (timers, the session), while it runs.
+        self._background: trio.Nursery | None = None
+        #: Decides a live session's permission requests: (allow, reason).
+        self.permission_gate: Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]] | None = None
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
@@ -152,11 +172,19 @@ class AttemptSupervisor:
         env: Mapping[str, str],
         deadline: float = math.inf,
         started: subprocess.Popen[bytes] | OSError | None = None,
+        *,
+        prompt: str | None = None,
+        at_turn_end: Callable[[AttemptRecord], Awaitable[str | None]] | None = None,
     ) -> AttemptRecord:
         """Run attempt ``number``; ``deadline`` is when the whole run must end.
 
         ``started`` is the agent already started by the command line (or why
-        it could not be), for the first attempt."""
+        it could not be), for the first attempt. ``prompt``: the agent is
+        driven over its stdin (ACP) and this is its prompt. Its session then
+        lives across steers: at the end of each prompt turn ``at_turn_end``
+        is given the turn's record (an attempt) and returns the next prompt
+        on the live session, or None to end it; the record returned is the
+        last turn's."""
         record = self.record = AttemptRecord(number=number, argv=argv)
         self._exit_boundary, self._late, self._late_warned = None, False, False
         self.stream.attempt = number
@@ -170,13 +198,15 @@ class AttemptSupervisor:
                 attempt_timeout=self.config.attempt_timeout,
                 idle_timeout=self.config.idle_timeout,
                 idle_looks_at_tree=True,
+                attempt_limit_cancels=prompt is not None,
             ),
             now,
         )
         record.tracker = tracker
+        self._limits, self._at_turn_end = tracker.limits, at_turn_end
         if started is None:
             try:
-                started = child.spawn(argv, env, self.config.cwd)
+                started = child.spawn(argv, env, self.config.cwd, stdin_pipe=prompt is not None)
             except OSError as exc:
                 started = exc
         if isinstance(started, OSError):
@@ -189,20 +219,25 @@ class AttemptSupervisor:
             self.claim.agents.add(proc.pid)
         _widen_pipe(proc.stdout)
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
+        self._session = self._open_session(proc, prompt)
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
         if self.config.idle_timeout is not None:
             self._take_look(now)
         for signum in self._pending_interrupts:
             self._apply(tracker.interrupt(signum, trio.current_time()))
         try:
-            await self._supervise(proc, tracker)
+            await self._supervise(proc)
         finally:
+            self._session = None
             with trio.CancelScope(shield=True):
                 await self._reap(proc)
                 await self._end_leftovers(proc.pid)
-                for stream in (proc.stdout, proc.stderr):
+                for stream in (proc.stdin, proc.stdout, proc.stderr):
                     if stream is not None:
                         await stream.aclose()
+                if self.protocol_log is not None:
+                    self.protocol_log.flush()
+        record = self.record if self.record is not None else record
         record.ended_at = time.time()
         return record
 
@@ -217,19 +252,94 @@ class AttemptSupervisor:
             return
         self._apply(self.tracker.interrupt(signum, trio.current_time()))
 
+    def _open_session(self, proc: Child, prompt: str | None) -> AcpDriver | None:
+        """The live session of an agent driven over its stdin, if this one is."""
+        open_session = getattr(self.dialect, "open_session", None)
+        if prompt is None or open_session is None or proc.stdin is None:
+            return None
+        log = self.protocol_log
+        driver: AcpDriver = open_session(
+            AcpOptions(task=prompt, cwd=str(self.config.cwd)),
+            proc.stdin,
+            lambda event: self._event(event, trio.current_time(), time.time()),
+            log.write if log is not None else None,
+            on_turn_end=self._turn_ended,
+            on_permission=self._permission_requested,
+        )
+        return driver
+
+    def _permission_requested(self, request: PermissionRequested) -> None:
+        """The agent asks before running a tool: ``permission_gate`` decides
+        (a hook may take a while; the agent waits, and so does its idle limit,
+        a tool being under way)."""
+        if self._background is None or self._session is None:
+            return
+        self._background.start_soon(self._answer_permission, self._session, request)
+
+    async def _answer_permission(self, session: AcpDriver, request: PermissionRequested) -> None:
+        allow, reason = True, None
+        if self.permission_gate is not None:
+            allow, reason = await self.permission_gate(request.tool)
+        # A request cancelled meanwhile (session/cancel) is already answered.
+        session.decide(request.request_id, allow, reason)
+
+    def _turn_ended(self) -> None:
+        """A prompt turn of the live session is over (its final message is
+        about to be observed): hold the tracker, and decide what comes next
+        once that message is in."""
+        if self.tracker is None or self._background is None:
+            return
+        self.tracker.hold()
+        self._background.start_soon(self._between_turns)
+
+    async def _between_turns(self) -> None:
+        record, tracker = self.record, self.tracker
+        assert record is not None
+        assert tracker is not None
+        next_prompt = None
+        if self._at_turn_end is not None and tracker.phase is Phase.WORKING:
+            next_prompt = await self._at_turn_end(record)
+        session = self._session
+        if session is None or next_prompt is None or tracker.phase is not Phase.WORKING:
+            self._apply(tracker.release(trio.current_time()))
+            if session is not None:
+                session.close()
+            return
+        self._next_turn(record)
+        session.prompt(next_prompt)
+
+    def _next_turn(self, previous: AttemptRecord) -> None:
+        """The next prompt turn on the same process is the next attempt."""
+        assert self._limits is not None
+        now = trio.current_time()
+        previous.ended_at = time.time()
+        number = previous.number + 1
+        record = self.record = AttemptRecord(number=number, argv=previous.argv)
+        record.pid, record.recognised = previous.pid, previous.recognised
+        tracker = self.tracker = CompletionTracker(self._limits, now)
+        record.tracker = tracker
+        self.stream.attempt = number
+        self.status.update(now, force=True, state="running", attempt=number)
+        self._set_timer()
+
     # -- the attempt -------------------------------------------------------------
 
-    async def _supervise(self, proc: Child, tracker: CompletionTracker) -> None:
+    async def _supervise(self, proc: Child) -> None:
         assert proc.stdout is not None
         assert proc.stderr is not None
         async with trio.open_nursery() as background:
-            background.start_soon(self._run_timer, tracker)
+            self._background = background
+            if self._session is not None:
+                await background.start(self._session.run)
+            background.start_soon(self._run_timer)
+            if isinstance(self.dialect, SniffingDialect) and self._session is None:
+                background.start_soon(self._hint_if_silent)
             background.start_soon(self._flush_held_status)
             async with trio.open_nursery() as pipes:
                 pipes.start_soon(self._read_stdout, proc.stdout)
                 pipes.start_soon(self._read_stderr, proc.stderr)
                 await proc.wait()
-                exit_ = self._exited(proc, tracker)
+                exit_ = self._exited(proc)
                 pipes.cancel_scope.deadline = trio.current_time() + self.config.drain_timeout
             # What the exit itself means to this agent, after its last line.
             self._late = False
@@ -248,10 +358,26 @@ class AttemptSupervisor:
                         f"{self.config.drain_timeout:g}s",
                     )
                 )
+            self._background = None
             background.cancel_scope.cancel()
 
-    def _exited(self, proc: Child, tracker: CompletionTracker) -> ProcessExit:
+    async def _hint_if_silent(self) -> None:
+        record = self.record
+        await trio.sleep(SILENT_AGENT_HINT_AFTER)
+        if record is not None and record is self.record and record.stdout_bytes == 0:
+            self.emit(
+                WarningEvent(
+                    code="silent_agent",
+                    message=f"the agent has written nothing for {SILENT_AGENT_HINT_AFTER:g}s; "
+                    "if it speaks the Agent Client Protocol it is waiting for a client on "
+                    "its stdin: run it with --dialect acp and a --task",
+                )
+            )
+
+    def _exited(self, proc: Child) -> ProcessExit:
         assert self.record is not None
+        tracker = self.tracker
+        assert tracker is not None
         assert proc.returncode is not None
         exit_ = ProcessExit.from_returncode(proc.returncode)
         self.record.exit = exit_
@@ -265,13 +391,15 @@ class AttemptSupervisor:
             self._backpressure.cancel()
         return exit_
 
-    async def _run_timer(self, tracker: CompletionTracker) -> None:
+    async def _run_timer(self) -> None:
+        # The tracker is the current attempt's (a live session's turns each have one).
         while True:
-            with trio.CancelScope(deadline=tracker.next_deadline) as scope:
+            assert self.tracker is not None
+            with trio.CancelScope(deadline=self.tracker.next_deadline) as scope:
                 self._timer = scope
                 await trio.sleep_forever()
             self._timer = None
-            self._apply(tracker.tick(trio.current_time()))
+            self._apply(self.tracker.tick(trio.current_time()))
 
     def _set_timer(self) -> None:
         if self._timer is not None and self.tracker is not None:
@@ -471,6 +599,15 @@ class AttemptSupervisor:
         for effect in effects:
             if isinstance(effect, SendSignal):
                 self._send(effect)
+            elif isinstance(effect, CancelTurn):
+                if self._session is not None:
+                    self._session.cancel()
+                self.emit(
+                    WarningEvent(
+                        code="turn_cancelled",
+                        message=f"{effect.reason}: the turn was cancelled (session/cancel)",
+                    )
+                )
             elif isinstance(effect, CheckActivity):
                 now = trio.current_time()
                 self._apply(self.tracker.activity(self._tree_worked(now), now))
@@ -513,6 +650,9 @@ class AttemptSupervisor:
     def _send(self, effect: SendSignal) -> None:
         assert self.record is not None
         assert self.record.pid is not None
+        if self._session is not None and effect.signal is signal.SIGTERM:
+            # A live session's turn is cancelled over the protocol first.
+            self._session.cancel()
         pids = proctree.signal_tree(self.record.pid, effect.signal)
         self._record_signal(effect.signal, effect.reason, pids)
 
@@ -625,6 +765,7 @@ class Child:
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self._popen = popen
         self.pid = popen.pid
+        self.stdin = self._stream(popen.stdin) if popen.stdin is not None else None
         self.stdout = self._stream(popen.stdout)
         self.stderr = self._stream(popen.stderr)
         self._pidfd: int | None = None

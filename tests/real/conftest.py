@@ -6,4 +6,8 @@ from __future__ import annotations
 
 import os
 
-collect_ignore = [] if os.environ.get("AGENT_WRAPPER_CLIS") else ["test_conformance.py"]
+collect_ignore = (
+    []
+    if os.environ.get("AGENT_WRAPPER_CLIS")
+    else ["test_conformance.py", "test_conformance_acp.py"]
+)

@@ -20,7 +20,10 @@ from wrapper.framing import Frame, Oversized
 from wrapper.registry import AGENTS, BY_NAME, detect, program
 
 #: Executable basename -> dialect name, for the entries that need nothing more.
-EXECUTABLES = {exe: agent.name for agent in AGENTS if not agent.needs for exe in agent.executables}
+EXECUTABLES = {
+    **{exe: agent.name for agent in AGENTS if not agent.needs for exe in agent.executables},
+    **{exe: agent.name for agent in AGENTS for exe in agent.adapters},
+}
 
 
 class _Registry(Mapping[str, type[Dialect]]):
@@ -74,9 +77,12 @@ def resolve_dialect(name: str, command: Sequence[str], has_task: bool) -> Dialec
     a run that needs something inserted (a task) cannot go on without
     ``--dialect``; a run without a task recognises the agent from its stream.
     """
-    if name != "auto":
-        return DIALECTS[name]()
-    cls = dialect_for_command(command)
+    cls = DIALECTS[name] if name != "auto" else dialect_for_command(command)
+    if cls is not None and cls.needs_task and not has_task:
+        raise UsageError(
+            f"the {cls.name} dialect needs a task (--task or --task-file): the agent takes "
+            "its prompt over its protocol and waits silently without one"
+        )
     if cls is not None:
         return cls()
     if has_task:

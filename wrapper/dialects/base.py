@@ -68,6 +68,10 @@ class Launch:
     files: dict[Path, str] = field(default_factory=dict)
     #: The agent's own session transcript, when the dialect knows where it is.
     transcript: Path | None = None
+    #: The prompt a protocol hands over on the agent's stdin (ACP), when the
+    #: argv does not carry it; for a resume, the next prompt on the session
+    #: that is still alive.
+    prompt: str | None = None
 
 
 class CannotResume(Exception):
@@ -408,6 +412,10 @@ class Dialect:
     #: shutting down normally is never signalled.
     default_grace: ClassVar[float] = DEFAULT_GRACE
     default_settle_grace: ClassVar[float] = DEFAULT_SETTLE_GRACE
+
+    #: Whether a run must have a task (an agent driven over a protocol
+    #: waits for its prompt; without one it would sit silent).
+    needs_task: ClassVar[bool] = False
 
     #: Raw event ``type`` -> the method that normalizes such an event.
     handlers: ClassVar[Mapping[str, Handler]] = {}

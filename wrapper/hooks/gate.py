@@ -26,7 +26,15 @@ from wrapper.hooks.protocol import Decision, HandlerResult
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 from wrapper.hooks.steering import AllowedBy, Block, Steering
 from wrapper.outcome import ErrorKind, RunFacts, decide
-from wrapper.policy import REPLY_HANDLER, Allow, Escalate, Fail, Nudge, StopPolicy
+from wrapper.policy import (
+    REPLY_HANDLER,
+    Allow,
+    Escalate,
+    EscalationRecord,
+    Fail,
+    Nudge,
+    StopPolicy,
+)
 from wrapper.settings import Handler
 from wrapper.sinks import EventStream, StatusWriter
 from wrapper.summary import RunSummary
@@ -168,6 +176,18 @@ class StopGate:
 
     async def _escalate(self, question: str | None) -> Allow | Nudge:
         """Ask a person and wait for the answer (or the escalation timeout)."""
+        record = await self.ask_person(question)
+        if record.answer == "text":
+            return Nudge(REPLY_HANDLER, f"User answered: {record.text}")
+        if record.answer == "continue":
+            return Nudge(REPLY_HANDLER, "User wants you to continue")
+        if record.answer == "stop":
+            return Allow(AllowedBy.REPLY)
+        return Allow(AllowedBy.ESCALATION_TIMEOUT)
+
+    async def ask_person(self, question: str | None) -> EscalationRecord:
+        """Open an escalation, tell a person and wait for the reply (or the
+        escalation timeout); the record holds the answer (None: none came)."""
         record = self.policy.open_escalation(question)
         run_dir = self.config.run_dir
         mailbox.open_escalation(run_dir, record.id, question)
@@ -202,13 +222,7 @@ class StopGate:
         self.status.update(
             trio.current_time(), force=True, state="stopping", question=None, escalationId=None
         )
-        if record.answer == "text":
-            return Nudge(REPLY_HANDLER, f"User answered: {record.text}")
-        if record.answer == "continue":
-            return Nudge(REPLY_HANDLER, "User wants you to continue")
-        if record.answer == "stop":
-            return Allow(AllowedBy.REPLY)
-        return Allow(AllowedBy.ESCALATION_TIMEOUT)
+        return record
 
     async def _steer(self, block: Block, number: int) -> Launch | None:
         config, steering = self.config, self.steering

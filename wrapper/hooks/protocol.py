@@ -57,6 +57,10 @@ class HandlerResult:
     context: str | None = None
     extend_max_steers: int | None = None
     exit_code: int | None = None
+    #: A PreToolUse answer's ``permissionDecision`` (allow, deny, ask), if any.
+    permission: str | None = None
+    #: The answer carried an ``updatedInput`` (which cannot always be applied).
+    updated_input: bool = False
 
 
 ALLOW = HandlerResult(decision=Decision.ALLOW)
@@ -115,6 +119,17 @@ def interpret_answer(answer: dict[str, Any], *, exit_code: int | None = None) ->
         message = answer.get("stopReason")
         text = message if isinstance(message, str) and message else None
         return HandlerResult(decision=Decision.END, reason=text, **common)
+    permission = specific.get("permissionDecision") if isinstance(specific, dict) else None
+    if isinstance(specific, dict) and permission in ("allow", "deny", "ask"):
+        why = specific.get("permissionDecisionReason")
+        return HandlerResult(
+            # A deny or an ask stops the chain of handlers as a block does.
+            decision=Decision.ALLOW if permission == "allow" else Decision.BLOCK,
+            reason=_clip(why.strip()) if isinstance(why, str) and why.strip() else None,
+            permission=permission,
+            updated_input="updatedInput" in specific,
+            **common,
+        )
     blocks = answer.get("decision") == "block" or answer.get("allow") is False
     if not blocks:
         return HandlerResult(decision=Decision.ALLOW, **common)

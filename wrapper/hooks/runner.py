@@ -271,11 +271,8 @@ async def run_process(
 
 
 class _Helper(Child):
-    """A started handler: the agent's ``Child`` plus a stream to its stdin."""
-
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        super().__init__(popen)
-        self.stdin = self._stream(popen.stdin)
+    """A started handler: the agent's ``Child``, with a stream to its stdin
+    (``Child`` makes one of a piped stdin)."""
 
 
 def _start_helper(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> _Helper:

@@ -1,0 +1,1 @@
+"""The Agent Client Protocol: the wrapper as the client of an agent's session."""
