@@ -366,6 +366,8 @@ def test_reusing_a_run_dir_keeps_what_the_wrapper_did_not_create(tmp_path: Path)
     marker = json.loads((first.run_dir / RUN_MARKER).read_text())
     assert marker["runId"] == first.result["runId"]
     (first.run_dir / "notes.txt").write_text("mine")
+    # An ACP session of an earlier run is not this run's.
+    (first.run_dir / "protocol.jsonl").write_text('{"t": 0, "dir": "in", "msg": {}}\n')
     (first.run_dir / "data").mkdir()
     (first.run_dir / "data" / "keep.txt").write_text("mine")
     second = run_wrapper(tmp_path, answer("Second."))
@@ -374,6 +376,7 @@ def test_reusing_a_run_dir_keeps_what_the_wrapper_did_not_create(tmp_path: Path)
     assert json.loads((second.run_dir / RUN_MARKER).read_text())["runId"] == second.result["runId"]
     assert (second.run_dir / "notes.txt").read_text() == "mine"
     assert (second.run_dir / "data" / "keep.txt").read_text() == "mine"
+    assert not (second.run_dir / "protocol.jsonl").exists()
 
 
 def test_a_run_dir_of_an_earlier_version_is_reused(tmp_path: Path) -> None:

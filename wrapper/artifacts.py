@@ -38,6 +38,7 @@ OWN_FILES = (
     "session.jsonl",
     "task.md",
     "prompt.md",
+    "protocol.jsonl",
 )
 OWN_FOLDERS = ("signals", "escalations", "hooks")
 
