@@ -482,3 +482,90 @@ def test_a_pretooluse_ask_asks_a_person_with_the_escalate_policy(tmp_path: Path)
     assert [e["answer"] for e in result["escalations"]] == ["continue", "stop"]
     (end,) = tool_ends(tmp_path)
     assert end["isError"] is False
+
+
+def _sent(tmp_path: Path, method: str) -> list[dict[str, Any]]:
+    """The params of every ``method`` request the wrapper sent (protocol.jsonl)."""
+    records = [
+        orjson.loads(line)
+        for line in (tmp_path / "run" / "protocol.jsonl").read_bytes().splitlines()
+    ]
+    return [
+        r["msg"].get("params")
+        for r in records
+        if r.get("dir") == "out" and r["msg"].get("method") == method
+    ]
+
+
+ANSWER: list[dict[str, Any]] = [{"assistant": {"text": "Done.", "stopReason": "stop"}}]
+
+
+def test_an_agent_requiring_authentication_gets_the_method_named(tmp_path: Path) -> None:
+    proc = start(
+        tmp_path,
+        ANSWER,
+        "--task",
+        "Go",
+        "--auth-method",
+        "api-key",
+        agent_args=("--require-auth", "api-key"),
+    )
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    assert result_of(tmp_path)["finalText"] == "Done."
+    assert _sent(tmp_path, "authenticate") == [{"methodId": "api-key"}]
+    assert len(_sent(tmp_path, "session/new")) == 2
+
+
+def test_authentication_is_never_sent_unless_the_agent_requires_it(tmp_path: Path) -> None:
+    proc = start(tmp_path, ANSWER, "--task", "Go", "--auth-method", "api-key")
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    assert _sent(tmp_path, "authenticate") == []
+
+
+def test_an_agent_requiring_authentication_without_a_method_fails_clearly(
+    tmp_path: Path,
+) -> None:
+    proc = start(tmp_path, ANSWER, "--task", "Go", agent_args=("--require-auth", "api-key"))
+    proc.communicate(timeout=HANG)
+    assert proc.returncode != 0
+    result = result_of(tmp_path)
+    assert result["outcome"] == "error"
+    message = result["error"]["message"]
+    assert "requires authentication" in message
+    assert "api-key" in message
+    assert "--auth-method" in message
+    assert _sent(tmp_path, "authenticate") == []
+
+
+def test_the_settings_give_the_auth_method_and_mcp_servers(tmp_path: Path) -> None:
+    server = {"name": "docs", "command": "/usr/bin/docs-mcp", "args": ["--stdio"], "env": []}
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"acp": {"authMethod": "api-key", "mcpServers": [server]}}))
+    proc = start(
+        tmp_path,
+        ANSWER,
+        "--task",
+        "Go",
+        "--settings",
+        str(settings),
+        agent_args=("--require-auth", "api-key"),
+    )
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    assert _sent(tmp_path, "authenticate") == [{"methodId": "api-key"}]
+    assert [p["mcpServers"] for p in _sent(tmp_path, "session/new")] == [[server], [server]]
+
+
+@pytest.mark.parametrize(
+    "acp",
+    [{"authMethod": ""}, {"mcpServers": [{"command": "x"}]}, {"mcpServers": {}}, {"other": 1}],
+)
+def test_bad_acp_settings_are_a_usage_error(tmp_path: Path, acp: dict[str, Any]) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"acp": acp}))
+    proc = start(tmp_path, ANSWER, "--task", "Go", "--settings", str(settings))
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 2
+    assert b"acp." in stderr

@@ -336,6 +336,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "PreToolUse handler decides (default: permissions from the settings, else allow)",
     )
     parser.add_argument(
+        "--auth-method",
+        metavar="ID",
+        help="the authenticate method given to an ACP agent that answers session/new "
+        "with 'authentication required' (default: acp.authMethod from the settings; "
+        "without one such a run fails, naming the agent's methods)",
+    )
+    parser.add_argument(
         "--context",
         choices=sorted(CONTEXT_POLICIES),
         help="where the run happens: pipeline (default policy signal) or standalone "

@@ -95,6 +95,9 @@ class RunConfig:
     #: How a tool the agent asks permission for (ACP) is answered when no
     #: PreToolUse handler decides: ``allow`` (the unattended norm) or ``deny``.
     permissions: str = "allow"
+    #: The ``authenticate`` method for an ACP agent that requires one
+    #: (resolved: flag, settings), else None.
+    auth_method: str | None = None
     context: str | None = None
     escalation_timeout: float = DEFAULT_ESCALATION_TIMEOUT
 
@@ -158,6 +161,7 @@ class RunConfig:
             "subagent": self.subagent,
             "onStop": self.on_stop,
             "permissions": self.permissions,
+            "authMethod": self.auth_method,
             "context": self.context,
             "escalationTimeout": self.escalation_timeout,
             "settings": self.settings.to_json(),

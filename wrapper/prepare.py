@@ -188,6 +188,7 @@ def prepare_run(
         on_stop=_on_stop(options.on_stop, settings.on_stop, CONTEXT_POLICIES.get(options.context)),
         context=options.context,
         permissions=getattr(options, "permissions", None) or settings.permissions or "allow",
+        auth_method=getattr(options, "auth_method", None) or settings.acp_auth_method,
         escalation_timeout=options.escalation_timeout,
     )
     try:

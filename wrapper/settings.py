@@ -80,6 +80,7 @@ _WRAPPER_KEYS = frozenset(
         "disableAllHooks",
         "onStop",
         "permissions",
+        "acp",
         "onIdle",
         "notify",
         "summarizer",
@@ -185,6 +186,12 @@ class Settings:
     on_stop: str | None = None
     #: ``permissions``: how tools an ACP agent asks for are answered by default.
     permissions: str | None = None
+    #: ``acp.authMethod``: the ``authenticate`` method an ACP agent that
+    #: requires authentication is given.
+    acp_auth_method: str | None = None
+    #: ``acp.mcpServers``: the MCP servers given to an ACP agent's session,
+    #: as the protocol spells them.
+    acp_mcp_servers: tuple[Mapping[str, Any], ...] = ()
     idle: IdleSettings = field(default_factory=IdleSettings)
     #: The escalation notifier's argv, and whether to also try ``notify-send``.
     notify: tuple[str, ...] | None = None
@@ -229,6 +236,10 @@ class Settings:
             "notify": list(self.notify) if self.notify is not None else None,
             "summarizer": list(self.summarizer) if self.summarizer is not None else None,
             "observers": {"drainTimeout": self.observer_drain},
+            "acp": {
+                "authMethod": self.acp_auth_method,
+                "mcpServers": [server.get("name") for server in self.acp_mcp_servers],
+            },
         }
 
 
@@ -292,6 +303,8 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
                 f"{where}: permissions: expected one of {', '.join(PERMISSION_ANSWERS)}"
             )
         policies["permissions"] = value
+    if "acp" in merged:
+        policies.update(_acp(*merged["acp"]))
     if "onIdle" in merged:
         policies["idle"] = _on_idle(*merged["onIdle"])
     if "notify" in merged:
@@ -617,6 +630,30 @@ def _known_keys(where: str, key: str, value: Any, known: set[str]) -> dict[str, 
                 f"{where}: {key}.{name}: unknown key (known: {', '.join(sorted(known))})"
             )
     return value
+
+
+def _acp(where: str, value: Any) -> dict[str, Any]:
+    value = _known_keys(where, "acp", value, {"authMethod", "mcpServers"})
+    out: dict[str, Any] = {}
+    if "authMethod" in value:
+        method = value["authMethod"]
+        if not isinstance(method, str) or not method.strip():
+            raise SettingsError(
+                f"{where}: acp.authMethod: expected the id of one of the agent's "
+                "authentication methods (a non-empty string)"
+            )
+        out["acp_auth_method"] = method
+    if "mcpServers" in value:
+        servers = value["mcpServers"]
+        if not isinstance(servers, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"] for s in servers
+        ):
+            raise SettingsError(
+                f"{where}: acp.mcpServers: expected a list of MCP server objects, each "
+                'with a "name" (as ACP\'s session/new takes them)'
+            )
+        out["acp_mcp_servers"] = tuple(servers)
+    return out
 
 
 def _on_idle(where: str, value: Any) -> IdleSettings:

@@ -259,7 +259,12 @@ class AttemptSupervisor:
             return None
         log = self.protocol_log
         driver: AcpDriver = open_session(
-            AcpOptions(task=prompt, cwd=str(self.config.cwd)),
+            AcpOptions(
+                task=prompt,
+                cwd=str(self.config.cwd),
+                auth_method=self.config.auth_method,
+                mcp_servers=self.config.settings.acp_mcp_servers,
+            ),
             proc.stdin,
             lambda event: self._event(event, trio.current_time(), time.time()),
             log.write if log is not None else None,

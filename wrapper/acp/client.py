@@ -383,7 +383,8 @@ class AcpClient:
                     offered = ", ".join(self.auth_methods) or "none listed"
                     return self._fail(
                         "the agent requires authentication (its methods: "
-                        f"{offered}); name the method to use in the settings or options"
+                        f"{offered}); name the one to use with --auth-method or the settings' "
+                        "acp.authMethod"
                     )
                 self.phase = Phase.AUTHENTICATING
                 deadline = now + self.options.authenticate_timeout
