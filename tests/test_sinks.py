@@ -144,28 +144,3 @@ def test_a_run_of_deltas_at_once_writes_what_one_by_one_writes(
         stream.flush()
         outputs.append((path.read_bytes(), b"".join(live)))
     assert outputs[0] == outputs[1]
-
-
-def test_a_log_written_behind_keeps_every_byte_in_order(tmp_path: Path) -> None:
-    path = tmp_path / "stdout.log"
-    log = StreamFile("stdout", path, ArtifactErrors(), enabled=True, behind=True)
-    chunks = [bytes([index % 251]) * (index * 7919 % (3 << 20)) for index in range(40)]
-    for chunk in chunks:
-        log.write(chunk)
-    log.write(bytearray(b"last"))
-    log.flush()
-    assert path.read_bytes() == b"".join(chunks) + b"last"
-    log.close()
-    assert not log.ok
-
-
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-def test_a_log_written_behind_records_its_failure_and_stops() -> None:
-    errors = ArtifactErrors()
-    log = StreamFile("stdout", Path("/dev/full"), errors, enabled=True, behind=True)
-    log.write(b"x" * (4 << 20))  # larger than the buffer: written (and failing) at once
-    log.flush()
-    assert errors.failed("stdout")
-    assert not log.ok
-    log.write(b"more")  # ignored, raises nothing
-    log.close()

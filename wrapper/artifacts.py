@@ -10,10 +10,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import queue
 import shutil
 import stat
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -303,29 +301,18 @@ def prepare_run_dir(
 
 
 class StreamFile:
-    """An append-only artifact (a log). Buffered; writes stop after the first failure.
+    """An append-only artifact (a log). Buffered; writes stop after the first failure."""
 
-    With ``behind``, each write is made by a worker thread while the caller
-    goes on (reading the agent's stream while its last chunk is being
-    logged); one write at most is in flight, so the order is kept and a
-    failure is recorded by the next write, ``flush`` or ``close``.
-    """
-
-    def __init__(
-        self, name: str, path: Path, errors: ArtifactErrors, *, enabled: bool, behind: bool = False
-    ) -> None:
+    def __init__(self, name: str, path: Path, errors: ArtifactErrors, *, enabled: bool) -> None:
         self.name = name
         self.path = path
         self._errors = errors
         self._file: Any = None
-        self._behind: _WriteBehind | None = None
         if enabled:
             try:
                 self._file = open(path, "wb", buffering=STREAM_BUFFER_BYTES)  # noqa: SIM115
             except OSError as exc:
                 errors.record(name, path, exc)
-        if behind and self._file is not None:
-            self._behind = _WriteBehind(self._file)
 
     @property
     def ok(self) -> bool:
@@ -333,11 +320,6 @@ class StreamFile:
 
     def write(self, data: bytes | bytearray) -> None:
         if self._file is None:
-            return
-        if self._behind is not None:
-            error = self._behind.write(bytes(data) if isinstance(data, bytearray) else data)
-            if error is not None:
-                self._fail(error)
             return
         try:
             self._file.write(data)
@@ -348,8 +330,6 @@ class StreamFile:
         if self._file is None:
             return
         try:
-            if self._behind is not None and (error := self._behind.wait()) is not None:
-                raise error
             self._file.flush()
         except OSError as exc:
             self._fail(exc)
@@ -358,66 +338,13 @@ class StreamFile:
         if self._file is None:
             return
         try:
-            if self._behind is not None and (error := self._behind.stop()) is not None:
-                raise error
             self._file.close()
         except OSError as exc:
             self._errors.record(self.name, self.path, exc)
-            with contextlib.suppress(OSError):
-                self._file.close()
         self._file = None
 
     def _fail(self, exc: OSError) -> None:
         self._errors.record(self.name, self.path, exc)
         file, self._file = self._file, None
-        if self._behind is not None:
-            self._behind.stop()
         with contextlib.suppress(OSError):
             file.close()
-
-
-class _WriteBehind:
-    """One worker thread writing chunks to a file, one chunk in flight at most."""
-
-    def __init__(self, file: Any) -> None:
-        self._file = file
-        self._todo: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[OSError | None] = queue.SimpleQueue()
-        self._busy = False
-        self._thread: threading.Thread | None = threading.Thread(
-            target=self._run, name="write-behind", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self) -> None:
-        while (data := self._todo.get()) is not None:
-            try:
-                self._file.write(data)
-            except OSError as exc:
-                self._done.put(exc)
-            else:
-                self._done.put(None)
-
-    def write(self, data: bytes) -> OSError | None:
-        """Hand ``data`` over once the previous write is done; its failure, if any."""
-        error = self.wait()
-        if error is None and self._thread is not None:
-            self._todo.put(data)
-            self._busy = True
-        return error
-
-    def wait(self) -> OSError | None:
-        """Wait for the write in flight; its failure, if any."""
-        if not self._busy:
-            return None
-        self._busy = False
-        return self._done.get()
-
-    def stop(self) -> OSError | None:
-        """Wait for the write in flight and end the thread."""
-        error = self.wait()
-        if self._thread is not None:
-            self._todo.put(None)
-            self._thread.join()
-            self._thread = None
-        return error

@@ -217,7 +217,7 @@ class Run:
         )
         # The agent's stream is logged while it is read: the bulk of its bytes.
         self.stdout_log = StreamFile(
-            "stdout", run_dir / "stdout.log", self.errors, enabled=self.dir_ok, behind=True
+            "stdout", run_dir / "stdout.log", self.errors, enabled=self.dir_ok
         )
         self.stderr_log = StreamFile(
             "stderr", run_dir / "stderr.log", self.errors, enabled=self.dir_ok
