@@ -85,6 +85,11 @@ def test_any_split_gives_the_same_frames(data: bytes, cuts: list[int]) -> None:
     points = sorted({min(c, len(data)) for c in cuts})
     chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
     assert frame_all(chunks, max_line=64) == frame_all([data], max_line=64)
+    framer = LineFramer(64)
+    frames: list[Frame] = []
+    for chunk in chunks:
+        frames += framer.feed(bytearray(chunk))
+    assert frames + framer.close() == frame_all([data], max_line=64)
 
 
 @given(st.binary(max_size=3000))

@@ -61,6 +61,11 @@ class LineFramer:
         return len(self._partial)
 
     def feed(self, data: bytes | bytearray) -> list[Frame]:
+        if b"\n" not in data:
+            # No line ends here: hold the chunk without splitting it, so a
+            # line over the cap costs no copy of the chunk.
+            self._hold(data)
+            return []
         pieces = bytes(data).split(b"\n") if isinstance(data, bytearray) else data.split(b"\n")
         tail = pieces.pop()
         frames: list[Frame] = []
@@ -125,7 +130,7 @@ class LineFramer:
         self._head = self._tail = b""
         return frame
 
-    def _hold(self, tail: bytes) -> None:
+    def _hold(self, tail: bytes | bytearray) -> None:
         if not tail:
             return
         if self._skipped is not None:
@@ -134,9 +139,9 @@ class LineFramer:
         elif len(self._partial) + len(tail) > self._max:
             head = bytes(self._partial[:OVERSIZED_HEAD_BYTES]) + tail[:OVERSIZED_HEAD_BYTES]
             self._head = head[:OVERSIZED_HEAD_BYTES]
-            self._tail = (bytes(self._partial[-OVERSIZED_TAIL_BYTES:]) + tail)[
-                -OVERSIZED_TAIL_BYTES:
-            ]
+            self._tail = (
+                bytes(self._partial[-OVERSIZED_TAIL_BYTES:]) + tail[-OVERSIZED_TAIL_BYTES:]
+            )[-OVERSIZED_TAIL_BYTES:]
             self._skipped = len(self._partial) + len(tail)
             self._partial.clear()
         else:
