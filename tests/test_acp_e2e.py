@@ -569,3 +569,28 @@ def test_bad_acp_settings_are_a_usage_error(tmp_path: Path, acp: dict[str, Any])
     _, stderr = proc.communicate(timeout=HANG)
     assert proc.returncode == 2
     assert b"acp." in stderr
+
+
+def test_an_agent_writing_bad_lines_in_a_loop_fills_neither_the_result_nor_the_events(
+    tmp_path: Path,
+) -> None:
+    flood = "i=0; while [ $i -lt 500 ]; do echo '{}'; i=$((i+1)); done"
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "wrapper", "run", "--output", "quiet"),
+            *("--run-dir", str(tmp_path / "run"), "--dialect", "acp", "--task", "hi"),
+            *("--", "sh", "-c", flood),
+        ],
+        check=False,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=HANG,
+    )
+    assert proc.returncode == 1
+    malformed = [w for w in result_of(tmp_path)["warnings"] if w["code"] == "acp_malformed"]
+    assert len(malformed) == 21
+    assert "480 more acp_malformed warnings were not recorded" in malformed[-1]["message"]
+    events = (tmp_path / "run" / "events.jsonl").read_bytes().splitlines()
+    assert sum(b'"acp_malformed"' in line for line in events) == 21
+    assert (tmp_path / "run" / "stdout.log").read_bytes() == b"{}\n" * 500

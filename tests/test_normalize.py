@@ -183,3 +183,17 @@ def test_a_recognised_stream_has_no_such_warning() -> None:
     proc = normalize("--summary", stdin=PI_STREAM)
     assert json.loads(proc.stdout)["warnings"] == []
     assert proc.stderr == b""
+
+
+def test_a_warning_repeated_on_every_line_is_kept_twenty_times_then_counted() -> None:
+    stream = b"{}\n" * 500
+    summary = json.loads(normalize("--summary", "--dialect", "acp", "-", stdin=stream).stdout)
+    codes = [warning["code"] for warning in summary["warnings"]]
+    assert codes == ["acp_malformed"] * 21
+    assert summary["warnings"][-1]["message"].startswith("480 more acp_malformed warnings")
+    events = [
+        json.loads(line)
+        for line in normalize("--dialect", "acp", "-", stdin=stream).stdout.splitlines()
+    ]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert sum(e["type"] == "warning" for e in events) == 21

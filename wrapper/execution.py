@@ -680,6 +680,7 @@ class Run:
                     "message": f"stdout stopped accepting output: {pump.broken}",
                 }
             )
+        self.stream.report_dropped_warnings()
         self.stream.flush()
         run_dir, dir_ok = self.config.run_dir, self.dir_ok
         artifacts: dict[str, str | None] = {

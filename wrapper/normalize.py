@@ -24,7 +24,7 @@ from wrapper.dialects import DIALECTS, Dialect, SniffingDialect
 from wrapper.dialects.base import decode_object, recognised_any, unrecognised_output
 from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent
 from wrapper.framing import Frame, LineFramer
-from wrapper.summary import RunSummary
+from wrapper.summary import RunSummary, WarningCounter
 
 
 def normalize(
@@ -42,7 +42,18 @@ def normalize(
     totals = RunSummary()
     tracker = CompletionTracker(Limits(grace=math.inf, settle_grace=math.inf, kill_after=0), 0.0)
     warnings: list[dict[str, str]] = []
+    counter = WarningCounter()
     seq = 0
+
+    def show(event: Event) -> None:
+        nonlocal seq
+        if isinstance(event, WarningEvent | AgentWarning):
+            warnings.append({"code": event.code, "message": event.message})
+        seq += 1
+        if not summary:
+            line = {"type": event.TYPE, "seq": seq, "source": event.SOURCE, **event.payload()}
+            out.write(orjson.dumps(line) + b"\n")
+
     tally = _Tally()
     for event in _events(source, dialect, exit_code, max_line_bytes, tally):
         noted: list[WarningEvent] = []
@@ -50,25 +61,18 @@ def normalize(
             noted = totals.observe(event)
             tracker.observe(event, 0.0)
         for shown in (event, *noted):
-            seq += 1
-            if isinstance(shown, WarningEvent | AgentWarning):
-                warnings.append({"code": shown.code, "message": shown.message})
-            if not summary:
-                line = {"type": shown.TYPE, "seq": seq, "source": shown.SOURCE, **shown.payload()}
-                out.write(orjson.dumps(line) + b"\n")
+            if not isinstance(shown, WarningEvent | AgentWarning) or counter.keep(shown.code):
+                show(shown)
+    for dropped in counter.dropped():
+        show(dropped)
     chosen = dialect.chosen if isinstance(dialect, SniffingDialect) else dialect
     if tally.protocol:
         chosen = DIALECTS["acp"]()
     told: list[str] = []
     if not tally.recognised:
         why = unrecognised_output(chosen or dialect, tally.lines, whose="the stream")
-        warning = WarningEvent(code=OUTPUT_UNRECOGNISED, message=why)
-        warnings.append({"code": warning.code, "message": warning.message})
+        show(WarningEvent(code=OUTPUT_UNRECOGNISED, message=why))
         told.append(f"warning: {why}")
-        if not summary:
-            seq += 1
-            line = {"type": warning.TYPE, "seq": seq, "source": warning.SOURCE}
-            out.write(orjson.dumps({**line, **warning.payload()}) + b"\n")
     if summary:
         final = tracker.final
         last_word = final or tracker.last_message

@@ -21,6 +21,7 @@ import trio
 
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write
 from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent, payload_keys
+from wrapper.summary import WarningCounter
 from wrapper.timefmt import iso
 
 #: How much unwritten output may pile up before the stream waits for the reader.
@@ -124,8 +125,11 @@ class EventStream:
         #: Told of every event but text deltas, with its time and attempt
         #: (the run's telemetry, when it exports any).
         self.observer: Callable[[Event, float, int], None] | None = None
+        self._warned = WarningCounter()
 
     def emit(self, event: Event, now: float | None = None) -> None:
+        if isinstance(event, WarningEvent | AgentWarning) and not self._warned.keep(event.code):
+            return
         self.seq += 1
         now = time.time() if now is None else now
         if isinstance(event, TextDelta):
@@ -177,6 +181,11 @@ class EventStream:
             if self._pending_chars >= COALESCE_MAX_CHARS:
                 self._flush_pending()
             start = taken
+
+    def report_dropped_warnings(self) -> None:
+        """One warning for each code of which more were emitted than kept."""
+        for warning in self._warned.dropped():
+            self.emit(warning)
 
     def flush(self) -> None:
         self._flush_pending()

@@ -24,6 +24,41 @@ RECENT_TOOLS = 5
 RECENT_MESSAGES = 15
 
 
+#: Warnings of one code kept (written out, listed in result.json and the
+#: summary); the rest are counted and reported once at the end, so that an
+#: agent writing a bad line in a loop fills neither the disk nor the result.
+WARNINGS_KEPT_PER_CODE = 20
+
+
+class WarningCounter:
+    """Which warnings are kept: the first ``WARNINGS_KEPT_PER_CODE`` of each code."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def keep(self, code: str) -> bool:
+        seen = self._seen[code] = self._seen.get(code, 0) + 1
+        return seen <= WARNINGS_KEPT_PER_CODE
+
+    def dropped(self) -> list[WarningEvent]:
+        """A warning for each code of which some were not kept (once)."""
+        said = []
+        for code, seen in self._seen.items():
+            if seen > WARNINGS_KEPT_PER_CODE:
+                count = seen - WARNINGS_KEPT_PER_CODE
+                said.append(
+                    WarningEvent(
+                        code=code,
+                        message=f"{count} more {code} warnings were not recorded "
+                        f"(the first {WARNINGS_KEPT_PER_CODE} of each kind are)",
+                    )
+                )
+        self._seen = dict.fromkeys(self._seen, 0)
+        return said
+
+
 class RunSummary:
     __slots__ = (
         "current_tool",
@@ -35,7 +70,6 @@ class RunSummary:
         "tool_runs",
         "tools",
         "total",
-        "usages",
     )
 
     def __init__(self) -> None:
@@ -43,7 +77,6 @@ class RunSummary:
         self.model: str | None = None
         #: Tool names in first-use order (a dict keeps insertion order).
         self.tools: dict[str, None] = {}
-        self.usages: list[Usage] = []
         #: The usage summed so far (kept as it goes: a figure lost to a sum
         #: must be noticed when it happens).
         self.total: Usage | None = None
@@ -81,7 +114,6 @@ class RunSummary:
         return warnings
 
     def _add_usage(self, usage: Usage) -> list[WarningEvent]:
-        self.usages.append(usage)
         before = self.total.unrepresentable if self.total is not None else ()
         self.total = usage if self.total is None else self.total + usage
         # Once a figure is lost it stays null in the total, so each is warned
