@@ -215,7 +215,6 @@ class Run:
             if early is not None
             else prepare_run_dir(run_dir, config.runs_root, self.errors, config.run_id)
         )
-        # The agent's stream is logged while it is read: the bulk of its bytes.
         self.stdout_log = StreamFile(
             "stdout", run_dir / "stdout.log", self.errors, enabled=self.dir_ok
         )
@@ -574,8 +573,7 @@ class Run:
             + (f" ({why})" if why else "")
             + ". Allow it? (reply --continue to allow, --stop to refuse)"
         )
-        record = await self.gate.ask_person(question)
-        self.status.update(trio.current_time(), force=True, state="running")
+        record = await self.gate.ask_person(question, then="running")
         if record.answer == "continue":
             return True, None
         if record.answer == "text":

@@ -185,9 +185,10 @@ class StopGate:
             return Allow(AllowedBy.REPLY)
         return Allow(AllowedBy.ESCALATION_TIMEOUT)
 
-    async def ask_person(self, question: str | None) -> EscalationRecord:
+    async def ask_person(self, question: str | None, *, then: str = "stopping") -> EscalationRecord:
         """Open an escalation, tell a person and wait for the reply (or the
-        escalation timeout); the record holds the answer (None: none came)."""
+        escalation timeout); the record holds the answer (None: none came).
+        status.json's state is ``then`` once it is answered."""
         record = self.policy.open_escalation(question)
         run_dir = self.config.run_dir
         mailbox.open_escalation(run_dir, record.id, question)
@@ -220,7 +221,7 @@ class StopGate:
             EscalationAnswered(id=record.id, answer=str(record.answer), text=record.text)
         )
         self.status.update(
-            trio.current_time(), force=True, state="stopping", question=None, escalationId=None
+            trio.current_time(), force=True, state=then, question=None, escalationId=None
         )
         return record
 
