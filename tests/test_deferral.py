@@ -120,9 +120,10 @@ print("ok")
 """
 
 
-def test_each_deferred_module_still_works_when_used() -> None:
+def assert_prints_ok(code: str, *args: str) -> None:
+    """``code`` run by a fresh Python from the repository root prints ok."""
     proc = subprocess.run(
-        [sys.executable, "-c", USES_EACH, *UNUSED_BY_A_RUN],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         timeout=HANG_LIMIT,
@@ -131,6 +132,10 @@ def test_each_deferred_module_still_works_when_used() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+def test_each_deferred_module_still_works_when_used() -> None:
+    assert_prints_ok(USES_EACH, *UNUSED_BY_A_RUN)
 
 
 def test_a_stand_in_loads_its_module_once() -> None:
@@ -150,13 +155,4 @@ assert not hasattr(stand_in, "no_such_name")
 assert loads.count("ipaddress") == 1, loads
 print("ok")
 """
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=HANG_LIMIT,
-        cwd=ROOT,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "ok"
+    assert_prints_ok(code)
