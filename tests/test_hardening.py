@@ -133,6 +133,9 @@ def _assert_wrapper_killed_result(result_path: Path, run_dir: Path) -> dict[str,
     assert result["success"] is False
     assert result["exitStatus"] == 128 + signal.SIGKILL
     assert result["error"]["kind"] == "wrapper_killed"
+    # status.json is marked finished right after result.json, as at the end
+    # of any run: a reader that saw the result may still see the earlier state.
+    assert wait_until(lambda: state_of(run_dir) == "finished", timeout=30), state_of(run_dir)
     status = _read_json(run_dir / "status.json")
     assert status is not None
     validate("status", status)
