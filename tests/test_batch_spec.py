@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,24 @@ def test_batch_json_lists_every_run_and_counts_outcomes() -> None:
 def test_no_run_folder_takes_the_batch_reports_name(tmp_path: Path) -> None:
     runs = spec(tmp_path, {"command": ["a"], "label": "batch.json"}, {"command": ["b"]})
     assert folder_names(runs) == ["batch.json-2", "2"]
+
+
+def test_folder_naming_of_many_lines_with_one_label_is_unique_and_stays_quick() -> None:
+    size = 20_000
+    runs = [
+        SpecRun(i, i + 1, ("a",), argparse.Namespace(label="same"), Path()) for i in range(size)
+    ]
+    # Lines whose own labels are what a repeat would be named also stay apart.
+    runs += [
+        SpecRun(size + i, size + i + 1, ("a",), argparse.Namespace(label=f"SAME-{i + 2}"), Path())
+        for i in range(3)
+    ]
+    started = time.monotonic()
+    names = folder_names(runs)
+    # Generous: catches a naming that goes quadratic again (minutes), not speed.
+    assert time.monotonic() - started < 30
+    assert names[:3] == ["same", "same-2", "same-3"]
+    assert names[size - 1] == f"same-{size}"
+    assert names[size:] == ["SAME-2-2", "SAME-3-2", "SAME-4-2"]
+    assert len({name.lower() for name in names}) == len(names)
+    assert folder_names(runs) == names

@@ -222,12 +222,19 @@ def folder_names(runs: Sequence[SpecRun]) -> list[str]:
     (``name-2``, ``name-3`` for repeats, compared without case)."""
     # The batch's own report sits beside the runs' folders.
     taken: set[str] = {"batch.json"}
+    # Per name, the next suffix worth trying: a spec of thousands of lines
+    # with one label must not try every suffix already given for each line.
+    next_suffix: dict[str, int] = {}
     names = []
     for run in runs:
         base = _UNSAFE.sub("-", run.label or "").strip(".-")[:MAX_FOLDER] or str(run.line)
-        name, n = base, 1
-        while name.lower() in taken:
-            n += 1
+        key = base.lower()
+        name = base
+        if key in taken:
+            n = next_suffix.get(key, 2)
+            while f"{key}-{n}" in taken:
+                n += 1
+            next_suffix[key] = n + 1
             name = f"{base}-{n}"
         taken.add(name.lower())
         names.append(name)
