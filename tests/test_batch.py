@@ -316,3 +316,17 @@ def test_pretty_output_has_a_line_per_run_and_the_progress(tmp_path: Path) -> No
     assert lines[-1].endswith(f"(finished; {runs / 'batch.json'})")
     # The pretty output said how the failed run ended: stderr does not repeat it.
     assert "exited with status 3" not in proc.stderr.decode()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_junit_xml_is_well_formed_with_control_characters_in_a_label(tmp_path: Path) -> None:
+    label = "bell\x07 escape\x1b[31m tab\t"
+    failing = scenario(tmp_path, "bad", [{"stderr": "boom\x1b[0m"}, {"exit": 3}])
+    spec = write_spec(tmp_path, [line(failing, label=label)])
+    proc = run_batch(
+        tmp_path, spec, "--runs-dir", "runs", "--junit", "junit.xml", "--output", "quiet"
+    )
+    assert proc.returncode == 1, proc.stderr.decode()
+    [case] = ET.parse(tmp_path / "junit.xml").iter("testcase")
+    assert case.get("name") == "bell\ufffd escape\ufffd[31m tab\t"
+    assert case.find("failure") is not None

@@ -212,3 +212,61 @@ def test_folder_naming_of_many_lines_with_one_label_is_unique_and_stays_quick() 
     assert names[size:] == ["SAME-2-2", "SAME-3-2", "SAME-4-2"]
     assert len({name.lower() for name in names}) == len(names)
     assert folder_names(runs) == names
+
+
+HOSTILE = [
+    "tab\there",
+    "bell\x07 and escape \x1b[31m",
+    "nul\x00",
+    "lone surrogate \ud800 and \udfff",
+    "not characters \ufffe\uffff",
+    'markup <a href="x">&amp;</a> ]]> \'',
+    "astral \U0001f600 kept",
+    "vertical\x0bform\x0cfeed",
+]
+
+
+def readable(text: str) -> str:
+    """What an XML reader must get back from ``text``: every character XML
+    1.0 cannot carry replaced by U+FFFD."""
+    return "".join(
+        "\ufffd"
+        if (ord(ch) < 0x20 and ch not in "\t\n\r")
+        or 0xD800 <= ord(ch) <= 0xDFFF
+        or ch in "\ufffe\uffff"
+        else ch
+        for ch in text
+    )
+
+
+def hostile_entry(text: str) -> RunEntry:
+    result = {
+        "runId": "r",
+        "outcome": "error",
+        "exitStatus": 1,
+        "stopReason": text,
+        "error": {"kind": text, "message": text},
+    }
+    return RunEntry(text, text, 1, f"/runs/{text}", result, 0.5)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_junit_stays_well_formed_whatever_the_labels_and_errors_hold(text: str) -> None:
+    root = ET.fromstring(junit_xml([hostile_entry(text), entry("good", OK)]))
+    [case, good] = root.iter("testcase")
+    assert case.get("name") == readable(text)
+    assert good.get("name") == "good"
+    failure = case.find("failure")
+    assert failure is not None
+    assert failure.get("message") == readable(text)
+    assert failure.get("type") == readable(text)
+    out = case.find("system-out")
+    assert out is not None
+    assert (out.text or "").replace("\r", "\n") == readable(f"/runs/{text}").replace("\r", "\n")
+
+
+@given(st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, categories=None)))
+def test_junit_is_readable_xml_for_any_label(text: str) -> None:
+    root = ET.fromstring(junit_xml([hostile_entry(text)]))
+    [case] = root.iter("testcase")
+    assert case.get("name") == readable(text)
