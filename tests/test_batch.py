@@ -330,3 +330,42 @@ def test_junit_xml_is_well_formed_with_control_characters_in_a_label(tmp_path: P
     [case] = ET.parse(tmp_path / "junit.xml").iter("testcase")
     assert case.get("name") == "bell\ufffd escape\ufffd[31m tab\t"
     assert case.find("failure") is not None
+
+
+def test_one_directory_under_two_spellings_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "started"
+    starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
+    (tmp_path / "y").mkdir()
+    (tmp_path / "x").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "x")
+    (tmp_path / "elsewhere" / "deep").mkdir(parents=True)
+    # y2/.. is where the symlink's target is, not where the symlink is.
+    (tmp_path / "y2").symlink_to(tmp_path / "elsewhere" / "deep")
+    for first, second, named in [
+        ({"runDir": "x"}, {"runDir": "y/../x"}, "x"),
+        ({"runDir": "x"}, {"runDir": "./x/"}, "x"),
+        ({"runDir": "x"}, {"runDir": "link"}, "link"),
+        ({"runDir": "elsewhere/out"}, {"runDir": "y2/../out"}, "out"),
+        ({"runDir": "new/a"}, {"runDir": "new/b/../a"}, "a"),
+        ({"label": "fix"}, {"runDir": "runs/fix"}, "runs/fix"),
+        ({"label": "fix"}, {"runDir": "link/../runs/fix"}, "fix"),
+        ({"result": "out/r.json"}, {"result": "out/./sub/../r.json"}, "r.json"),
+        ({"result": "link/r.json"}, {"result": "x/r.json"}, "r.json"),
+        ({"label": "fix"}, {"result": "runs/fix/result.json"}, "result.json"),
+        ({"label": "fine"}, {"result": "runs/batch.json"}, "where the batch's report"),
+        ({"label": "fine"}, {"result": "report.xml"}, "where the JUnit report"),
+    ]:
+        spec = write_spec(tmp_path, [line(starts, **first), line(starts, **second)])
+        proc = run_batch(
+            tmp_path, spec, "--runs-dir", "runs", "--junit", "report.xml", "--output", "quiet"
+        )
+        stderr = proc.stderr.decode()
+        assert proc.returncode == 2, (second, stderr)
+        [message] = [text for text in stderr.splitlines() if "error:" in text]
+        assert f"{spec}: line 2: " in message
+        assert named in message
+        assert "of its own" in message
+        assert not (tmp_path / "runs").exists()
+        assert not marker.exists()

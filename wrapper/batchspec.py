@@ -15,6 +15,7 @@ import argparse
 import copy
 import difflib
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -211,6 +212,47 @@ def shard(runs: Sequence[SpecRun], index: int, count: int) -> list[SpecRun]:
     """The runs of shard ``index`` of ``count``: those whose place modulo
     ``count`` is ``index - 1``, so that the shards split the spec exactly."""
     return [run for run in runs if run.index % count == index - 1]
+
+
+class Places:
+    """The files and folders the runs of a batch write, each claimed by one
+    line: two runs writing one directory or one result.json would each
+    clear and overwrite what the other wrote.
+
+    Paths are compared where they really are, not as they are spelled:
+    ``x``, ``y/../x``, ``x/`` and a symlink to ``x`` are one directory, and a
+    line's ``runDir`` may be another line's automatic ``RUNS_DIR/LABEL``.
+    """
+
+    def __init__(self, reserved: Mapping[Path, str] | None = None) -> None:
+        #: Where each claimed path really is -> whose it is ("line 3's", ...).
+        self._holders: dict[str, str] = {
+            real_place(path): holder for path, holder in (reserved or {}).items()
+        }
+
+    def claim(self, line: int, *paths: Path) -> None:
+        """Give ``paths`` to ``line``, or ``SpecError`` naming whose one of them is."""
+        mine: dict[str, Path] = {}
+        for path in paths:
+            where = real_place(path)
+            holder = self._holders.get(where)
+            if holder is not None:
+                same = "" if str(path) == where else f" (that is {where})"
+                raise SpecError(
+                    f"{path}{same} is {holder} too: every run needs a directory "
+                    "and a result.json of its own"
+                )
+            mine.setdefault(where, path)
+        for where in mine:
+            self._holders[where] = f"line {line}'s"
+
+
+def real_place(path: Path) -> str:
+    """Where ``path`` really is: the symlinks of the part that exists resolved,
+    the rest (what the run will create) made normal, ``..`` included."""
+    # realpath resolves each existing component as it goes, so a ``..`` after
+    # a symlink leaves the symlink's target as the system would.
+    return os.path.realpath(path)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

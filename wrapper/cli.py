@@ -553,7 +553,14 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     before anything starts; then run the batch."""
     import copy
 
-    from wrapper.batchspec import SpecError, folder_names, parse_shard, parse_spec, shard
+    from wrapper.batchspec import (
+        Places,
+        SpecError,
+        folder_names,
+        parse_shard,
+        parse_spec,
+        shard,
+    )
     from wrapper.config import DEFAULT_BATCHES_ROOT, OutputMode
     from wrapper.prepare import RunUsageError, new_run_id, prepare_run
 
@@ -601,8 +608,12 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from wrapper.execution import resolve_output
 
     quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
+    junit = (cwd / args.junit).absolute() if args.junit else None
+    reports = {runs_dir / "batch.json": "where the batch's report (batch.json) goes"}
+    if junit is not None:
+        reports[junit] = "where the JUnit report (--junit) goes"
+    places = Places(reports)
     items: list[BatchRun] = []
-    places: dict[Path, int] = {}
     for run in selected:
         options = copy.copy(run.options)
         options.output = quiet_runs
@@ -618,20 +629,17 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except RunUsageError as exc:
             parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
         config = prepared.config
-        for path in dict.fromkeys([config.run_dir, config.result_path]):
-            if path in places:
-                parser.error(
-                    f"batch: {args.spec}: line {run.line}: {path} is line {places[path]}'s too: "
-                    "every run needs a directory and a result.json of its own"
-                )
-            places[path] = run.line
+        try:
+            places.claim(run.line, config.run_dir, config.result_path)
+        except SpecError as exc:
+            parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
         items.append(BatchRun(run.name, run.label, run.line, prepared, environ))
     batch = Batch(
         runs=items,
         runs_dir=runs_dir,
         jobs=args.jobs,
         output=output,
-        junit=(cwd / args.junit).absolute() if args.junit else None,
+        junit=junit,
     )
     from wrapper import guardian
     from wrapper.proctree import become_subreaper
