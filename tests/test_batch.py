@@ -222,14 +222,18 @@ def test_a_bad_line_is_named_and_nothing_starts(tmp_path: Path) -> None:
         (line(starts, timeout=-1), "'timeout'"),
         (line(starts, tiemout=5), "did you mean 'timeout'"),
         (line(starts, task="  "), "--task is empty"),
+        (line(starts, runDir="runs/a\0b"), "'runDir' contains a NUL character"),
+        (line(starts, env={"A": "x\0"}), "\"env\": variable 'A': its value contains a NUL"),
+        ('{"command": ["pi"], "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
         ("{not json", "not JSON"),
     ]:
         spec = write_spec(tmp_path, [line(starts), line(starts), bad])
         proc = run_batch(tmp_path, spec, "--runs-dir", "runs")
         stderr = proc.stderr.decode()
         assert proc.returncode == 2, stderr
-        assert f"{spec}: line 3: " in stderr
-        assert named in stderr
+        [message] = [text for text in stderr.splitlines() if "error:" in text]
+        assert f"{spec}: line 3: " in message
+        assert named in message
         assert not (tmp_path / "runs").exists()
         assert not marker.exists()
     spec = write_spec(tmp_path, [line(starts)])

@@ -22,9 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wrapper.prepare import text_problem
+
 
 class SpecError(Exception):
     """A spec that cannot be run as it is: the message names the line and the key."""
+
+
+class WrongType(SpecError):
+    """A value of a type its key never takes (the Python API's ``TypeError``)."""
 
 
 #: Keys of a line that are not run options.
@@ -115,15 +121,11 @@ def _parse_line(
         obj = json.loads(raw)
     except ValueError as exc:
         raise SpecError(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise SpecError("nested too deep to be a run (no run option takes nested values)") from None
     if not isinstance(obj, dict):
         raise SpecError(f'a line is a JSON object such as {{"command": [...]}}, not {raw[:40]!r}')
-    command = obj.get("command")
-    if (
-        not isinstance(command, list)
-        or not command
-        or not all(isinstance(arg, str) and arg for arg in command)
-    ):
-        raise SpecError('"command" must be a non-empty list of non-empty strings (the argv)')
+    command = check_command("command", obj.get("command"))
     namespace = copy.copy(defaults)
     for key, value in obj.items():
         if key in OWN_KEYS:
@@ -140,20 +142,73 @@ def _parse_line(
         namespace.task_file = None
     elif "taskFile" in obj:
         namespace.task = None
-    cwd = spec_dir
-    if "cwd" in obj:
-        if not isinstance(obj["cwd"], str) or not obj["cwd"]:
-            raise SpecError('"cwd" must be a directory path')
-        cwd = (spec_dir / obj["cwd"]).absolute()
-        if not cwd.is_dir():
-            raise SpecError(f'"cwd": {cwd} is not a directory')
-    env = obj.get("env", {})
-    if not isinstance(env, dict) or not all(
-        isinstance(name, str) and name and "=" not in name and isinstance(val, str)
-        for name, val in env.items()
+    cwd = check_cwd("cwd", obj["cwd"], spec_dir) if "cwd" in obj else spec_dir
+    env = check_env("env", obj.get("env", {}))
+    return command, namespace, cwd, env
+
+
+def check_command(key: str, value: Any) -> tuple[str, ...]:
+    """The agent's argv given under ``key``, or ``SpecError`` saying what is wrong."""
+    if (
+        isinstance(value, str)
+        or not isinstance(value, Sequence)
+        or not all(isinstance(arg, str) for arg in value)
     ):
-        raise SpecError('"env" must be an object of variable names to string values')
-    return tuple(command), namespace, cwd, dict(env)
+        raise WrongType(f'"{key}" must be a non-empty list of non-empty strings (the argv)')
+    if not value or not all(value):
+        raise SpecError(f'"{key}" must be a non-empty list of non-empty strings (the argv)')
+    for place, arg in enumerate(value):
+        problem = text_problem(arg)
+        if problem is not None:
+            raise SpecError(f'"{key}": argument {place} {problem}')
+    return tuple(value)
+
+
+def check_cwd(key: str, value: Any, base: Path) -> Path:
+    """The working directory given under ``key``, relative to ``base``."""
+    if not isinstance(value, str | os.PathLike):
+        raise WrongType(f'"{key}" must be a directory path')
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text:
+        raise SpecError(f'"{key}" must be a directory path')
+    problem = text_problem(text)
+    if problem is not None:
+        raise SpecError(f'"{key}" {problem}')
+    cwd = (base / text).absolute()
+    if not cwd.is_dir():
+        raise SpecError(f'"{key}": {cwd} is not a directory')
+    return cwd
+
+
+def check_env(key: str, value: Any) -> dict[str, str]:
+    """Variables given under ``key`` for the agent's environment."""
+    if not isinstance(value, Mapping):
+        raise WrongType(f'"{key}" must be an object of variable names to string values')
+    env: dict[str, str] = {}
+    for name, val in value.items():
+        if not isinstance(name, str) or not isinstance(val, str):
+            raise WrongType(
+                f'"{key}" must be an object of variable names to string values, '
+                f"not {_brief(name)}: {_brief(val)}"
+            )
+        if not name or "=" in name:
+            raise SpecError(f'"{key}": {name!r} is not a variable name (empty, or holds "=")')
+        problem = text_problem(name) or text_problem(val)
+        if problem is not None:
+            where = "its name" if text_problem(name) else "its value"
+            raise SpecError(f'"{key}": variable {name!r}: {where} {problem}')
+        env[name] = val
+    return env
+
+
+def _brief(value: Any) -> str:
+    """A value as a message shows it: short, whatever its size or depth."""
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    text = json.dumps(value) if isinstance(value, str | int | float | bool | None) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _unknown(key: str, known: Iterable[str]) -> str:
@@ -167,12 +222,12 @@ def one_value(key: str, value: Any, action: argparse.Action, spec_dir: Path) -> 
     command line checks it; paths are taken relative to ``spec_dir``."""
     if action.nargs == 0:  # a flag
         if not isinstance(value, bool):
-            raise SpecError(f"{key!r} is true or false, not {value!r}")
+            raise WrongType(f"{key!r} is true or false, not {_brief(value)}")
         return value if action.const is True else not value
     if isinstance(action, argparse._AppendAction):
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise SpecError(f"{key!r} is a list of strings (or one string)")
+            raise WrongType(f"{key!r} is a list of strings (or one string)")
         return [_one(key, v, action, spec_dir) for v in values]
     if value is None:
         return None
@@ -181,8 +236,13 @@ def one_value(key: str, value: Any, action: argparse.Action, spec_dir: Path) -> 
 
 def _one(key: str, value: Any, action: argparse.Action, spec_dir: Path) -> Any:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise SpecError(f"{key!r} must be a string or a number, not {json.dumps(value)}")
+        raise WrongType(f"{key!r} must be a string or a number, not {_brief(value)}")
     text = value if isinstance(value, str) else json.dumps(value)
+    # Every value may end up as a path, an argument or a variable (a label
+    # names the run to a desktop notifier), and all end up in result.json.
+    problem = text_problem(text)
+    if problem is not None:
+        raise SpecError(f"{key!r} {problem}")
     if action.dest in PATH_OPTIONS and text and text != "-":
         text = str(spec_dir / text)
     converted: Any = text
