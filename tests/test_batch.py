@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from datetime import datetime
 from pathlib import Path
@@ -373,3 +375,50 @@ def test_one_directory_under_two_spellings_is_refused_before_anything_starts(
         assert "of its own" in message
         assert not (tmp_path / "runs").exists()
         assert not marker.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_while_the_spec_is_checked_ends_the_batch_with_a_report_and_no_run(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    marker = tmp_path / "started"
+    starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
+    # Checking the first line waits on its task file until the test writes it.
+    fifo = tmp_path / "task.fifo"
+    os.mkfifo(fifo)
+    first = {**line(starts, label="first"), "taskFile": str(fifo)}
+    first.pop("task")
+    spec = write_spec(tmp_path, [first, *(line(starts) for _ in range(300))])
+    proc = subprocess.Popen(
+        batch_argv(spec, "--runs-dir", "runs", "--junit", "junit.xml", "--output", "quiet"),
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        writer = os.open(fifo, os.O_WRONLY)  # returns once the batch reads the task
+        proc.send_signal(sig)
+        # Passed on by the guardian while the batch still waits on the task.
+        time.sleep(1.0)
+        with contextlib.suppress(BrokenPipeError):  # a batch the signal killed
+            os.write(writer, b"Do the task")
+        os.close(writer)
+        _, stderr = proc.communicate(timeout=HANG_LIMIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + sig, stderr.decode()
+    report = read_report(tmp_path / "runs")
+    assert report["exitStatus"] == 128 + sig
+    assert (report["runs"], report["results"], report["success"]) == (0, [], False)
+    [warning] = report["warnings"]
+    assert warning["code"] == "stopped_before_start"
+    assert f"stopped by {sig.name} while the spec was being checked" in warning["message"]
+    assert warning["message"] in stderr.decode()
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert suite.get("tests") == "0"
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["batch.json"]
+    assert not marker.exists()

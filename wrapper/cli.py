@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from wrapper import __version__
 
 if TYPE_CHECKING:
+    import signal
+
     from wrapper.settings import Settings
 
 # Everything else is imported where it is needed: ``--version`` and the small
@@ -553,6 +555,11 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     before anything starts; then run the batch."""
     import copy
 
+    from wrapper import guardian
+
+    # A stop signal while the spec is checked (a long spec takes seconds)
+    # must end the batch as a stop, with its report, not kill it silently.
+    early_signals = guardian.record_stop_signals()
     from wrapper.batchspec import (
         Places,
         SpecError,
@@ -587,34 +594,27 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         every = parse_spec(text, spec_path.parent.absolute(), run_parser, args)
     except SpecError as exc:
         parser.error(f"batch: {args.spec}: {exc}")
-    selected = shard(every, *shard_of)
-    names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     cwd = Path.cwd()
     batch_id = new_run_id()
-    if args.runs_dir:
-        runs_dir = (cwd / args.runs_dir).absolute()
-    else:
-        runs_dir = cwd / DEFAULT_BATCHES_ROOT / batch_id
-        from wrapper.artifacts import ensure_dir, write_new
-
-        try:
-            # The default root sits in the agent's working tree: keep it out of git.
-            ensure_dir(runs_dir.parent)
-            write_new(runs_dir.parent.parent / ".gitignore", b"*\n")
-        except OSError:
-            pass  # the batch reports what it cannot write where it writes it
+    runs_dir = (cwd / (args.runs_dir or DEFAULT_BATCHES_ROOT / batch_id)).absolute()
+    junit = (cwd / args.junit).absolute() if args.junit else None
+    if early_signals:
+        return _stopped_before_start(args, runs_dir, junit, early_signals[0])
+    selected = shard(every, *shard_of)
+    names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     output = OutputMode(args.output)
     from wrapper.batch import Batch, BatchRun
     from wrapper.execution import resolve_output
 
     quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
-    junit = (cwd / args.junit).absolute() if args.junit else None
     reports = {runs_dir / "batch.json": "where the batch's report (batch.json) goes"}
     if junit is not None:
         reports[junit] = "where the JUnit report (--junit) goes"
     places = Places(reports)
     items: list[BatchRun] = []
     for run in selected:
+        if early_signals:
+            return _stopped_before_start(args, runs_dir, junit, early_signals[0])
         options = copy.copy(run.options)
         options.output = quiet_runs
         environ = {**os.environ, **run.env}
@@ -641,11 +641,10 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         output=output,
         junit=junit,
     )
-    from wrapper import guardian
+    if not args.runs_dir:
+        _ignored_by_git(runs_dir)
     from wrapper.proctree import become_subreaper
 
-    # Stop signals from here on are acted on once the batch is up.
-    early_signals = guardian.record_stop_signals()
     # The runs' guardian alone in the runner's process group (see wrapper/guardian.py).
     guardian.leave_guardians_group()
     # Orphans of the agents' trees come back to the wrapper and stay findable.
@@ -659,6 +658,29 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     status: int = trio.run(partial(run_batch, batch, early_signals))
     _flush_spans()
     return status
+
+
+def _ignored_by_git(runs_dir: Path) -> None:
+    """The default root sits in the agent's working tree: keep it out of git."""
+    from wrapper.artifacts import ensure_dir, write_new
+
+    try:
+        ensure_dir(runs_dir.parent)
+        write_new(runs_dir.parent.parent / ".gitignore", b"*\n")
+    except OSError:
+        pass  # the batch reports what it cannot write where it writes it
+
+
+def _stopped_before_start(
+    args: argparse.Namespace, runs_dir: Path, junit: Path | None, sig: signal.Signals
+) -> int:
+    """A stop signal came while the spec was checked: no run starts, and the
+    reports say so; the exit status is the signal's, as for a batch stopped later."""
+    from wrapper.batch import report_stopped_before_start
+
+    if not args.runs_dir:
+        _ignored_by_git(runs_dir)
+    return report_stopped_before_start(runs_dir, junit, sig)
 
 
 def _traced(environ: dict[str, str]) -> bool:
