@@ -422,3 +422,17 @@ def test_a_stop_while_the_spec_is_checked_ends_the_batch_with_a_report_and_no_ru
     assert suite.get("tests") == "0"
     assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["batch.json"]
     assert not marker.exists()
+
+
+def test_a_shared_directory_is_refused_whichever_shard_runs_the_lines(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
+    spec = write_spec(tmp_path, [line(starts, runDir="x"), line(starts, runDir="y/../x")])
+    for index in (1, 2):
+        proc = run_batch(tmp_path, spec, "--shard", f"{index}/2", "--runs-dir", f"s{index}")
+        stderr = proc.stderr.decode()
+        assert proc.returncode == 2, stderr
+        assert f"{spec}: line 2: " in stderr
+        assert "is line 1's too" in stderr
+        assert not (tmp_path / f"s{index}").exists()
+    assert not marker.exists()

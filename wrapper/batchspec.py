@@ -307,6 +307,15 @@ class Places:
             self._holders[where] = f"line {line}'s"
 
 
+def planned_places(run: SpecRun, automatic: Path) -> tuple[Path, ...]:
+    """The run directory and result path ``run`` will have (``automatic``:
+    its folder when its line names none), without preparing it: for the
+    lines another shard runs, which must not collide with this shard's either."""
+    run_dir = (run.cwd / run.options.run_dir).absolute() if run.options.run_dir else automatic
+    result = run.options.result
+    return (run_dir, (run.cwd / result).absolute() if result else run_dir / "result.json")
+
+
 def real_place(path: Path) -> str:
     """Where ``path`` really is: the symlinks of the part that exists resolved,
     the rest (what the run will create) made normal, ``..`` included."""

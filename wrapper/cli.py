@@ -566,6 +566,7 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         folder_names,
         parse_shard,
         parse_spec,
+        planned_places,
         shard,
     )
     from wrapper.config import DEFAULT_BATCHES_ROOT, OutputMode
@@ -612,9 +613,17 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         reports[junit] = "where the JUnit report (--junit) goes"
     places = Places(reports)
     items: list[BatchRun] = []
-    for run in selected:
+    chosen = {run.index for run in selected}
+    for run in every:
         if early_signals:
             return _stopped_before_start(args, runs_dir, junit, early_signals[0])
+        if run.index not in chosen:
+            # Another shard's run: the spec is the same whichever shard runs it.
+            try:
+                places.claim(run.line, *planned_places(run, runs_dir / names[run.index]))
+            except SpecError as exc:
+                parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
+            continue
         options = copy.copy(run.options)
         options.output = quiet_runs
         environ = {**os.environ, **run.env}
