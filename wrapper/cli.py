@@ -15,6 +15,7 @@ from wrapper import __version__
 if TYPE_CHECKING:
     import signal
 
+    from wrapper.batch import Batch
     from wrapper.settings import Settings
 
 # Everything else is imported where it is needed: ``--version`` and the small
@@ -553,13 +554,93 @@ def _run(
 def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """Check the whole spec (every line made into a run, as ``run`` would)
     before anything starts; then run the batch."""
+    from wrapper.config import DEFAULT_BATCHES_ROOT
+    from wrapper.prepare import new_run_id
+
+    cwd = Path.cwd()
+    runs_dir = (cwd / (args.runs_dir or DEFAULT_BATCHES_ROOT / new_run_id())).absolute()
+    junit = (cwd / args.junit).absolute() if args.junit else None
+    # A stop signal while the spec is checked (a long spec takes seconds; a
+    # task file may be a pipe nobody writes yet) ends the checks at once.
+    stop = _StopHandler.install()
+    try:
+        batch = _checked_batch(parser, args, runs_dir, junit)
+        # From here on a stop signal is recorded, to be acted on once the batch is up.
+        stop.checking = False
+    except _StopWhileChecking as stopped:
+        return _stopped_before_start(args, runs_dir, junit, stopped.sig)
+    if not args.runs_dir:
+        _ignored_by_git(runs_dir)
+    from wrapper import guardian
+    from wrapper.proctree import become_subreaper
+
+    # The runs' guardian alone in the runner's process group (see wrapper/guardian.py).
+    guardian.leave_guardians_group()
+    # Orphans of the agents' trees come back to the wrapper and stay findable.
+    become_subreaper()
+    from functools import partial
+
+    import trio
+
+    from wrapper.batch import run_batch
+
+    status: int = trio.run(partial(run_batch, batch, stop.received))
+    _flush_spans()
+    return status
+
+
+class _StopWhileChecking(BaseException):
+    """A stop signal came while the batch's spec was being checked.
+
+    A BaseException, so that no ``except Exception`` of the checks catches
+    it. The checks only read (nothing of a run exists yet), so they may be
+    cut short anywhere, a read blocked on a pipe included."""
+
+    def __init__(self, sig: signal.Signals) -> None:
+        super().__init__(sig)
+        self.sig = sig
+
+
+class _StopHandler:
+    """The stop signals' handler until the batch's loop takes them over: it
+    records every one, and the first that comes while ``checking`` ends the
+    checks. One handler throughout, so that no signal finds the handlers
+    being swapped."""
+
+    def __init__(self) -> None:
+        import signal
+
+        self._signals = signal.Signals
+        self.checking = True
+        self.received: list[signal.Signals] = []
+
+    @classmethod
+    def install(cls) -> _StopHandler:
+        import signal
+
+        from wrapper.guardian import STOP_SIGNALS
+
+        handler = cls()
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, handler)
+        return handler
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        sig = self._signals(signum)
+        self.received.append(sig)
+        if self.checking:
+            self.checking = False
+            raise _StopWhileChecking(sig)
+
+
+def _checked_batch(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, runs_dir: Path, junit: Path | None
+) -> Batch:
+    """The batch the spec asks for, every line checked and prepared, or a
+    usage error (exit 2) naming the first line that is wrong."""
     import copy
 
-    from wrapper import guardian
-
-    # A stop signal while the spec is checked (a long spec takes seconds)
-    # must end the batch as a stop, with its report, not kill it silently.
-    early_signals = guardian.record_stop_signals()
+    from wrapper.batch import Batch, BatchRun
     from wrapper.batchspec import (
         Places,
         SpecError,
@@ -569,8 +650,9 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         planned_places,
         shard,
     )
-    from wrapper.config import DEFAULT_BATCHES_ROOT, OutputMode
-    from wrapper.prepare import RunUsageError, new_run_id, prepare_run
+    from wrapper.config import OutputMode
+    from wrapper.execution import resolve_output
+    from wrapper.prepare import RunUsageError, prepare_run
 
     for flag, dest in (("--run-dir", "run_dir"), ("--result", "result"), ("--label", "label")):
         if getattr(args, dest) is not None:
@@ -595,28 +677,17 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         every = parse_spec(text, spec_path.parent.absolute(), run_parser, args)
     except SpecError as exc:
         parser.error(f"batch: {args.spec}: {exc}")
-    cwd = Path.cwd()
-    batch_id = new_run_id()
-    runs_dir = (cwd / (args.runs_dir or DEFAULT_BATCHES_ROOT / batch_id)).absolute()
-    junit = (cwd / args.junit).absolute() if args.junit else None
-    if early_signals:
-        return _stopped_before_start(args, runs_dir, junit, early_signals[0])
     selected = shard(every, *shard_of)
     names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     output = OutputMode(args.output)
-    from wrapper.batch import Batch, BatchRun
-    from wrapper.execution import resolve_output
-
     quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
     reports = {runs_dir / "batch.json": "where the batch's report (batch.json) goes"}
     if junit is not None:
         reports[junit] = "where the JUnit report (--junit) goes"
     places = Places(reports)
-    items: list[BatchRun] = []
     chosen = {run.index for run in selected}
+    items: list[BatchRun] = []
     for run in every:
-        if early_signals:
-            return _stopped_before_start(args, runs_dir, junit, early_signals[0])
         if run.index not in chosen:
             # Another shard's run: the spec is the same whichever shard runs it.
             try:
@@ -643,30 +714,7 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except SpecError as exc:
             parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
         items.append(BatchRun(run.name, run.label, run.line, prepared, environ))
-    batch = Batch(
-        runs=items,
-        runs_dir=runs_dir,
-        jobs=args.jobs,
-        output=output,
-        junit=junit,
-    )
-    if not args.runs_dir:
-        _ignored_by_git(runs_dir)
-    from wrapper.proctree import become_subreaper
-
-    # The runs' guardian alone in the runner's process group (see wrapper/guardian.py).
-    guardian.leave_guardians_group()
-    # Orphans of the agents' trees come back to the wrapper and stay findable.
-    become_subreaper()
-    from functools import partial
-
-    import trio
-
-    from wrapper.batch import run_batch
-
-    status: int = trio.run(partial(run_batch, batch, early_signals))
-    _flush_spans()
-    return status
+    return Batch(runs=items, runs_dir=runs_dir, jobs=args.jobs, output=output, junit=junit)
 
 
 def _ignored_by_git(runs_dir: Path) -> None:
