@@ -554,20 +554,17 @@ def _run(
 def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """Check the whole spec (every line made into a run, as ``run`` would)
     before anything starts; then run the batch."""
-    from wrapper.config import DEFAULT_BATCHES_ROOT
-    from wrapper.prepare import new_run_id
-
-    cwd = Path.cwd()
-    runs_dir = (cwd / (args.runs_dir or DEFAULT_BATCHES_ROOT / new_run_id())).absolute()
-    junit = (cwd / args.junit).absolute() if args.junit else None
     # A stop signal while the spec is checked (a long spec takes seconds; a
     # task file may be a pipe nobody writes yet) ends the checks at once.
     stop = _StopHandler.install()
     try:
+        runs_dir, junit = _report_places(args)
         batch = _checked_batch(parser, args, runs_dir, junit)
         # From here on a stop signal is recorded, to be acted on once the batch is up.
         stop.checking = False
     except _StopWhileChecking as stopped:
+        # Nothing was written yet: a new batch id, if it comes to that, is no loss.
+        runs_dir, junit = _report_places(args)
         return _stopped_before_start(args, runs_dir, junit, stopped.sig)
     if not args.runs_dir:
         _ignored_by_git(runs_dir)
@@ -587,6 +584,16 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     status: int = trio.run(partial(run_batch, batch, stop.received))
     _flush_spans()
     return status
+
+
+def _report_places(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """Where the batch's runs and batch.json go, and its JUnit report."""
+    from wrapper.config import DEFAULT_BATCHES_ROOT
+    from wrapper.prepare import new_run_id
+
+    cwd = Path.cwd()
+    runs_dir = (cwd / (args.runs_dir or DEFAULT_BATCHES_ROOT / new_run_id())).absolute()
+    return runs_dir, (cwd / args.junit).absolute() if args.junit else None
 
 
 class _StopWhileChecking(BaseException):
