@@ -1,4 +1,5 @@
-"""The batch section: what one more idle run costs a batch.
+"""The batch section: what one more idle run costs a batch, and how the
+checks of a spec grow with its lines.
 
 Two batches are started side by side: one of a single run, one of
 ``BATCH_RUNS`` runs all at once (``--jobs`` as many), every run's agent a
@@ -32,6 +33,12 @@ BATCH_SETTLE = 3.0
 BATCH_SETTLE_QUICK = 1.0
 #: The target: PSS per additional concurrent idle run.
 BATCH_PSS_PER_RUN_TARGET = 3 * MB
+#: Spec checks: a large spec of one label against a tenth of it. Linear
+#: checks cost the same per line at both sizes; the target allows twice that
+#: for noise (a quadratic step costs ten times as much per line).
+SPEC_LINES = 20_000
+SPEC_LINES_REFERENCE = 2_000
+SPEC_PER_LINE_RATIO = 2.0
 
 
 def _start(bench: Bench, runs: int, name: str) -> tuple[subprocess.Popen[bytes], Path]:
@@ -116,3 +123,47 @@ def batch(bench: Bench) -> list[Row]:
             verdict,
         )
     ]
+
+
+def _spec_check_seconds(bench: Bench, lines: int) -> float:
+    """Wall time of ``batch`` over a spec of ``lines`` lines of one label whose
+    last line is found wrong only when its run is prepared: every line is
+    parsed, named, prepared and checked for a shared directory, and nothing runs."""
+    spec = bench.tmp / f"spec-{lines}.jsonl"
+    line = {"command": ["sleep", "3600"], "dialect": "pi", "label": "same"}
+    wrong = {**line, "task": " "}
+    spec.write_text("".join(json.dumps(line) + "\n" for _ in range(lines - 1)) + json.dumps(wrong))
+    argv: list[str | Path] = [bench.wrapper, "batch", spec, "--runs-dir", bench.tmp / "unused"]
+    started = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, env=bench.env, timeout=600, check=False)
+    seconds = time.perf_counter() - started
+    bench.check(
+        proc.returncode == 2 and f"line {lines}: " in proc.stderr.decode(),
+        f"batch spec of {lines} lines: exit {proc.returncode}, not its last line's usage error",
+    )
+    return seconds
+
+
+def spec_checks(bench: Bench) -> list[Row]:
+    bench.progress(f"batch: checking a spec of {SPEC_LINES} lines with one label")
+    before = len(bench.problems)
+    reference = sorted(_spec_check_seconds(bench, SPEC_LINES_REFERENCE) for _ in range(3))[1]
+    large = sorted(_spec_check_seconds(bench, SPEC_LINES) for _ in range(3))[1]
+    per_line = (large / SPEC_LINES) / (reference / SPEC_LINES_REFERENCE)
+    failed = len(bench.problems) > before
+    verdict = Verdict.FAIL if failed or per_line > SPEC_PER_LINE_RATIO else Verdict.PASS
+    return [
+        Row(
+            "batch",
+            f"checking a spec of {SPEC_LINES} lines with one label (to a usage error)",
+            f"{large:.2f} s",
+            f"{reference:.2f} s ({SPEC_LINES_REFERENCE} lines)",
+            f"x{per_line:.2f} per line",
+            f"≤ x{SPEC_PER_LINE_RATIO:g} per line",
+            verdict,
+        )
+    ]
+
+
+def batch_section(bench: Bench) -> list[Row]:
+    return [*batch(bench), *spec_checks(bench)]

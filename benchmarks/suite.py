@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import procs
-from benchmarks.batchbench import batch
+from benchmarks.batchbench import batch_section
 from benchmarks.idle import idle
 from benchmarks.procs import Measured, median
 from benchmarks.report import Row, Verdict
@@ -670,5 +670,5 @@ SECTIONS: dict[str, Callable[[Bench], list[Row]]] = {
     "startup": startup,
     "storm": storm,
     "idle": idle,
-    "batch": batch,
+    "batch": batch_section,
 }

@@ -141,9 +141,44 @@ def test_usage_errors(tmp_path: Path) -> None:
         wrapper.run(command, task="x", timeout=-1)
     with pytest.raises(wrapper.RunUsageError, match="is empty"):
         wrapper.run(command, task="  ")
-    with pytest.raises(wrapper.RunUsageError, match="no COMMAND"):
+    with pytest.raises(wrapper.RunUsageError, match='"command" must be a non-empty list'):
         wrapper.run([], task="x")
     assert not (tmp_path / ".agent-wrapper").exists()
+
+
+@pytest.mark.usefixtures("env")
+def test_values_no_system_call_can_take_are_usage_errors_naming_the_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    command = fake_command(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+    wrong_types: list[tuple[dict[str, Any], str]] = [
+        ({"env": {"A": 1}}, '"env" must be an object of variable names to string values'),
+        ({"env": ["A=1"]}, '"env"'),
+        ({"command": "pi --mode json"}, '"command" must be a non-empty list'),
+        ({"timeout": [1]}, "'timeout' must be a string or a number"),
+    ]
+    for given, named in wrong_types:
+        arguments: dict[str, Any] = {"command": command, "task": "x", **given}
+        with pytest.raises(TypeError) as caught:
+            wrapper.run(**arguments)
+        assert named in str(caught.value)
+    wrong_values: list[tuple[dict[str, Any], str]] = [
+        ({"env": {"A": "a\0b"}}, "\"env\": variable 'A': its value contains a NUL"),
+        ({"env": {"A=B": "b"}}, '"env"'),
+        ({"command": [*command, "a\0b"]}, '"command": argument 6 contains a NUL'),
+        ({"cwd": "a\0b"}, '"cwd" contains a NUL'),
+        ({"run_dir": tmp_path / "a\0b"}, "'run_dir' contains a NUL"),
+        ({"task": "do\0it"}, "'task' contains a NUL"),
+        ({"label": "a\0b"}, "'label' contains a NUL"),
+        ({"result": "r\0.json"}, "'result' contains a NUL"),
+    ]
+    for given, named in wrong_values:
+        arguments = {"command": command, "task": "x", **given}
+        with pytest.raises(wrapper.RunUsageError) as usage:
+            wrapper.run(**arguments)
+        assert named in str(usage.value)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["s"]
 
 
 def test_importing_wrapper_stays_cheap() -> None:

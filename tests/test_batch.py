@@ -222,14 +222,18 @@ def test_a_bad_line_is_named_and_nothing_starts(tmp_path: Path) -> None:
         (line(starts, timeout=-1), "'timeout'"),
         (line(starts, tiemout=5), "did you mean 'timeout'"),
         (line(starts, task="  "), "--task is empty"),
+        (line(starts, runDir="runs/a\0b"), "'runDir' contains a NUL character"),
+        (line(starts, env={"A": "x\0"}), "\"env\": variable 'A': its value contains a NUL"),
+        ('{"command": ["pi"], "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
         ("{not json", "not JSON"),
     ]:
         spec = write_spec(tmp_path, [line(starts), line(starts), bad])
         proc = run_batch(tmp_path, spec, "--runs-dir", "runs")
         stderr = proc.stderr.decode()
         assert proc.returncode == 2, stderr
-        assert f"{spec}: line 3: " in stderr
-        assert named in stderr
+        [message] = [text for text in stderr.splitlines() if "error:" in text]
+        assert f"{spec}: line 3: " in message
+        assert named in message
         assert not (tmp_path / "runs").exists()
         assert not marker.exists()
     spec = write_spec(tmp_path, [line(starts)])
@@ -316,3 +320,115 @@ def test_pretty_output_has_a_line_per_run_and_the_progress(tmp_path: Path) -> No
     assert lines[-1].endswith(f"(finished; {runs / 'batch.json'})")
     # The pretty output said how the failed run ended: stderr does not repeat it.
     assert "exited with status 3" not in proc.stderr.decode()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_junit_xml_is_well_formed_with_control_characters_in_a_label(tmp_path: Path) -> None:
+    label = "bell\x07 escape\x1b[31m tab\t"
+    failing = scenario(tmp_path, "bad", [{"stderr": "boom\x1b[0m"}, {"exit": 3}])
+    spec = write_spec(tmp_path, [line(failing, label=label)])
+    proc = run_batch(
+        tmp_path, spec, "--runs-dir", "runs", "--junit", "junit.xml", "--output", "quiet"
+    )
+    assert proc.returncode == 1, proc.stderr.decode()
+    [case] = ET.parse(tmp_path / "junit.xml").iter("testcase")
+    assert case.get("name") == "bell\ufffd escape\ufffd[31m tab\t"
+    assert case.find("failure") is not None
+
+
+def test_one_directory_under_two_spellings_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "started"
+    starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
+    (tmp_path / "y").mkdir()
+    (tmp_path / "x").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "x")
+    (tmp_path / "elsewhere" / "deep").mkdir(parents=True)
+    # y2/.. is where the symlink's target is, not where the symlink is.
+    (tmp_path / "y2").symlink_to(tmp_path / "elsewhere" / "deep")
+    for first, second, named in [
+        ({"runDir": "x"}, {"runDir": "y/../x"}, "x"),
+        ({"runDir": "x"}, {"runDir": "./x/"}, "x"),
+        ({"runDir": "x"}, {"runDir": "link"}, "link"),
+        ({"runDir": "elsewhere/out"}, {"runDir": "y2/../out"}, "out"),
+        ({"runDir": "new/a"}, {"runDir": "new/b/../a"}, "a"),
+        ({"label": "fix"}, {"runDir": "runs/fix"}, "runs/fix"),
+        ({"label": "fix"}, {"runDir": "link/../runs/fix"}, "fix"),
+        ({"result": "out/r.json"}, {"result": "out/./sub/../r.json"}, "r.json"),
+        ({"result": "link/r.json"}, {"result": "x/r.json"}, "r.json"),
+        ({"label": "fix"}, {"result": "runs/fix/result.json"}, "result.json"),
+        ({"label": "fine"}, {"result": "runs/batch.json"}, "where the batch's report"),
+        ({"label": "fine"}, {"result": "report.xml"}, "where the JUnit report"),
+    ]:
+        spec = write_spec(tmp_path, [line(starts, **first), line(starts, **second)])
+        proc = run_batch(
+            tmp_path, spec, "--runs-dir", "runs", "--junit", "report.xml", "--output", "quiet"
+        )
+        stderr = proc.stderr.decode()
+        assert proc.returncode == 2, (second, stderr)
+        [message] = [text for text in stderr.splitlines() if "error:" in text]
+        assert f"{spec}: line 2: " in message
+        assert named in message
+        assert "of its own" in message
+        assert not (tmp_path / "runs").exists()
+        assert not marker.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_while_the_spec_is_checked_ends_the_batch_with_a_report_and_no_run(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    marker = tmp_path / "started"
+    starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
+    # Checking the first line waits on its task file, a pipe nobody writes.
+    fifo = tmp_path / "task.fifo"
+    os.mkfifo(fifo)
+    first = {**line(starts, label="first"), "taskFile": str(fifo)}
+    first.pop("task")
+    spec = write_spec(tmp_path, [first, *(line(starts) for _ in range(300))])
+    proc = subprocess.Popen(
+        batch_argv(spec, "--runs-dir", "runs", "--junit", "junit.xml", "--output", "quiet"),
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    writer = None
+    try:
+        writer = os.open(fifo, os.O_WRONLY)  # returns once the batch reads the task
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=HANG_LIMIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if writer is not None:
+            os.close(writer)
+    assert proc.returncode == 128 + sig, stderr.decode()
+    report = read_report(tmp_path / "runs")
+    assert report["exitStatus"] == 128 + sig
+    assert (report["runs"], report["results"], report["success"]) == (0, [], False)
+    [warning] = report["warnings"]
+    assert warning["code"] == "stopped_before_start"
+    assert f"stopped by {sig.name} while the spec was being checked" in warning["message"]
+    assert warning["message"] in stderr.decode()
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert suite.get("tests") == "0"
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["batch.json"]
+    assert not marker.exists()
+
+
+def test_a_shared_directory_is_refused_whichever_shard_runs_the_lines(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
+    spec = write_spec(tmp_path, [line(starts, runDir="x"), line(starts, runDir="y/../x")])
+    for index in (1, 2):
+        proc = run_batch(tmp_path, spec, "--shard", f"{index}/2", "--runs-dir", f"s{index}")
+        stderr = proc.stderr.decode()
+        assert proc.returncode == 2, stderr
+        assert f"{spec}: line 2: " in stderr
+        assert "is line 1's too" in stderr
+        assert not (tmp_path / f"s{index}").exists()
+    assert not marker.exists()

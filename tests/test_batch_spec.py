@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,19 @@ def test_blank_lines_are_not_runs(tmp_path: Path) -> None:
         ({"command": ["pi"], "task": "a", "taskFile": "b"}, ["line 2", "cannot both"]),
         ({"command": ["pi"], "taskFile": "-"}, ["line 2", "standard input"]),
         ({"command": ["pi"], "output": "jsonl"}, ["line 2", "unknown key 'output'"]),
+        ('{"command": ["pi"], "x": ' + "[" * 100_000 + "]" * 100_000 + "}", ["line 2", "deep"]),
+        ({"command": ["pi", "-p\0"]}, ["line 2", '"command": argument 1', "NUL"]),
+        ({"command": ["pi"], "runDir": "runs/a\0b"}, ["line 2", "'runDir'", "NUL"]),
+        ({"command": ["pi"], "result": "r\0.json"}, ["line 2", "'result'", "NUL"]),
+        ({"command": ["pi"], "task": "do\0it"}, ["line 2", "'task'", "NUL"]),
+        ({"command": ["pi"], "label": "a\0b"}, ["line 2", "'label'", "NUL"]),
+        ({"command": ["pi"], "label": "a\ud800"}, ["line 2", "'label'", "surrogate"]),
+        ({"command": ["pi"], "settings": ["a\0"]}, ["line 2", "'settings'", "NUL"]),
+        ({"command": ["pi"], "cwd": "a\0b"}, ["line 2", '"cwd"', "NUL"]),
+        ({"command": ["pi"], "env": {"A": "a\0b"}}, ["line 2", '"env"', "'A'", "value", "NUL"]),
+        ({"command": ["pi"], "env": {"A\0": "b"}}, ["line 2", '"env"', "name", "NUL"]),
+        ({"command": ["pi"], "env": {"A=B": "b"}}, ["line 2", '"env"', "not a variable name"]),
+        ({"command": ["pi"], "timeout": [[[1]]]}, ["line 2", "'timeout'", "not a list"]),
     ],
 )
 def test_a_wrong_line_is_named_before_anything_starts(
@@ -190,3 +204,82 @@ def test_batch_json_lists_every_run_and_counts_outcomes() -> None:
 def test_no_run_folder_takes_the_batch_reports_name(tmp_path: Path) -> None:
     runs = spec(tmp_path, {"command": ["a"], "label": "batch.json"}, {"command": ["b"]})
     assert folder_names(runs) == ["batch.json-2", "2"]
+
+
+def test_folder_naming_of_many_lines_with_one_label_is_unique_and_stays_quick() -> None:
+    size = 20_000
+    runs = [
+        SpecRun(i, i + 1, ("a",), argparse.Namespace(label="same"), Path()) for i in range(size)
+    ]
+    # Lines whose own labels are what a repeat would be named also stay apart.
+    runs += [
+        SpecRun(size + i, size + i + 1, ("a",), argparse.Namespace(label=f"SAME-{i + 2}"), Path())
+        for i in range(3)
+    ]
+    started = time.monotonic()
+    names = folder_names(runs)
+    # Generous: catches a naming that goes quadratic again (minutes), not speed.
+    assert time.monotonic() - started < 30
+    assert names[:3] == ["same", "same-2", "same-3"]
+    assert names[size - 1] == f"same-{size}"
+    assert names[size:] == ["SAME-2-2", "SAME-3-2", "SAME-4-2"]
+    assert len({name.lower() for name in names}) == len(names)
+    assert folder_names(runs) == names
+
+
+HOSTILE = [
+    "tab\there",
+    "bell\x07 and escape \x1b[31m",
+    "nul\x00",
+    "lone surrogate \ud800 and \udfff",
+    "not characters \ufffe\uffff",
+    'markup <a href="x">&amp;</a> ]]> \'',
+    "astral \U0001f600 kept",
+    "vertical\x0bform\x0cfeed",
+]
+
+
+def readable(text: str) -> str:
+    """What an XML reader must get back from ``text``: every character XML
+    1.0 cannot carry replaced by U+FFFD."""
+    return "".join(
+        "\ufffd"
+        if (ord(ch) < 0x20 and ch not in "\t\n\r")
+        or 0xD800 <= ord(ch) <= 0xDFFF
+        or ch in "\ufffe\uffff"
+        else ch
+        for ch in text
+    )
+
+
+def hostile_entry(text: str) -> RunEntry:
+    result = {
+        "runId": "r",
+        "outcome": "error",
+        "exitStatus": 1,
+        "stopReason": text,
+        "error": {"kind": text, "message": text},
+    }
+    return RunEntry(text, text, 1, f"/runs/{text}", result, 0.5)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_junit_stays_well_formed_whatever_the_labels_and_errors_hold(text: str) -> None:
+    root = ET.fromstring(junit_xml([hostile_entry(text), entry("good", OK)]))
+    [case, good] = root.iter("testcase")
+    assert case.get("name") == readable(text)
+    assert good.get("name") == "good"
+    failure = case.find("failure")
+    assert failure is not None
+    assert failure.get("message") == readable(text)
+    assert failure.get("type") == readable(text)
+    out = case.find("system-out")
+    assert out is not None
+    assert (out.text or "").replace("\r", "\n") == readable(f"/runs/{text}").replace("\r", "\n")
+
+
+@given(st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, categories=None)))
+def test_junit_is_readable_xml_for_any_label(text: str) -> None:
+    root = ET.fromstring(junit_xml([hostile_entry(text)]))
+    [case] = root.iter("testcase")
+    assert case.get("name") == readable(text)

@@ -79,6 +79,15 @@ def test_usage_errors_exit_2_and_say_what_to_do(
     assert not (tmp_path / ".agent-wrapper").exists(), "a usage error starts no run"
 
 
+def test_a_task_file_holding_a_nul_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "task.md").write_bytes(b"Fix\0it")
+    proc = cli("run", "--task-file", "task.md", "--", "pi", "--mode", "json", cwd=tmp_path)
+    assert proc.returncode == 2
+    [message] = [text for text in proc.stderr.splitlines() if "error:" in text]
+    assert "--task-file task.md: the task contains a NUL character" in message
+    assert not (tmp_path / ".agent-wrapper").exists()
+
+
 def test_unknown_executable_without_task_recognises_the_stream(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path, FINAL)
     run_dir = tmp_path / "run"

@@ -18,9 +18,10 @@ result or ends the agent's tree). The command line gives all of those.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,16 +125,22 @@ async def run_async(
     environment for the agent and the hooks.
 
     Raises ``TypeError`` for an option that does not exist (naming the
-    closest one) and ``RunUsageError`` (a ``ValueError``) where the command
-    line would exit 2. Everything that happens once the run starts is in
+    closest one) or a value of the wrong type (an ``env`` value that is not
+    a string, a ``command`` given as one string), and ``RunUsageError`` (a
+    ``ValueError``) where the command line would exit 2 (a NUL character in
+    ``command``, ``env``, ``cwd`` or an option included). Every message
+    names the argument. Everything that happens once the run starts is in
     the result. Cancelling the call ends the run as a stop signal would
     (``aborted``, the agent's tree ended, result.json written) before the
     cancellation goes on.
     """
+    from wrapper.batchspec import check_command, check_cwd, check_env  # noqa: PLC0415
     from wrapper.execution import Run  # noqa: PLC0415 - trio's part, once a run starts
 
-    base = Path.cwd() if cwd is None else Path(cwd).absolute()
-    environ = {**os.environ, **(env or {})}
+    with _usage_errors():
+        argv = check_command("command", command)
+        base = Path.cwd() if cwd is None else check_cwd("cwd", cwd, Path.cwd())
+        environ = {**os.environ, **check_env("env", {} if env is None else env)}
     namespace = run_options(
         {
             "task": task,
@@ -144,7 +151,7 @@ async def run_async(
         },
         base,
     )
-    prepared = prepare_run(namespace, list(command), cwd=base, environ=environ, say_notes=False)
+    prepared = prepare_run(namespace, argv, cwd=base, environ=environ, say_notes=False)
     # The caller has the result: nothing on its stderr either.
     the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ, say_at_end=False)
     await the_run.execute()
@@ -160,7 +167,7 @@ async def run_async(
 def run_options(values: Mapping[str, Any], cwd: Path) -> argparse.Namespace:
     """The ``run`` parser's options with ``values`` (by their snake_case
     names) over their defaults, each checked as the command line checks it."""
-    from wrapper.batchspec import SpecError, one_value  # noqa: PLC0415
+    from wrapper.batchspec import one_value  # noqa: PLC0415
     from wrapper.cli import _subparser, build_parser  # noqa: PLC0415
 
     parser = _subparser(build_parser(), "run")
@@ -181,11 +188,23 @@ def run_options(values: Mapping[str, Any], cwd: Path) -> argparse.Namespace:
             value = os.fspath(given)
         elif isinstance(given, list | tuple):
             value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in given]
-        try:
+        with _usage_errors():
             converted = one_value(name, value, action, cwd)
-        except SpecError as exc:
-            raise RunUsageError(str(exc)) from None
         setattr(namespace, action.dest, converted)
     if namespace.task is not None and namespace.task_file is not None:
         raise RunUsageError("'task' and 'task_file' cannot both be given")
     return namespace
+
+
+@contextlib.contextmanager
+def _usage_errors() -> Iterator[None]:
+    """The shared checks' errors as a Python caller expects them: a wrong
+    type is a ``TypeError``, a wrong value a ``RunUsageError``."""
+    from wrapper.batchspec import SpecError, WrongType  # noqa: PLC0415
+
+    try:
+        yield
+    except WrongType as exc:
+        raise TypeError(str(exc)) from None
+    except SpecError as exc:
+        raise RunUsageError(str(exc)) from None

@@ -152,6 +152,22 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
     return exit_status
 
 
+def report_stopped_before_start(runs_dir: Path, junit: Path | None, sig: signal.Signals) -> int:
+    """Write the reports of a batch that a stop signal ended while its spec
+    was being checked (no run started), and return its exit status."""
+    batch = Batch(runs=[], runs_dir=runs_dir, jobs=1, output=OutputMode.QUIET, junit=junit)
+    batch.stopped_by = sig
+    batch.warnings.append(
+        {
+            "code": "stopped_before_start",
+            "message": f"stopped by {sig.name} while the spec was being checked: no run started",
+        }
+    )
+    exit_status = _exit_status(batch)
+    _write_reports(batch, exit_status)
+    return exit_status
+
+
 @dataclass(frozen=True, slots=True)
 class _Shown:
     """How the batch shows its runs on stdout."""

@@ -90,13 +90,17 @@ def batch_json(
 
 def junit_xml(entries: Sequence[RunEntry], *, suite: str = "agent-wrapper") -> bytes:
     """One testcase per run; a run that is not ``ok`` is a failure whose
-    message is its error, with the run's directory and stop reason in its text."""
+    message is its error, with the run's directory and stop reason in its text.
+
+    Every attribute and text goes through ``_xml_safe``: labels, directories
+    and error kinds come from the spec and the agents, and a character XML
+    cannot carry would make the whole report unreadable to CI."""
     failures = sum(not entry.ok for entry in entries)
     total = sum(entry.duration for entry in entries)
-    root = ET.Element(
-        "testsuites", tests=str(len(entries)), failures=str(failures), time=f"{total:.3f}"
+    root = _element(
+        None, "testsuites", tests=str(len(entries)), failures=str(failures), time=f"{total:.3f}"
     )
-    tests = ET.SubElement(
+    tests = _element(
         root,
         "testsuite",
         name=suite,
@@ -107,27 +111,37 @@ def junit_xml(entries: Sequence[RunEntry], *, suite: str = "agent-wrapper") -> b
         time=f"{total:.3f}",
     )
     for entry in entries:
-        case = ET.SubElement(
+        case = _element(
             tests, "testcase", classname=suite, name=entry.name, time=f"{entry.duration:.3f}"
         )
         if not entry.ok:
             error = entry.error or {}
             kind = str(error.get("kind") or entry.outcome)
             message = str(error.get("message") or f"the run ended {entry.outcome}")
-            failure = ET.SubElement(case, "failure", message=_xml_safe(message), type=kind)
             details = [f"outcome: {entry.outcome}", f"run directory: {entry.run_dir}"]
             if entry.result is not None:
                 details.append(f"stop reason: {entry.result.get('stopReason')}")
-            failure.text = _xml_safe("\n".join(details))
-        ET.SubElement(case, "system-out").text = entry.run_dir
+            _element(case, "failure", "\n".join(details), message=message, type=kind)
+        _element(case, "system-out", entry.run_dir)
     ET.indent(root)
     body: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return body + b"\n"
 
 
+def _element(
+    parent: ET.Element | None, tag: str, text: str | None = None, **attributes: str
+) -> ET.Element:
+    """An element whose attributes and text XML 1.0 can all carry."""
+    safe = {name: _xml_safe(value) for name, value in attributes.items()}
+    element = ET.Element(tag, safe) if parent is None else ET.SubElement(parent, tag, safe)
+    if text is not None:
+        element.text = _xml_safe(text)
+    return element
+
+
 def _xml_safe(text: str) -> str:
-    """Text without the characters XML 1.0 cannot hold at all (agents' error
-    messages may carry control characters)."""
+    """Text without the characters XML 1.0 cannot hold at all (control
+    characters, lone surrogates, U+FFFE and U+FFFF), each replaced by U+FFFD."""
     return "".join(
         ch
         if ch in "\t\n\r"

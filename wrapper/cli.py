@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 from wrapper import __version__
 
 if TYPE_CHECKING:
+    import signal
+
+    from wrapper.batch import Batch
     from wrapper.settings import Settings
 
 # Everything else is imported where it is needed: ``--version`` and the small
@@ -551,11 +554,112 @@ def _run(
 def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """Check the whole spec (every line made into a run, as ``run`` would)
     before anything starts; then run the batch."""
+    # A stop signal while the spec is checked (a long spec takes seconds; a
+    # task file may be a pipe nobody writes yet) ends the checks at once.
+    stop = _StopHandler.install()
+    try:
+        runs_dir, junit = _report_places(args)
+        batch = _checked_batch(parser, args, runs_dir, junit)
+        # From here on a stop signal is recorded, to be acted on once the batch is up.
+        stop.checking = False
+    except _StopWhileChecking as stopped:
+        # Nothing was written yet: a new batch id, if it comes to that, is no loss.
+        runs_dir, junit = _report_places(args)
+        return _stopped_before_start(args, runs_dir, junit, stopped.sig)
+    if not args.runs_dir:
+        _ignored_by_git(runs_dir)
+    from wrapper import guardian
+    from wrapper.proctree import become_subreaper
+
+    # The runs' guardian alone in the runner's process group (see wrapper/guardian.py).
+    guardian.leave_guardians_group()
+    # Orphans of the agents' trees come back to the wrapper and stay findable.
+    become_subreaper()
+    from functools import partial
+
+    import trio
+
+    from wrapper.batch import run_batch
+
+    status: int = trio.run(partial(run_batch, batch, stop.received))
+    _flush_spans()
+    return status
+
+
+def _report_places(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """Where the batch's runs and batch.json go, and its JUnit report."""
+    from wrapper.config import DEFAULT_BATCHES_ROOT
+    from wrapper.prepare import new_run_id
+
+    cwd = Path.cwd()
+    runs_dir = (cwd / (args.runs_dir or DEFAULT_BATCHES_ROOT / new_run_id())).absolute()
+    return runs_dir, (cwd / args.junit).absolute() if args.junit else None
+
+
+class _StopWhileChecking(BaseException):
+    """A stop signal came while the batch's spec was being checked.
+
+    A BaseException, so that no ``except Exception`` of the checks catches
+    it. The checks only read (nothing of a run exists yet), so they may be
+    cut short anywhere, a read blocked on a pipe included."""
+
+    def __init__(self, sig: signal.Signals) -> None:
+        super().__init__(sig)
+        self.sig = sig
+
+
+class _StopHandler:
+    """The stop signals' handler until the batch's loop takes them over: it
+    records every one, and the first that comes while ``checking`` ends the
+    checks. One handler throughout, so that no signal finds the handlers
+    being swapped."""
+
+    def __init__(self) -> None:
+        import signal
+
+        self._signals = signal.Signals
+        self.checking = True
+        self.received: list[signal.Signals] = []
+
+    @classmethod
+    def install(cls) -> _StopHandler:
+        import signal
+
+        from wrapper.guardian import STOP_SIGNALS
+
+        handler = cls()
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, handler)
+        return handler
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        sig = self._signals(signum)
+        self.received.append(sig)
+        if self.checking:
+            self.checking = False
+            raise _StopWhileChecking(sig)
+
+
+def _checked_batch(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, runs_dir: Path, junit: Path | None
+) -> Batch:
+    """The batch the spec asks for, every line checked and prepared, or a
+    usage error (exit 2) naming the first line that is wrong."""
     import copy
 
-    from wrapper.batchspec import SpecError, folder_names, parse_shard, parse_spec, shard
-    from wrapper.config import DEFAULT_BATCHES_ROOT, OutputMode
-    from wrapper.prepare import RunUsageError, new_run_id, prepare_run
+    from wrapper.batch import Batch, BatchRun
+    from wrapper.batchspec import (
+        Places,
+        SpecError,
+        folder_names,
+        parse_shard,
+        parse_spec,
+        planned_places,
+        shard,
+    )
+    from wrapper.config import OutputMode
+    from wrapper.execution import resolve_output
+    from wrapper.prepare import RunUsageError, prepare_run
 
     for flag, dest in (("--run-dir", "run_dir"), ("--result", "result"), ("--label", "label")):
         if getattr(args, dest) is not None:
@@ -582,28 +686,22 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(f"batch: {args.spec}: {exc}")
     selected = shard(every, *shard_of)
     names = dict(zip((run.index for run in every), folder_names(every), strict=True))
-    cwd = Path.cwd()
-    batch_id = new_run_id()
-    if args.runs_dir:
-        runs_dir = (cwd / args.runs_dir).absolute()
-    else:
-        runs_dir = cwd / DEFAULT_BATCHES_ROOT / batch_id
-        from wrapper.artifacts import ensure_dir, write_new
-
-        try:
-            # The default root sits in the agent's working tree: keep it out of git.
-            ensure_dir(runs_dir.parent)
-            write_new(runs_dir.parent.parent / ".gitignore", b"*\n")
-        except OSError:
-            pass  # the batch reports what it cannot write where it writes it
     output = OutputMode(args.output)
-    from wrapper.batch import Batch, BatchRun
-    from wrapper.execution import resolve_output
-
     quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
+    reports = {runs_dir / "batch.json": "where the batch's report (batch.json) goes"}
+    if junit is not None:
+        reports[junit] = "where the JUnit report (--junit) goes"
+    places = Places(reports)
+    chosen = {run.index for run in selected}
     items: list[BatchRun] = []
-    places: dict[Path, int] = {}
-    for run in selected:
+    for run in every:
+        if run.index not in chosen:
+            # Another shard's run: the spec is the same whichever shard runs it.
+            try:
+                places.claim(run.line, *planned_places(run, runs_dir / names[run.index]))
+            except SpecError as exc:
+                parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
+            continue
         options = copy.copy(run.options)
         options.output = quiet_runs
         environ = {**os.environ, **run.env}
@@ -618,39 +716,35 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except RunUsageError as exc:
             parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
         config = prepared.config
-        for path in dict.fromkeys([config.run_dir, config.result_path]):
-            if path in places:
-                parser.error(
-                    f"batch: {args.spec}: line {run.line}: {path} is line {places[path]}'s too: "
-                    "every run needs a directory and a result.json of its own"
-                )
-            places[path] = run.line
+        try:
+            places.claim(run.line, config.run_dir, config.result_path)
+        except SpecError as exc:
+            parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
         items.append(BatchRun(run.name, run.label, run.line, prepared, environ))
-    batch = Batch(
-        runs=items,
-        runs_dir=runs_dir,
-        jobs=args.jobs,
-        output=output,
-        junit=(cwd / args.junit).absolute() if args.junit else None,
-    )
-    from wrapper import guardian
-    from wrapper.proctree import become_subreaper
+    return Batch(runs=items, runs_dir=runs_dir, jobs=args.jobs, output=output, junit=junit)
 
-    # Stop signals from here on are acted on once the batch is up.
-    early_signals = guardian.record_stop_signals()
-    # The runs' guardian alone in the runner's process group (see wrapper/guardian.py).
-    guardian.leave_guardians_group()
-    # Orphans of the agents' trees come back to the wrapper and stay findable.
-    become_subreaper()
-    from functools import partial
 
-    import trio
+def _ignored_by_git(runs_dir: Path) -> None:
+    """The default root sits in the agent's working tree: keep it out of git."""
+    from wrapper.artifacts import ensure_dir, write_new
 
-    from wrapper.batch import run_batch
+    try:
+        ensure_dir(runs_dir.parent)
+        write_new(runs_dir.parent.parent / ".gitignore", b"*\n")
+    except OSError:
+        pass  # the batch reports what it cannot write where it writes it
 
-    status: int = trio.run(partial(run_batch, batch, early_signals))
-    _flush_spans()
-    return status
+
+def _stopped_before_start(
+    args: argparse.Namespace, runs_dir: Path, junit: Path | None, sig: signal.Signals
+) -> int:
+    """A stop signal came while the spec was checked: no run starts, and the
+    reports say so; the exit status is the signal's, as for a batch stopped later."""
+    from wrapper.batch import report_stopped_before_start
+
+    if not args.runs_dir:
+        _ignored_by_git(runs_dir)
+    return report_stopped_before_start(runs_dir, junit, sig)
 
 
 def _traced(environ: dict[str, str]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,20 @@ class PreparedRun:
     config: RunConfig
     dialect: Dialect
     launch: Launch
+
+
+#: A surrogate code point, which only a lone half of a pair can leave in a str.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be given to the system or written as UTF-8 (an
+    argument, a path, a variable, a name in result.json), or None."""
+    if "\0" in text:
+        return "contains a NUL character, which no argument, path or variable can hold"
+    if _SURROGATE.search(text):
+        return "is not valid Unicode text (it holds a lone surrogate)"
+    return None
 
 
 def new_run_id() -> str:
@@ -130,8 +145,12 @@ def prepare_run(
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
     task = options.task if options.task_file is None else read_task_file(options.task_file)
+    source = "--task" if options.task_file is None else f"--task-file {options.task_file}"
+    problem = None if task is None else text_problem(task)
+    if problem is not None:
+        # The task reaches the agent as an argument or over a pipe, and result.json.
+        raise RunUsageError(f"run: {source}: the task {problem}")
     if task is not None and not task.strip():
-        source = "--task" if options.task_file is None else f"--task-file {options.task_file}"
         raise RunUsageError(
             f"run: {source} is empty: give the agent something to do, or leave the "
             "task out to run COMMAND as it is"
