@@ -8,6 +8,7 @@ import io
 import itertools
 import json
 import math
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -598,3 +599,42 @@ def test_peak_memory_of_one_long_ascii_line(kind: str, bound: float, event: str)
     ratio, events = proc.stdout.decode().split(" ", 1)
     assert event in events
     assert float(ratio) <= bound, f"{float(ratio):.2f} times the line"
+
+
+# -- arguments that are not UTF-8 ------------------------------------------------------
+
+
+@pytest.mark.parametrize("output", ["quiet", "jsonl", "pretty"])
+def test_arguments_that_are_not_utf8_still_end_in_a_result(tmp_path: Path, output: str) -> None:
+    # File names and labels are bytes on POSIX; Python hands the ones that are
+    # not UTF-8 over as lone surrogates, which no JSON can carry.
+    odd = os.fsdecode(b"\xff\xfe")
+    scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+    run_dir = tmp_path / f"run-{odd}"
+    argv = [
+        *(sys.executable, "-m", "wrapper", "run", "--output", output),
+        *("--run-dir", str(run_dir), "--label", f"label-{odd}", "--task", "Do the task"),
+        *("--", str(ROOT / "fixtures" / "fake_agent" / "pi"), "--mode", "json", "-p"),
+        *("--scenario", str(scenario), f"--extra-{odd}"),
+    ]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert b"Traceback" not in proc.stderr
+    result = read_result(run_dir / "result.json")
+    assert result["outcome"] == "ok"
+    assert result["label"] == "label-\ufffd\ufffd"
+    assert result["command"][-1] == "--extra-\ufffd\ufffd"
+    assert result["artifacts"]["runDir"].endswith("run-\ufffd\ufffd")
+    # The agent itself got the exact bytes.
+    spawned = next(e for e in read_events(run_dir / "events.jsonl") if e["type"] == "spawned")
+    assert spawned["argv"][-2] == "--extra-\ufffd\ufffd"
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "finished"

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from wrapper import __version__
+from wrapper.jsonout import dumps
 
 #: The file that marks a directory as an agent-wrapper run directory (JSON:
 #: ``runId``, ``version``), written first thing at start. Only a directory
@@ -234,7 +235,7 @@ def ensure_dir(path: Path) -> None:
 
 
 def dump_json(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+    return dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def run_id_of(run_dir: Path) -> str | None:

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
 import trio
 
 from wrapper import mailbox
 from wrapper.config import RunConfig
 from wrapper.events import Event, WarningEvent
 from wrapper.hooks.runner import HookContext, run_process
+from wrapper.jsonout import dumps
 from wrapper.policy import EscalationRecord
 from wrapper.summary import RunSummary
 
@@ -81,9 +81,7 @@ async def notify_person(
     }
     notified = []
     if settings.notify is not None:
-        done = await run_process(
-            settings.notify, orjson.dumps(payload), ctx.env, ctx.cwd, NOTIFY_TIMEOUT
-        )
+        done = await run_process(settings.notify, dumps(payload), ctx.env, ctx.cwd, NOTIFY_TIMEOUT)
         if done.exit_code == 0:
             notified.append("command")
         else:
@@ -110,7 +108,7 @@ async def _summary(
     settings = config.settings
     if settings.summarizer is None:
         return None
-    data = orjson.dumps({"messages": list(summary.recent_messages)})
+    data = dumps({"messages": list(summary.recent_messages)})
     done = await run_process(
         settings.summarizer, data, ctx.env, ctx.cwd, settings.summarizer_timeout
     )

@@ -26,7 +26,6 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import trio
 
 from wrapper import proctree
@@ -61,6 +60,7 @@ from wrapper.hooks.observers import Observers
 from wrapper.hooks.protocol import Decision
 from wrapper.hooks.runner import HookContext, run_chain
 from wrapper.hooks.steering import AllowedBy
+from wrapper.jsonout import dumps
 from wrapper.outcome import (
     EXIT_NO_RESULT,
     ErrorKind,
@@ -315,7 +315,7 @@ class Run:
         if view is None:
             return lambda event, line: pump.write(line)
         return lambda event, line: pump.write(
-            view.render(event, trio.current_time() - start).encode()
+            view.render(event, trio.current_time() - start).encode(errors="replace")
         )
 
     async def tick_view(self) -> None:
@@ -325,7 +325,7 @@ class Run:
             return
         while True:
             await trio.sleep(TICK_SECONDS)
-            pump.write(view.ticker(trio.current_time() - self.clock_start).encode())
+            pump.write(view.ticker(trio.current_time() - self.clock_start).encode(errors="replace"))
 
     def interrupt(self, sig: signal.Signals) -> None:
         """The wrapper received the stop signal ``sig`` (or the run's owner
@@ -838,7 +838,7 @@ def write_result(
         "Give a writable --result or --run-dir."
     )
     with contextlib.suppress(OSError, ValueError):
-        sys.stderr.buffer.write(orjson.dumps(result) + b"\n")
+        sys.stderr.buffer.write(dumps(result) + b"\n")
         sys.stderr.buffer.flush()
     return None
 

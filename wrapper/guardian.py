@@ -230,7 +230,8 @@ def announce(run_id: str, run_dir: Path, result_path: Path, *, more: bool = Fals
             spared=frozenset({os.getsid(0), _guardian_pgid or 0}),
         )
     )
-    data = "\0".join([run_id, str(run_dir), str(result_path)]).encode() + RECORD_END
+    fields = [run_id, str(run_dir), str(result_path)]
+    data = "\0".join(fields).encode(errors="surrogateescape") + RECORD_END
     try:
         while data:
             data = data[os.write(fd, data) :]

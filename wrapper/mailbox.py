@@ -34,6 +34,7 @@ from wrapper.artifacts import (
     read_run_file,
     write_new,
 )
+from wrapper.jsonout import dumps
 
 SIGNAL_KINDS = ("complete", "escalate", "continue")
 #: Answers to an escalation: a person's text, ``continue``, ``stop``, or the
@@ -54,7 +55,7 @@ class MailboxError(Exception):
 def _write_new(path: Path, data: dict[str, Any]) -> bool:
     """Create ``path`` with ``data`` unless it exists; True when this call created it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_new(path, orjson.dumps(data))
+    return write_new(path, dumps(data))
 
 
 def read_json(
@@ -144,7 +145,7 @@ def _folder(run_dir: Path, escalation: str) -> Path:
 def open_escalation(run_dir: Path, escalation: str, question: str | None) -> None:
     _write_new(_folder(run_dir, escalation) / "question.json", {"question": question})
     current = run_dir / "escalations" / "current.json"
-    atomic_write(current, orjson.dumps({"id": escalation, "question": question}), durable=False)
+    atomic_write(current, dumps({"id": escalation, "question": question}), durable=False)
 
 
 def close_escalation(run_dir: Path, escalation: str, run_id: str) -> None:

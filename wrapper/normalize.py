@@ -24,6 +24,7 @@ from wrapper.dialects import DIALECTS, Dialect, SniffingDialect
 from wrapper.dialects.base import decode_object, recognised_any, unrecognised_output
 from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent
 from wrapper.framing import Frame, LineFramer
+from wrapper.jsonout import dumps
 from wrapper.summary import RunSummary, WarningCounter
 
 
@@ -52,7 +53,7 @@ def normalize(
         seq += 1
         if not summary:
             line = {"type": event.TYPE, "seq": seq, "source": event.SOURCE, **event.payload()}
-            out.write(orjson.dumps(line) + b"\n")
+            out.write(dumps(line) + b"\n")
 
     tally = _Tally()
     for event in _events(source, dialect, exit_code, max_line_bytes, tally):
@@ -88,7 +89,7 @@ def normalize(
             "toolsUsed": totals.tools_used,
             "warnings": warnings,
         }
-        out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        out.write(dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     return told
 
 

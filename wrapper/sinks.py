@@ -21,6 +21,7 @@ import trio
 
 from wrapper.artifacts import ArtifactErrors, StreamFile, atomic_write
 from wrapper.events import AgentWarning, Event, TextDelta, WarningEvent, payload_keys
+from wrapper.jsonout import dumps
 from wrapper.summary import WarningCounter
 from wrapper.timefmt import iso
 
@@ -202,7 +203,7 @@ class EventStream:
         }
         envelope.update(event.payload())
         envelope.update(extra)
-        return orjson.dumps(envelope) + b"\n"
+        return dumps(envelope) + b"\n"
 
     def _flush_pending(self) -> None:
         if self._pending is None:
@@ -284,9 +285,7 @@ class StatusWriter:
         if self.last_event is not None:
             self._fields["lastEventAt"] = iso(self.last_event)
         try:
-            atomic_write(
-                self.path, orjson.dumps(self._fields, option=orjson.OPT_INDENT_2), durable=False
-            )
+            atomic_write(self.path, dumps(self._fields, option=orjson.OPT_INDENT_2), durable=False)
         except OSError as exc:
             self._errors.record("status", self.path, exc)
 

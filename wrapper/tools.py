@@ -14,6 +14,7 @@ import orjson
 
 from wrapper import mailbox
 from wrapper.artifacts import RESULT_MAX_BYTES
+from wrapper.jsonout import dumps
 
 PROG = "agent-wrapper"
 
@@ -144,7 +145,7 @@ def status_main(run_dir: str, as_json: bool) -> int:
     exit_status = 1 if wrapper_killed else 0
     if as_json:
         out = {"status": status, "result": result}
-        sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
         return exit_status
     name = status.get("runId", folder.name)
     if status.get("label"):

@@ -15,6 +15,7 @@ import trio
 from wrapper.events import Event
 from wrapper.hooks.protocol import Decision
 from wrapper.hooks.runner import HookContext, run_chain
+from wrapper.jsonout import dumps
 from wrapper.settings import STOP_EVENTS, Settings
 from wrapper.transcript import last_assistant_message
 
@@ -98,5 +99,5 @@ def hook_test(settings: Settings, event_path: str) -> int:
     }
     if not handlers:
         report["note"] = f"no handler is configured for {name}"
-    sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.buffer.write(dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     return 0

@@ -32,6 +32,7 @@ from wrapper.hooks.protocol import (
     interpret_command,
     interpret_verdict,
 )
+from wrapper.jsonout import dumps
 from wrapper.settings import Handler
 from wrapper.supervisor import Child
 
@@ -130,7 +131,7 @@ async def _command(
             argv = split_command(handler.command or "", ctx.env)
         except ShellSyntax as exc:  # settings validation makes this unreachable
             return _failed(f"cannot run it: {exc}")
-    done = await run_process(argv, orjson.dumps(payload), ctx.env, ctx.cwd, handler.timeout)
+    done = await run_process(argv, dumps(payload), ctx.env, ctx.cwd, handler.timeout)
     if done.error is not None:
         return _failed(f"could not be started: {done.error}")
     if done.timed_out:
@@ -147,7 +148,7 @@ async def _prompt(handler: Handler, payload: dict[str, Any], ctx: HookContext) -
     if ctx.evaluator is None:  # settings validation makes this unreachable
         return _failed('no "evaluator" command is configured')
     argv = [*ctx.evaluator, judge_prompt(handler.prompt or "", payload)]
-    done = await run_process(argv, orjson.dumps(payload), ctx.env, ctx.cwd, handler.timeout)
+    done = await run_process(argv, dumps(payload), ctx.env, ctx.cwd, handler.timeout)
     if done.error is not None:
         return _failed(f"the evaluator could not be started: {done.error}")
     if done.timed_out:
@@ -218,7 +219,7 @@ def _judged(result: HandlerResult, who: str) -> HandlerResult:
 
 def judge_prompt(prompt: str, payload: dict[str, Any]) -> str:
     """The prompt with the hook input in place of ``$ARGUMENTS``, or after it."""
-    data = orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()
+    data = dumps(payload, option=orjson.OPT_INDENT_2).decode()
     if len(data) > PROMPT_INPUT_CHARS:
         data = data[:PROMPT_INPUT_CHARS] + "\n… [cut]"
     if "$ARGUMENTS" in prompt:
