@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import logging
 import os
 import signal
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
     from wrapper.execution import Run
 
 __all__ = ["RunResult", "RunUsageError", "run", "run_async"]
+
+#: Where the API says what it cannot put in a result (a library logs; it
+#: never prints). Silent unless the host configures logging.
+_LOG = logging.getLogger("wrapper")
+_LOG.addHandler(logging.NullHandler())
 
 #: Options that belong to the command line, not to a run made here.
 _NOT_OPTIONS = frozenset({"help", "subcommand"})
@@ -165,7 +171,10 @@ async def run_async(
         from wrapper import telemetry  # noqa: PLC0415
 
         # Bounded: a collector that is down costs the caller that long at most.
-        await trio.to_thread.run_sync(telemetry.flush, environ)
+        lost = await trio.to_thread.run_sync(telemetry.flush, environ)
+        if lost is not None:
+            # The caller's stderr is not ours: its logging decides.
+            _LOG.warning("%s", lost)
     if interrupted:
         raise KeyboardInterrupt
     assert the_run.result is not None

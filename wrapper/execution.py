@@ -678,6 +678,8 @@ class Run:
                     "message": f"stdout stopped accepting output: {pump.broken}",
                 }
             )
+        if self.telemetry is not None:
+            self.telemetry.warn_undelivered()
         self.stream.report_dropped_warnings()
         self.stream.flush()
         run_dir, dir_ok = self.config.run_dir, self.dir_ok
