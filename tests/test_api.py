@@ -22,6 +22,7 @@ from tests.conftest import (
     wait_until,
     write_scenario,
 )
+from wrapper.config import MAX_TASK_BYTES
 
 
 def fake_command(tmp_path: Path, steps: list[dict[str, Any]], name: str = "s") -> list[str]:
@@ -151,6 +152,14 @@ def test_usage_errors(tmp_path: Path) -> None:
         wrapper.run(command, task="  ")
     with pytest.raises(wrapper.RunUsageError, match="no COMMAND"):
         wrapper.run([], task="x")
+    big = tmp_path / "task.md"
+    with big.open("wb") as file:  # sparse: no disk space, still that long
+        file.truncate(MAX_TASK_BYTES + 1)
+    with pytest.raises(
+        wrapper.RunUsageError,
+        match=r"^--task-file .*task\.md: longer than 64 MiB \(67108864 bytes\), the most",
+    ):
+        wrapper.run(command, task_file=big)
     assert not (tmp_path / ".agent-wrapper").exists()
 
 
