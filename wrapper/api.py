@@ -188,11 +188,14 @@ async def _execute(the_run: Run) -> bool:
     the first stops it, a second hurries its cleanup, as on the command line."""
     done = trio.Event()
     interrupted = False
+    failed: list[Exception] = []
 
     @trio.lowlevel.enable_ki_protection
     async def execute() -> None:
         try:
             await the_run.execute()
+        except Exception as exc:  # raised as itself below, not in the nursery's group
+            failed.append(exc)
         finally:
             done.set()
 
@@ -204,6 +207,8 @@ async def _execute(the_run: Run) -> bool:
             except KeyboardInterrupt:
                 interrupted = True
                 the_run.interrupt(signal.SIGINT)
+    if failed:
+        raise failed[0]
     return interrupted
 
 
