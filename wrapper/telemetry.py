@@ -433,8 +433,8 @@ class RunTelemetry:
         lost = _undelivered - self._undelivered_before
         if lost:
             self._warn(
-                f"OpenTelemetry: the collector did not take {lost} span(s) exported "
-                "during the run; they are dropped"
+                f"OpenTelemetry: the collector did not take {lost} span(s) while the "
+                "run went on; they are dropped"
             )
 
     def _fail(self, exc: Exception) -> None:
