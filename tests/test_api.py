@@ -23,6 +23,7 @@ from tests.conftest import (
     write_scenario,
 )
 from wrapper.config import MAX_TASK_BYTES
+from wrapper.sinks import StatusWriter
 
 
 def fake_command(tmp_path: Path, steps: list[dict[str, Any]], name: str = "s") -> list[str]:
@@ -236,6 +237,46 @@ def test_ctrl_c_ends_the_run_aborted_then_raises_keyboard_interrupt(
     assert result["error"]["kind"] == "interrupted"
     assert "SIGINT" in result["error"]["message"]
     status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "finished"
+    assert status["outcome"] == "aborted"
+
+
+@pytest.mark.usefixtures("env", "no_leaks")
+def test_a_keyboard_interrupt_raised_inside_the_run_still_ends_it_aborted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a loop of the caller's, trio raises Ctrl-C wherever unprotected
+    code runs, the run's own tasks included: the run still ends as SIGINT
+    would end it, and the caller gets KeyboardInterrupt itself."""
+    command = fake_command(
+        tmp_path,
+        [
+            {"assistant": {"toolCalls": [{"name": "bash"}]}},
+            {"tool": {"name": "bash", "duration": 60}},
+        ],
+    )
+    write = StatusWriter.write
+    raised: list[bool] = []
+
+    def interrupted_once(self: StatusWriter, now: float) -> None:
+        if self._fields.get("currentTool") == "bash" and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt
+        write(self, now)
+
+    monkeypatch.setattr(StatusWriter, "write", interrupted_once)
+
+    async def main() -> None:
+        await wrapper.run_async(command, task="Do it", run_dir=tmp_path / "run")
+
+    with pytest.raises(KeyboardInterrupt):
+        trio.run(main)
+    assert raised
+    result = read_result(tmp_path / "run" / "result.json")
+    assert result["outcome"] == "aborted"
+    assert result["exitStatus"] == 128 + signal.SIGINT
+    assert result["error"]["kind"] == "interrupted"
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
     assert status["state"] == "finished"
     assert status["outcome"] == "aborted"
 

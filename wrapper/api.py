@@ -185,17 +185,29 @@ async def _execute(the_run: Run) -> bool:
     """Execute ``the_run`` in a task of its own, while this one waits for it
     where trio delivers a KeyboardInterrupt (to the loop's main task, as it
     waits); returns whether one came. Each is passed to the run as a SIGINT:
-    the first stops it, a second hurries its cleanup, as on the command line."""
+    the first stops it, a second hurries its cleanup, as on the command line.
+    One that trio raised inside the run's own tasks has ended the run already
+    (see ``Run.execute``) and counts the same."""
+    from wrapper.execution import only_keyboard_interrupts  # noqa: PLC0415
+
     done = trio.Event()
     interrupted = False
     failed: list[Exception] = []
 
     @trio.lowlevel.enable_ki_protection
     async def execute() -> None:
+        nonlocal interrupted
         try:
             await the_run.execute()
-        except Exception as exc:  # raised as itself below, not in the nursery's group
-            failed.append(exc)
+        except BaseException as exc:
+            # Raised as themselves below, not in the nursery's group.
+            if only_keyboard_interrupts(exc):
+                # Raised in the run's code: it ended as SIGINT ends it.
+                interrupted = True
+            elif isinstance(exc, Exception):
+                failed.append(exc)
+            else:
+                raise
         finally:
             done.set()
 
