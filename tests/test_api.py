@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,16 @@ import pytest
 import trio
 
 import wrapper
-from tests.conftest import FAKE_PI, HANG_LIMIT, agent_env, read_result, write_scenario
+from tests.conftest import (
+    FAKE_PI,
+    HANG_LIMIT,
+    agent_env,
+    read_result,
+    wait_until,
+    write_scenario,
+)
+from wrapper.config import MAX_TASK_BYTES
+from wrapper.sinks import StatusWriter
 
 
 def fake_command(tmp_path: Path, steps: list[dict[str, Any]], name: str = "s") -> list[str]:
@@ -143,6 +153,14 @@ def test_usage_errors(tmp_path: Path) -> None:
         wrapper.run(command, task="  ")
     with pytest.raises(wrapper.RunUsageError, match='"command" must be a non-empty list'):
         wrapper.run([], task="x")
+    big = tmp_path / "task.md"
+    with big.open("wb") as file:  # sparse: no disk space, still that long
+        file.truncate(MAX_TASK_BYTES + 1)
+    with pytest.raises(
+        wrapper.RunUsageError,
+        match=r"^--task-file .*task\.md: longer than 64 MiB \(67108864 bytes\), the most",
+    ):
+        wrapper.run(command, task_file=big)
     assert not (tmp_path / ".agent-wrapper").exists()
 
 
@@ -196,3 +214,111 @@ def test_run_result_is_frozen_and_typed() -> None:
     assert result.run_dir is None
     with pytest.raises(AttributeError):
         result.outcome = "error"  # type: ignore[misc]
+
+
+#: A program that embeds the API, as a user's script would: ``how`` picks the
+#: entry point; it prints "returned" only if the call returned.
+_CTRL_C_HOST = """
+import sys, trio, wrapper
+how, run_dir, *command = sys.argv[1:]
+if how == "run":
+    wrapper.run(command, task="Do it", run_dir=run_dir)
+else:
+    async def main():
+        await wrapper.run_async(command, task="Do it", run_dir=run_dir)
+    trio.run(main)
+print("returned")
+"""
+
+
+@pytest.mark.parametrize("how", ["run", "run_async"])
+@pytest.mark.usefixtures("no_leaks")
+def test_ctrl_c_ends_the_run_aborted_then_raises_keyboard_interrupt(
+    tmp_path: Path, how: str
+) -> None:
+    """Ctrl-C in a program blocked in the API: the run ends as a SIGINT to
+    ``agent-wrapper run`` would end it, then the program sees KeyboardInterrupt."""
+    command = fake_command(
+        tmp_path,
+        [
+            {"assistant": {"toolCalls": [{"name": "bash"}]}},
+            {"tool": {"name": "bash", "duration": 60}},
+        ],
+    )
+    run_dir = tmp_path / "run"
+    host = subprocess.Popen(
+        [sys.executable, "-c", _CTRL_C_HOST, how, str(run_dir), *command],
+        env=agent_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert wait_until(lambda: _current_tool(run_dir) == "bash")
+        host.send_signal(signal.SIGINT)
+        out, err = host.communicate(timeout=HANG_LIMIT)
+    finally:
+        host.kill()
+        host.wait()
+    text = err.decode()
+    # The program dies of the KeyboardInterrupt itself, not of a group holding it.
+    assert host.returncode == -signal.SIGINT, text
+    assert text.rstrip().splitlines()[-1] == "KeyboardInterrupt", text
+    assert "ExceptionGroup" not in text, text
+    assert out == b""
+    result = read_result(run_dir / "result.json")
+    assert result["outcome"] == "aborted"
+    assert result["exitStatus"] == 128 + signal.SIGINT
+    assert result["error"]["kind"] == "interrupted"
+    assert "SIGINT" in result["error"]["message"]
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "finished"
+    assert status["outcome"] == "aborted"
+
+
+@pytest.mark.usefixtures("env", "no_leaks")
+def test_a_keyboard_interrupt_raised_inside_the_run_still_ends_it_aborted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a loop of the caller's, trio raises Ctrl-C wherever unprotected
+    code runs, the run's own tasks included: the run still ends as SIGINT
+    would end it, and the caller gets KeyboardInterrupt itself."""
+    command = fake_command(
+        tmp_path,
+        [
+            {"assistant": {"toolCalls": [{"name": "bash"}]}},
+            {"tool": {"name": "bash", "duration": 60}},
+        ],
+    )
+    write = StatusWriter.write
+    raised: list[bool] = []
+
+    def interrupted_once(self: StatusWriter, now: float) -> None:
+        if self._fields.get("currentTool") == "bash" and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt
+        write(self, now)
+
+    monkeypatch.setattr(StatusWriter, "write", interrupted_once)
+
+    async def main() -> None:
+        await wrapper.run_async(command, task="Do it", run_dir=tmp_path / "run")
+
+    with pytest.raises(KeyboardInterrupt):
+        trio.run(main)
+    assert raised
+    result = read_result(tmp_path / "run" / "result.json")
+    assert result["outcome"] == "aborted"
+    assert result["exitStatus"] == 128 + signal.SIGINT
+    assert result["error"]["kind"] == "interrupted"
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "finished"
+    assert status["outcome"] == "aborted"
+
+
+def _current_tool(run_dir: Path) -> str | None:
+    try:
+        tool: str | None = json.loads((run_dir / "status.json").read_text())["currentTool"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return tool

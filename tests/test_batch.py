@@ -24,6 +24,7 @@ from tests.conftest import (
     wait_until,
     write_scenario,
 )
+from wrapper.config import MAX_TASK_BYTES
 
 OK_STEPS: list[dict[str, Any]] = [{"assistant": {"text": "Done.", "stopReason": "stop"}}]
 
@@ -240,6 +241,25 @@ def test_a_bad_line_is_named_and_nothing_starts(tmp_path: Path) -> None:
     proc = run_batch(tmp_path, spec, "--shard", "4/3", "--runs-dir", "runs")
     assert proc.returncode == 2
     assert "batch: --shard 4/3: I must be between 1 and N" in proc.stderr.decode()
+    assert not marker.exists()
+
+
+def test_a_task_file_past_the_limit_names_its_line_and_the_limit(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
+    big = tmp_path / "task.md"
+    with big.open("wb") as file:  # sparse: no disk space, still that long
+        file.truncate(MAX_TASK_BYTES + 1)
+    too_long = {key: value for key, value in line(starts).items() if key != "task"}
+    spec = write_spec(tmp_path, [line(starts), {**too_long, "taskFile": str(big)}])
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs")
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2, stderr
+    assert (
+        f"{spec}: line 2: --task-file {big}: longer than 64 MiB (67108864 bytes), "
+        "the most a task may be"
+    ) in stderr
+    assert not (tmp_path / "runs").exists()
     assert not marker.exists()
 
 

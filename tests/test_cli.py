@@ -21,6 +21,8 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
+from wrapper.config import MAX_TASK_BYTES
+from wrapper.prepare import RunUsageError, read_task_file
 
 FINAL: list[dict[str, Any]] = [
     {"assistant": {"text": "All done.", "stopReason": "stop"}},
@@ -303,3 +305,55 @@ def test_recognised_output_never_mentions_recognition(tmp_path: Path) -> None:
     assert proc.returncode == 1
     message = read_result(tmp_path / "run" / "result.json")["error"]["message"]
     assert "without a final message (no terminal stop reason)" in message
+
+
+#: What a task past the limit is told, whichever way it came.
+TASK_LIMIT_SAID = "longer than 64 MiB (67108864 bytes), the most a task may be"
+
+
+def _with_little_memory() -> None:
+    """An unbounded read of the task runs out of this at once (MemoryError)
+    instead of filling the machine."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "file", "stdin"])
+def test_a_task_file_past_the_limit_is_a_usage_error_naming_it(tmp_path: Path, source: str) -> None:
+    stdin: bytes | None = None
+    if source == "file":
+        path = tmp_path / "task.md"
+        with path.open("wb") as file:  # sparse: no disk space, still that long
+            file.truncate(MAX_TASK_BYTES + 1)
+        task_file = str(path)
+    elif source == "stdin":
+        task_file = "-"
+        stdin = b"x" * (MAX_TASK_BYTES + 4096)
+    else:
+        task_file = source
+    proc = subprocess.run(
+        [sys.executable, "-m", "wrapper", "run", "--task-file", task_file, "--", "pi"],
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        cwd=tmp_path,
+        preexec_fn=_with_little_memory,
+        check=False,
+    )
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"agent-wrapper: error: --task-file {task_file}: {TASK_LIMIT_SAID}"
+    )
+    assert "Traceback" not in stderr
+    assert not (tmp_path / ".agent-wrapper").exists(), "a usage error starts no run"
+
+
+def test_a_task_at_the_limit_is_read_and_one_byte_more_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "task.md"
+    path.write_bytes(b"a\r\nb" + b"c" * 5)
+    assert read_task_file(str(path), limit=9) == "a\nb" + "c" * 5
+    with pytest.raises(RunUsageError, match="longer than 8 bytes"):
+        read_task_file(str(path), limit=8)

@@ -20,17 +20,27 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import logging
 import os
+import signal
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from wrapper.prepare import RunUsageError, prepare_run
 
+if TYPE_CHECKING:
+    from wrapper.execution import Run
+
 __all__ = ["RunResult", "RunUsageError", "run", "run_async"]
+
+#: Where the API says what it cannot put in a result (a library logs; it
+#: never prints). Silent unless the host configures logging.
+_LOG = logging.getLogger("wrapper")
+_LOG.addHandler(logging.NullHandler())
 
 #: Options that belong to the command line, not to a run made here.
 _NOT_OPTIONS = frozenset({"help", "subcommand"})
@@ -88,12 +98,20 @@ def run(
 ) -> RunResult:
     """Run ``command`` (the agent with its own flags, JSON mode included)
     under supervision and wait for it; see ``run_async``. Must not be
-    called from inside a trio loop (use ``run_async`` there)."""
+    called from inside a trio loop (use ``run_async`` there).
+
+    Ctrl-C (SIGINT, where the caller left Python's default handler) ends
+    the run as a stop signal would: ``aborted``, the agent's tree ended,
+    result.json and status.json final; then ``KeyboardInterrupt`` is raised.
+    """
     result: RunResult = trio.run(
         _run_async_kw,
         command,
         {"task": task, "dialect": dialect, "run_dir": run_dir, "cwd": cwd, "env": env},
         options,
+        # Delivered anywhere, the interrupt would tear the run apart mid-step
+        # (no result.json); at the loop's main task it stops the run instead.
+        restrict_keyboard_interrupt_to_checkpoints=True,
     )
     return result
 
@@ -104,6 +122,7 @@ async def _run_async_kw(
     return await run_async(command, **named, **options)
 
 
+@trio.lowlevel.enable_ki_protection
 async def run_async(
     command: Sequence[str],
     *,
@@ -154,14 +173,62 @@ async def run_async(
     prepared = prepare_run(namespace, argv, cwd=base, environ=environ, say_notes=False)
     # The caller has the result: nothing on its stderr either.
     the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ, say_at_end=False)
-    await the_run.execute()
+    interrupted = await _execute(the_run)
     if the_run.telemetry is not None:
         from wrapper import telemetry  # noqa: PLC0415
 
         # Bounded: a collector that is down costs the caller that long at most.
-        await trio.to_thread.run_sync(telemetry.flush, environ)
+        lost = await trio.to_thread.run_sync(telemetry.flush, environ)
+        if lost is not None:
+            # The caller's stderr is not ours: its logging decides.
+            _LOG.warning("%s", lost)
+    if interrupted:
+        raise KeyboardInterrupt
     assert the_run.result is not None
     return RunResult.from_json(the_run.result)
+
+
+async def _execute(the_run: Run) -> bool:
+    """Execute ``the_run`` in a task of its own, while this one waits for it
+    where trio delivers a KeyboardInterrupt (to the loop's main task, as it
+    waits); returns whether one came. Each is passed to the run as a SIGINT:
+    the first stops it, a second hurries its cleanup, as on the command line.
+    One that trio raised inside the run's own tasks has ended the run already
+    (see ``Run.execute``) and counts the same."""
+    from wrapper.execution import only_keyboard_interrupts  # noqa: PLC0415
+
+    done = trio.Event()
+    interrupted = False
+    failed: list[Exception] = []
+
+    @trio.lowlevel.enable_ki_protection
+    async def execute() -> None:
+        nonlocal interrupted
+        try:
+            await the_run.execute()
+        except BaseException as exc:
+            # Raised as themselves below, not in the nursery's group.
+            if only_keyboard_interrupts(exc):
+                # Raised in the run's code: it ended as SIGINT ends it.
+                interrupted = True
+            elif isinstance(exc, Exception):
+                failed.append(exc)
+            else:
+                raise
+        finally:
+            done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(execute)
+        while not done.is_set():
+            try:
+                await done.wait()
+            except KeyboardInterrupt:
+                interrupted = True
+                the_run.interrupt(signal.SIGINT)
+    if failed:
+        raise failed[0]
+    return interrupted
 
 
 def run_options(values: Mapping[str, Any], cwd: Path) -> argparse.Namespace:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -762,7 +763,10 @@ def _flush_spans() -> None:
     flush bound: the process ends with os._exit, which waits for nothing."""
     telemetry = sys.modules.get("wrapper.telemetry")
     if telemetry is not None:
-        telemetry.flush()
+        lost = telemetry.flush()
+        if lost is not None:
+            with contextlib.suppress(OSError, ValueError):
+                print(f"agent-wrapper: warning: {lost}", file=sys.stderr, flush=True)
 
 
 def entry() -> None:

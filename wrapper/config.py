@@ -47,6 +47,11 @@ DEFAULT_JOBS = max(1, len(os.sched_getaffinity(0)))
 DEFAULT_BATCHES_ROOT = Path(".agent-wrapper") / "batches"
 #: Longest stderr line turned into one event (the log keeps every byte).
 STDERR_LINE_BYTES = 64 * 1024
+#: Longest task read from --task-file (a batch's taskFile, the API's
+#: task_file): real tasks with whole files pasted in run to a few MB, and far
+#: beyond any agent's context; the bound keeps /dev/zero or a runaway pipe
+#: from filling the wrapper's memory before anything starts.
+MAX_TASK_BYTES = 64 * 1024 * 1024
 
 SCHEMA_VERSION = 1
 

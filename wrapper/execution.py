@@ -354,9 +354,13 @@ class Run:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop_when_cancelled)
-            with trio.CancelScope(shield=True):
-                exit_status = await self._execute_with_output()
-            finished.set()
+            try:
+                with trio.CancelScope(shield=True):
+                    exit_status = await self._execute_with_output()
+            finally:
+                # An exception out of the run (a KeyboardInterrupt) is no
+                # cancellation: the run, ended, must not be signalled again.
+                finished.set()
         return exit_status
 
     async def _execute_with_output(self) -> int:
@@ -371,6 +375,7 @@ class Run:
         return exit_status
 
     async def _execute(self) -> int:
+        keyboard_interrupt = False
         try:
             async with trio.open_nursery() as background:
                 if self.observers.wanted:
@@ -393,7 +398,23 @@ class Run:
                 internal_error=f"the wrapper failed (please report it): {_innermost(exc)}",
                 **self._facts_so_far(),
             )
-        return await self._finish(decide(facts))
+        except BaseException as exc:
+            if not only_keyboard_interrupts(exc):
+                raise
+            # Under a trio loop of the caller's, a Ctrl-C may be raised right
+            # in the run's code (trio raises it wherever code is unprotected),
+            # tearing the attempt down (the agent killed on the way out): the
+            # run ends as SIGINT would end it, its result written, and the
+            # interrupt goes on.
+            keyboard_interrupt = True
+            record = self.supervisor.record if self.supervisor is not None else None
+            if record is not None and record not in self.attempts:
+                self.attempts.append(record)
+            facts = RunFacts(**{**self._facts_so_far(), "interrupted_by": signal.SIGINT})
+        exit_status = await self._finish(decide(facts))
+        if keyboard_interrupt:
+            raise KeyboardInterrupt
+        return exit_status
 
     async def _supervise(self) -> RunFacts:
         config = self.config
@@ -678,6 +699,8 @@ class Run:
                     "message": f"stdout stopped accepting output: {pump.broken}",
                 }
             )
+        if self.telemetry is not None:
+            self.telemetry.warn_undelivered()
         self.stream.report_dropped_warnings()
         self.stream.flush()
         run_dir, dir_ok = self.config.run_dir, self.dir_ok
@@ -783,6 +806,17 @@ def _refused_resume(record: AttemptRecord) -> str | None:
         "without writing anything",
         record.stderr_excerpt(),
     )
+
+
+def only_keyboard_interrupts(exc: BaseException) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt, or a group of nothing else
+    (as it comes out of the nurseries it went through)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = exc.split(KeyboardInterrupt)
+        return matched is not None and rest is None
+    return False
 
 
 def _innermost(exc: BaseException) -> str:

@@ -25,6 +25,7 @@ from wrapper.config import (
     CONTEXT_POLICIES,
     DEFAULT_MAX_STEERS,
     DEFAULT_RUNS_ROOT,
+    MAX_TASK_BYTES,
     OutputMode,
     RunConfig,
     child_depth,
@@ -81,16 +82,36 @@ def _on_stop(*choices: str | None) -> str:
     return next((choice for choice in choices if choice), "allow")
 
 
-def read_task_file(path: str) -> str:
-    """The task in ``path`` (``-``: standard input), or a usage error."""
+def read_task_file(path: str, limit: int = MAX_TASK_BYTES) -> str:
+    """The task in ``path`` (``-``: standard input), as UTF-8 text with its
+    line ends read as a text file's are; a usage error when it cannot be read or holds
+    more than ``limit`` bytes (nothing past the limit is read)."""
     try:
         if path == "-":
-            # What a shell pipe or here-document adds, not part of the task.
-            return sys.stdin.read().removesuffix("\n")
-        return Path(path).read_text(encoding="utf-8")
+            if sys.stdin is None:
+                raise RunUsageError(f"--task-file {path}: this process has no standard input")
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(path, "rb") as file:
+                data = file.read(limit + 1)
+        if len(data) > limit:
+            raise RunUsageError(
+                f"--task-file {path}: longer than {_size(limit)}, the most a task may be"
+            )
+        task = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise RunUsageError(f"--task-file {path}: cannot read it: {reason}") from None
+    # What a shell pipe or here-document adds, not part of the task.
+    return task.removesuffix("\n") if path == "-" else task
+
+
+def _size(count: int) -> str:
+    """``count`` bytes for a person: ``64 MiB (67108864 bytes)``."""
+    mib = 1024 * 1024
+    if count >= mib and count % mib == 0:
+        return f"{count // mib} MiB ({count} bytes)"
+    return f"{count} bytes"
 
 
 def load_settings(

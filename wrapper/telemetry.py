@@ -18,11 +18,18 @@ agent's messages, not tool arguments or results, not hook reasons.
 This module imports nothing of OpenTelemetry until a run wants the export,
 so a run without it costs one look at the environment. Nothing here raises
 into a run: a failure of the telemetry is one warning and no more spans.
+
+Nothing here writes on stderr either: the wrapper may be a guest in its
+caller's process (the Python API), whose stderr is not its to use. What a
+run should know goes into its warnings; what only the process can know
+(spans lost at the last flush) is returned to the process's owner, and the
+SDK's own messages go to ``logging`` alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import sys
@@ -187,6 +194,11 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
 
     from wrapper import __version__
 
+    # With no logging configured, Python's last-resort handler would print
+    # the SDK's complaints (a collector down, a request timed out) on the
+    # host's stderr; a host that configures logging still gets them, and
+    # the wrapper reports lost spans itself.
+    _SDK_LOGGER.addHandler(_SILENT)
     resource = Resource.create({"service.name": "agent-wrapper", "service.version": __version__})
     # Our own flush, bounded, replaces the SDK's unbounded one at exit.
     provider = TracerProvider(
@@ -235,8 +247,16 @@ def _environment_exporter(environ: Mapping[str, str]) -> SpanExporter | None:
     return OTLPSpanExporter(endpoint=traces_endpoint or None, timeout=flush_timeout(environ))
 
 
-#: How many spans the exporter failed to deliver (a collector down, refusing).
+#: The SDK's loggers (exporters, processors) all sit below this one.
+_SDK_LOGGER = logging.getLogger("opentelemetry")
+#: One handler, so that a second provider (``use_exporter``) adds no other.
+_SILENT = logging.NullHandler()
+
+#: How many spans the exporter failed to deliver (a collector down, refusing),
+#: since the process started.
 _undelivered = 0
+#: How many of those ``flush`` has already reported.
+_undelivered_reported = 0
 
 
 def _counting(exporter: SpanExporter) -> SpanExporter:
@@ -263,28 +283,27 @@ def _counting(exporter: SpanExporter) -> SpanExporter:
     return Counting()
 
 
-def flush(environ: Mapping[str, str] | None = None) -> None:
+def flush(environ: Mapping[str, str] | None = None) -> str | None:
     """Hand the spans of the runs so far to the collector, waiting at most the
-    flush bound (``AGENT_WRAPPER_OTEL_FLUSH_TIMEOUT``, default 2 s). A no-op
-    when no run exported anything."""
-    global _undelivered
+    flush bound (``AGENT_WRAPPER_OTEL_FLUSH_TIMEOUT``, default 2 s). Returns
+    what a person should be told when spans were lost (once for each loss),
+    else None; the caller decides where that goes. A no-op when no run
+    exported anything."""
+    global _undelivered_reported
     if _provider is None:
-        return
+        return None
     timeout = flush_timeout(os.environ if environ is None else environ)
     try:
         done = _provider.force_flush(timeout_millis=int(timeout * 1000))
     except Exception:
         done = False
-    if not done or _undelivered:
-        # Said once for what was lost so far.
-        _undelivered = 0
-        with contextlib.suppress(OSError, ValueError):
-            print(
-                "agent-wrapper: warning: OpenTelemetry: the collector did not take the "
-                f"runs' spans within {timeout:g} s ({FLUSH_TIMEOUT_VARIABLE}); they are dropped",
-                file=sys.stderr,
-                flush=True,
-            )
+    if done and _undelivered == _undelivered_reported:
+        return None
+    _undelivered_reported = _undelivered
+    return (
+        "OpenTelemetry: the collector did not take the runs' spans within "
+        f"{timeout:g} s ({FLUSH_TIMEOUT_VARIABLE}); they are dropped"
+    )
 
 
 # -- one run -------------------------------------------------------------------------
@@ -362,6 +381,7 @@ class RunTelemetry:
         self._tracer = tracer
         self._warn = warn
         self._failed = False
+        self._undelivered_before = _undelivered
         self._propagator = TraceContextTextMapPropagator()
         carrier = {}
         if environ.get("TRACEPARENT"):
@@ -405,6 +425,17 @@ class RunTelemetry:
         self._finish_reasons: list[str] = []
         self._tools: dict[str, list[Span]] = {}
         self._hooks: dict[tuple[str, str], list[Span]] = {}
+
+    def warn_undelivered(self) -> None:
+        """Warn the run, before its result is written, when the collector
+        already failed to take spans exported while it went on (another
+        run's included: what matters is that the collector is not taking them)."""
+        lost = _undelivered - self._undelivered_before
+        if lost:
+            self._warn(
+                f"OpenTelemetry: the collector did not take {lost} span(s) while the "
+                "run went on; they are dropped"
+            )
 
     def _fail(self, exc: Exception) -> None:
         if not self._failed:
