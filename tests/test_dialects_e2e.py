@@ -125,6 +125,50 @@ def test_final_answer_after_a_tool(dialect: str, tmp_path: Path) -> None:
 
 
 @dialects
+def test_a_failed_shell_command_reaches_the_failure_hook(dialect: str, tmp_path: Path) -> None:
+    log = tmp_path / "observed.jsonl"
+    observer = tmp_path / "observe.py"
+    observer.write_text(
+        "import json, sys\n"
+        f"open({str(log)!r}, 'a').write(json.dumps(json.load(sys.stdin)) + '\\n')\n"
+    )
+    hook = {"hooks": [{"command": f"{sys.executable} {observer}"}]}
+    settings = tmp_path / "settings.json"
+    settings.write_text(
+        json.dumps(
+            {
+                "hooks": {"PostToolUse": [hook], "PostToolUseFailure": [hook]},
+                "observers": {"drainTimeout": 60},
+            }
+        )
+    )
+    steps: list[dict[str, Any]] = [
+        {
+            "assistant": {
+                "text": "Building.",
+                "toolCalls": [{"name": "bash", "arguments": {"command": "make"}}],
+            }
+        },
+        {
+            "tool": {
+                "name": "bash",
+                "result": "make: *** [all] Error 3",
+                "isError": True,
+                "details": {"exit": 3},
+            }
+        },
+        final("The build fails."),
+        *END,
+    ]
+    code, result, events = run_in(dialect, tmp_path, steps, options=("--settings", str(settings)))
+    assert code == 0, result["error"]
+    assert [e["isError"] for e in events if e["type"] == "tool_end"] == [True]
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [d["hook_event_name"] for d in seen] == ["PostToolUseFailure"]
+    assert "Error 3" in seen[0]["error"]
+
+
+@dialects
 def test_lingering_after_the_end_is_cleaned_up(dialect: str, tmp_path: Path) -> None:
     steps = [final("Done."), *END, {"linger": {"seconds": 60}}]
     options = ("--grace", "1", "--settle-grace", "1")
