@@ -168,6 +168,61 @@ def test_a_failed_shell_command_reaches_the_failure_hook(dialect: str, tmp_path:
     assert "Error 3" in seen[0]["error"]
 
 
+def run_unknown_agent(
+    tmp_path: Path, steps: list[dict[str, Any]], *options: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run without a task of an agent the wrapper does not know by name
+    (the fake, in Claude Code's format, as ``mystery-agent``): its dialect
+    is recognised from its stream."""
+    agent = tmp_path / "bin" / "mystery-agent"
+    agent.parent.mkdir()
+    agent.symlink_to(ROOT / "fixtures" / "fake_agent" / "fake-agent")
+    scenario = write_scenario(tmp_path, steps)
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir", str(run_dir)]
+    argv += [*options, "--", str(agent), "--dialect", "claude", "-p", "--output-format"]
+    argv += ["stream-json", "--verbose", "--scenario", str(scenario), "Fix the parser"]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return read_result(run_dir / "result.json"), read_events(run_dir / "events.jsonl")
+
+
+#: An agent that exits by itself 0.6 s after its end-of-run line (Qwen Code
+#: in Claude Code's format exits 0.5-0.8 s after its result).
+SLOW_EXIT: list[dict[str, Any]] = [final("Fixed it."), *END, {"sleep": 0.6}]
+
+
+def test_an_agent_recognised_from_its_stream_gets_that_dialects_graces(tmp_path: Path) -> None:
+    result, events = run_unknown_agent(tmp_path, SLOW_EXIT)
+    assert (result["outcome"], result["dialect"], result["agent"]) == (
+        "ok",
+        "claude",
+        "mystery-agent",
+    )
+    assert result["signalsSent"] == [], "an agent exiting by itself is not signalled"
+    assert result["forcedCleanup"] is False
+    assert result["exitCode"] == 0
+    graces = [e["seconds"] for e in events if e["type"] == "grace_started"]
+    assert graces == [2.0], "Claude Code's grace, not the unknown agent's"
+
+
+def test_graces_given_on_the_command_line_win_over_the_recognised_dialects(
+    tmp_path: Path,
+) -> None:
+    result, _ = run_unknown_agent(tmp_path, SLOW_EXIT, "--grace", "0.2", "--settle-grace", "0.2")
+    assert result["dialect"] == "claude"
+    assert [s["signal"] for s in result["signalsSent"]] == ["SIGTERM"]
+    assert result["forcedCleanup"] is True
+
+
 @dialects
 def test_lingering_after_the_end_is_cleaned_up(dialect: str, tmp_path: Path) -> None:
     steps = [final("Done."), *END, {"linger": {"seconds": 60}}]
