@@ -223,6 +223,34 @@ def test_graces_given_on_the_command_line_win_over_the_recognised_dialects(
     assert result["forcedCleanup"] is True
 
 
+#: What Claude Code 2.1.197 and Codex 0.169 say when an answer hits the
+#: output-token limit (each then exits 1).
+OUTPUT_LIMIT = {
+    "claude": "Claude's response exceeded the 128000 output token maximum. To configure "
+    "this behavior, set the CLAUDE_CODE_MAX_OUTPUT_TOKENS environment variable.",
+    "codex": "Incomplete response returned, reason: max_output_tokens",
+}
+
+
+@pytest.mark.parametrize("dialect", sorted(OUTPUT_LIMIT))
+def test_an_answer_cut_at_the_output_limit_says_the_agents_own_reason(
+    dialect: str, tmp_path: Path
+) -> None:
+    steps: list[dict[str, Any]] = [
+        {"stderr": "WARNING: proceeding, even though we could not update PATH"},
+        final("The parser drops the", "length", errorMessage=OUTPUT_LIMIT[dialect]),
+        *END,
+    ]
+    code, result, _ = run_in(dialect, tmp_path, steps)
+    assert code == 1
+    assert (result["outcome"], result["stopReason"], result["exitCode"]) == ("error", "length", 1)
+    assert result["error"]["kind"] == "nonzero_exit"
+    message = result["error"]["message"]
+    assert message.startswith("the agent exited with status 1 after its final message: ")
+    assert OUTPUT_LIMIT[dialect] in message
+    assert "PATH" not in message, "an unrelated stderr line is not the reason"
+
+
 @dialects
 def test_lingering_after_the_end_is_cleaned_up(dialect: str, tmp_path: Path) -> None:
     steps = [final("Done."), *END, {"linger": {"seconds": 60}}]
