@@ -129,9 +129,10 @@ def test_settled_agent_that_lingers_is_ended_after_the_short_settle_grace(tmp_pa
 
 
 def test_compaction_after_the_final_message_pauses_the_grace(tmp_path: Path) -> None:
-    # pi compacts its context after a turn that crossed the threshold, and
-    # only then ends its run: it is busy, not lingering.
-    steps = [final("Answer."), {"compaction": {"duration": 1.5}}, *END]
+    # pi 0.73 compacts its context after the agent_end of a run whose last
+    # turn crossed the threshold, and exits once that is done: it is busy,
+    # not lingering.
+    steps = [final("Answer."), {"agent_end": {}}, {"compaction": {"duration": 1.5}}]
     run = run_wrapper(tmp_path, steps, options=["--grace", "0.5"])
     assert run.returncode == 0
     assert run.result["outcome"] == "ok"
