@@ -94,6 +94,19 @@ def test_settled_agent_gets_the_short_settle_grace() -> None:
     assert math.isclose(tracker.next_deadline, 1.3)
 
 
+def test_graces_taken_later_apply_to_the_next_grace() -> None:
+    tracker = CompletionTracker(LIMITS, 0.0)
+    tracker.use_graces(2.0, 1.5)
+    assert tracker.observe(message("stop"), 1.0) == [
+        GraceStarted(seconds=2.0, stop_reason="stop", settled=False)
+    ]
+    assert math.isclose(tracker.next_deadline, 3.0)
+    # the settle grace may shorten it, and is the one taken
+    tracker.use_graces(2.0, 0.5)
+    tracker.observe(AgentEnded(will_retry=False, settled=True), 1.2)
+    assert math.isclose(tracker.next_deadline, 1.7)
+
+
 def test_agent_end_without_a_final_message_arms_nothing() -> None:
     tracker = CompletionTracker(LIMITS, 0.0)
     assert tracker.observe(AgentEnded(will_retry=False, settled=True), 1.0) == []

@@ -10,6 +10,7 @@ import pytest
 
 from tests.dialect_support import (
     capture,
+    final,
     line,
     messages,
     replay,
@@ -339,6 +340,31 @@ def test_a_401_keeps_the_api_status_and_reports_no_answer() -> None:
         "message": "the agent's last turn failed: "
         "Failed to authenticate. API Error: 401 invalid x-api-key",
         "apiStatus": 401,
+    }
+
+
+def test_an_answer_cut_at_the_output_limit_fails_with_claudes_own_reason() -> None:
+    # Claude Code 2.1.197 against the mock server (the conformance tier's
+    # capture): a synthetic line with error max_output_tokens, an error
+    # result saying so, then exit 1.
+    path = Path(__file__).parent / "data" / "real" / "claude-2.1.197" / "length.jsonl"
+    events = replay(ClaudeDialect(), path.read_bytes().splitlines(), 1)
+    message = final(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("length", "max_output_tokens")
+    assert message.text == "This answer is cut short because it ran out of output tok"
+    reason = (
+        "API Error: Claude's response exceeded the 32000 output token maximum. To configure "
+        "this behavior, set the CLAUDE_CODE_MAX_OUTPUT_TOKENS environment variable."
+    )
+    assert message.error_message == reason
+    verdict = decide(
+        RunFacts(final=message, exit=ProcessExit(1, None), stderr_tail="Warning: a notice")
+    )
+    assert verdict.error is not None
+    assert verdict.error.to_json() == {
+        "kind": "nonzero_exit",
+        "message": f"the agent exited with status 1 after its final message: {reason}",
+        "apiStatus": None,
     }
 
 

@@ -123,6 +123,9 @@ def test_tool_calls_start_and_end() -> None:
         ({"success": {"exitCode": 2, "stdout": "", "stderr": "bad"}}, True, None),
         ({"error": {"message": "sandbox denied"}}, True, None),
         ({"rejected": {"reason": "not allowed"}}, True, None),
+        # how cursor-agent reports a command that exited non-zero
+        ({"failure": {"command": "x", "exitCode": 2, "stdout": "", "stderr": "bad"}}, True, "bad"),
+        ({"failure": {"exitCode": 1, "stdout": "half", "stderr": ""}}, True, "half"),
     ],
 )
 def test_shell_results(result: dict[str, Any], is_error: bool, text: str | None) -> None:

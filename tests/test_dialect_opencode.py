@@ -143,6 +143,26 @@ def test_tool_use_is_started_and_ended_at_once() -> None:
     assert events[4].result == "exit 1"
 
 
+@pytest.mark.parametrize(("exit_status", "failed"), [(3, True), (0, False), (None, False)])
+def test_a_shell_command_fails_by_its_exit_status(exit_status: int | None, failed: bool) -> None:
+    # opencode reports a command that ran as a completed tool whatever its
+    # exit status, which only the metadata gives (1.18.33 captures).
+    metadata: dict[str, Any] = {"output": "make: *** Error 3", "truncated": False}
+    if exit_status is not None:
+        metadata["exit"] = exit_status
+    state = {
+        "status": "completed",
+        "input": {"command": "make"},
+        "output": "make: *** Error 3",
+        "metadata": metadata,
+    }
+    part = {"type": "tool", "tool": "bash", "callID": "c1", "state": state}
+    [_, _, ended] = parse_all(event("tool_use", part=part))
+    assert ended == ToolEnded(tool="bash", tool_call_id="c1", is_error=failed)
+    assert isinstance(ended, ToolEnded)
+    assert ended.result == "make: *** Error 3"
+
+
 # -- errors and the end of the run ---------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from wrapper.dialects.pi import PiDialect
 from wrapper.events import (
     AgentEnded,
     AssistantMessage,
+    Compaction,
     OversizedLine,
     Retry,
     SessionStarted,
@@ -177,6 +178,24 @@ def test_lifecycle_events() -> None:
         AgentEnded(will_retry=False, settled=True)
     ]
     assert dialect.parse(line({"type": "brand_new_event"})) == []
+
+
+@pytest.mark.parametrize("prefix", ["", "auto_"], ids=["pi-0.73", "before-0.73"])
+def test_compaction_is_read_under_both_of_its_names(prefix: str) -> None:
+    # pi 0.73.1 (docs/json.md): compaction_start {reason}, compaction_end
+    # {reason, result, aborted, willRetry}; before 0.73 the same events were
+    # auto_compaction_start/_end, the end without a reason.
+    dialect = PiDialect()
+    start = {"type": f"{prefix}compaction_start", "reason": "threshold"}
+    end = {
+        "type": f"{prefix}compaction_end",
+        "reason": "threshold",
+        "result": {"summary": "s", "firstKeptEntryId": "e1", "tokensBefore": 150000},
+        "aborted": False,
+        "willRetry": False,
+    }
+    assert dialect.parse(line(start)) == [Compaction(phase="start", reason="threshold")]
+    assert dialect.parse(line(end)) == [Compaction(phase="end", reason="threshold")]
 
 
 def test_fields_of_the_wrong_type_do_not_raise() -> None:

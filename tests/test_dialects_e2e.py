@@ -125,6 +125,133 @@ def test_final_answer_after_a_tool(dialect: str, tmp_path: Path) -> None:
 
 
 @dialects
+def test_a_failed_shell_command_reaches_the_failure_hook(dialect: str, tmp_path: Path) -> None:
+    log = tmp_path / "observed.jsonl"
+    observer = tmp_path / "observe.py"
+    observer.write_text(
+        "import json, sys\n"
+        f"open({str(log)!r}, 'a').write(json.dumps(json.load(sys.stdin)) + '\\n')\n"
+    )
+    hook = {"hooks": [{"command": f"{sys.executable} {observer}"}]}
+    settings = tmp_path / "settings.json"
+    settings.write_text(
+        json.dumps(
+            {
+                "hooks": {"PostToolUse": [hook], "PostToolUseFailure": [hook]},
+                "observers": {"drainTimeout": 60},
+            }
+        )
+    )
+    steps: list[dict[str, Any]] = [
+        {
+            "assistant": {
+                "text": "Building.",
+                "toolCalls": [{"name": "bash", "arguments": {"command": "make"}}],
+            }
+        },
+        {
+            "tool": {
+                "name": "bash",
+                "result": "make: *** [all] Error 3",
+                "isError": True,
+                "details": {"exit": 3},
+            }
+        },
+        final("The build fails."),
+        *END,
+    ]
+    code, result, events = run_in(dialect, tmp_path, steps, options=("--settings", str(settings)))
+    assert code == 0, result["error"]
+    assert [e["isError"] for e in events if e["type"] == "tool_end"] == [True]
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [d["hook_event_name"] for d in seen] == ["PostToolUseFailure"]
+    assert "Error 3" in seen[0]["error"]
+
+
+def run_unknown_agent(
+    tmp_path: Path, steps: list[dict[str, Any]], *options: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run without a task of an agent the wrapper does not know by name
+    (the fake, in Claude Code's format, as ``mystery-agent``): its dialect
+    is recognised from its stream."""
+    agent = tmp_path / "bin" / "mystery-agent"
+    agent.parent.mkdir()
+    agent.symlink_to(ROOT / "fixtures" / "fake_agent" / "fake-agent")
+    scenario = write_scenario(tmp_path, steps)
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir", str(run_dir)]
+    argv += [*options, "--", str(agent), "--dialect", "claude", "-p", "--output-format"]
+    argv += ["stream-json", "--verbose", "--scenario", str(scenario), "Fix the parser"]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return read_result(run_dir / "result.json"), read_events(run_dir / "events.jsonl")
+
+
+#: An agent that exits by itself 0.6 s after its end-of-run line (Qwen Code
+#: in Claude Code's format exits 0.5-0.8 s after its result).
+SLOW_EXIT: list[dict[str, Any]] = [final("Fixed it."), *END, {"sleep": 0.6}]
+
+
+def test_an_agent_recognised_from_its_stream_gets_that_dialects_graces(tmp_path: Path) -> None:
+    result, events = run_unknown_agent(tmp_path, SLOW_EXIT)
+    assert (result["outcome"], result["dialect"], result["agent"]) == (
+        "ok",
+        "claude",
+        "mystery-agent",
+    )
+    assert result["signalsSent"] == [], "an agent exiting by itself is not signalled"
+    assert result["forcedCleanup"] is False
+    assert result["exitCode"] == 0
+    graces = [e["seconds"] for e in events if e["type"] == "grace_started"]
+    assert graces == [2.0], "Claude Code's grace, not the unknown agent's"
+
+
+def test_graces_given_on_the_command_line_win_over_the_recognised_dialects(
+    tmp_path: Path,
+) -> None:
+    result, _ = run_unknown_agent(tmp_path, SLOW_EXIT, "--grace", "0.2", "--settle-grace", "0.2")
+    assert result["dialect"] == "claude"
+    assert [s["signal"] for s in result["signalsSent"]] == ["SIGTERM"]
+    assert result["forcedCleanup"] is True
+
+
+#: What Claude Code 2.1.197 and Codex 0.169 say when an answer hits the
+#: output-token limit (each then exits 1).
+OUTPUT_LIMIT = {
+    "claude": "Claude's response exceeded the 128000 output token maximum. To configure "
+    "this behavior, set the CLAUDE_CODE_MAX_OUTPUT_TOKENS environment variable.",
+    "codex": "Incomplete response returned, reason: max_output_tokens",
+}
+
+
+@pytest.mark.parametrize("dialect", sorted(OUTPUT_LIMIT))
+def test_an_answer_cut_at_the_output_limit_says_the_agents_own_reason(
+    dialect: str, tmp_path: Path
+) -> None:
+    steps: list[dict[str, Any]] = [
+        {"stderr": "WARNING: proceeding, even though we could not update PATH"},
+        final("The parser drops the", "length", errorMessage=OUTPUT_LIMIT[dialect]),
+        *END,
+    ]
+    code, result, _ = run_in(dialect, tmp_path, steps)
+    assert code == 1
+    assert (result["outcome"], result["stopReason"], result["exitCode"]) == ("error", "length", 1)
+    assert result["error"]["kind"] == "nonzero_exit"
+    message = result["error"]["message"]
+    assert message.startswith("the agent exited with status 1 after its final message: ")
+    assert OUTPUT_LIMIT[dialect] in message
+    assert "PATH" not in message, "an unrelated stderr line is not the reason"
+
+
+@dialects
 def test_lingering_after_the_end_is_cleaned_up(dialect: str, tmp_path: Path) -> None:
     steps = [final("Done."), *END, {"linger": {"seconds": 60}}]
     options = ("--grace", "1", "--settle-grace", "1")

@@ -128,6 +128,21 @@ def test_settled_agent_that_lingers_is_ended_after_the_short_settle_grace(tmp_pa
     assert run.elapsed < 15
 
 
+def test_compaction_after_the_final_message_pauses_the_grace(tmp_path: Path) -> None:
+    # pi 0.73 compacts its context after the agent_end of a run whose last
+    # turn crossed the threshold, and exits once that is done: it is busy,
+    # not lingering.
+    steps = [final("Answer."), {"agent_end": {}}, {"compaction": {"duration": 1.5}}]
+    run = run_wrapper(tmp_path, steps, options=["--grace", "0.5"])
+    assert run.returncode == 0
+    assert run.result["outcome"] == "ok"
+    assert run.result["signalsSent"] == []
+    assert run.result["forcedCleanup"] is False
+    compactions = [(e["phase"], e["reason"]) for e in run.of_type("compaction")]
+    assert compactions == [("start", "threshold"), ("end", "threshold")]
+    assert run.of_type("grace_cancelled")[0]["reason"] == "the agent is compacting its context"
+
+
 def test_child_ignoring_sigterm_is_sigkilled(tmp_path: Path) -> None:
     steps = [final("Answer."), {"linger": {"seconds": 30, "ignoreSigterm": True}}]
     run = run_wrapper(tmp_path, steps, options=["--grace", "0.2", "--kill-after", "0.5"])

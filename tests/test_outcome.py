@@ -140,6 +140,25 @@ def test_a_failing_exit_quotes_the_end_of_the_agents_stderr(facts: RunFacts) -> 
     assert verdict.error.message.endswith(f"(its stderr ends: {TAIL})")
 
 
+def test_a_failing_exit_after_a_cut_answer_gives_the_agents_reason_not_stderr() -> None:
+    # Claude Code and Codex end an answer cut at the output limit with exit 1,
+    # saying why in their stream; stderr holds whatever else they printed.
+    reason = "Incomplete response returned, reason: max_output_tokens"
+    facts = RunFacts(final=final("length", reason), exit=ProcessExit(1, None), stderr_tail=TAIL)
+    verdict = decide(facts)
+    assert verdict.error is not None
+    assert (verdict.outcome, verdict.error.kind) == (Outcome.ERROR, ErrorKind.NONZERO_EXIT)
+    assert verdict.error.message == (
+        f"the agent exited with status 1 after its final message: {reason}"
+    )
+
+
+def test_without_a_reason_of_the_agents_a_failing_exit_still_quotes_stderr() -> None:
+    verdict = decide(RunFacts(final=final("length"), exit=ProcessExit(1, None), stderr_tail=TAIL))
+    assert verdict.error is not None
+    assert verdict.error.message.endswith(f"(its stderr ends: {TAIL})")
+
+
 @pytest.mark.parametrize(
     "facts",
     [

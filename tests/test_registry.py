@@ -96,6 +96,21 @@ def test_every_entry_names_its_class_and_no_program_is_claimed_twice() -> None:
     assert len(claimed) == len(set(claimed))
 
 
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["/tmp/x/mystery-agent", "-o", "stream-json"], "mystery-agent"),
+        (["env", "A=1", "npx", "-y", "@qwen-code/qwen-code@0.1", "-o", "json"], "qwen-code"),
+        (["claude", "-p"], "claude"),
+        (["env", "FOO=1"], None),
+    ],
+)
+def test_the_program_name_is_the_agent_behind_any_launcher(
+    command: list[str], expected: str | None
+) -> None:
+    assert registry.program_name(command) == expected
+
+
 def test_program_reports_the_arguments_it_gets() -> None:
     assert program(["env", "X=1", "pi", "--mode", "json"]) == ("pi", ["--mode", "json"])
 

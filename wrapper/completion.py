@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 import math
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from wrapper.events import (
     AgentEnded,
@@ -295,6 +295,11 @@ class CompletionTracker:
         live session, the close grace once its input is closed)."""
         self._held = False
         return self._arm(now, settled=False, restart=True)
+
+    def use_graces(self, grace: float, settle_grace: float) -> None:
+        """Graces that apply from now on (the agent's dialect became known
+        from its stream); a grace already running keeps its deadline."""
+        self.limits = replace(self.limits, grace=grace, settle_grace=settle_grace)
 
     def process_exited(self) -> None:
         self.phase = Phase.EXITED

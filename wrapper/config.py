@@ -77,6 +77,11 @@ class RunConfig:
     cwd: Path
     grace: float = DEFAULT_GRACE
     settle_grace: float = DEFAULT_SETTLE_GRACE
+    #: Whether ``grace`` / ``settle_grace`` are only the default of the dialect
+    #: chosen before the run (the user gave none): a dialect recognised from
+    #: the agent's stream then brings its own.
+    grace_is_default: bool = False
+    settle_grace_is_default: bool = False
     kill_after: float = DEFAULT_KILL_AFTER
     timeout: float | None = None
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT

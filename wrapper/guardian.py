@@ -702,7 +702,10 @@ def wrapper_killed_result(
         path = run_dir / name
         return str(path) if path.exists() else None
 
+    from wrapper.registry import program_name  # noqa: PLC0415 - only for a dead wrapper
+
     dialect = conf.get("dialect")
+    command = conf.get("command") or []
     attempts = []
     if attempt == 1:  # a later attempt's start is known only to the wrapper
         attempts.append(
@@ -744,9 +747,10 @@ def wrapper_killed_result(
         "sessionId": None,
         "toolsUsed": [],
         "task": conf.get("task"),
-        "command": conf.get("command") or [],
+        "command": command,
         "cwd": conf.get("cwd") or os.getcwd(),
         "dialect": dialect if isinstance(dialect, str) and dialect != "auto" else None,
+        "agent": program_name([str(arg) for arg in command]) if isinstance(command, list) else None,
         "attempts": attempts,
         "stopAllowedBy": None,
         "hookStopMessage": None,

@@ -207,6 +207,9 @@ def _agent_verdict(facts: RunFacts) -> Verdict:
     failed_exit = exit_ is not None and (exit_.code or exit_.signal is not None)
     if verdict.error is None or not facts.stderr_tail or not failed_exit or facts.signalled:
         return verdict
+    own_reason = facts.final is not None and facts.final.error_message
+    if verdict.error.kind is ErrorKind.NONZERO_EXIT and own_reason:
+        return verdict  # the agent gave its own reason for the exit
     message = quoting_stderr(verdict.error.message, facts.stderr_tail)
     return replace(verdict, error=replace(verdict.error, message=message))
 
@@ -248,8 +251,10 @@ def _agent_verdict_alone(facts: RunFacts) -> Verdict:
                 f"the agent was killed by {exit_.signal.name} after its final message",
             )
         if exit_.code:
-            return _failed(
-                ErrorKind.NONZERO_EXIT,
-                f"the agent exited with status {exit_.code} after its final message",
-            )
+            message = f"the agent exited with status {exit_.code} after its final message"
+            if final.error_message:
+                # The agent's own reason (an answer cut at the output limit,
+                # which some CLIs report as a failure) says more than stderr.
+                message = f"{message}: {final.error_message}"
+            return _failed(ErrorKind.NONZERO_EXIT, message)
     return Verdict(Outcome.OK, True, EXIT_OK, None)

@@ -213,6 +213,8 @@ def prepare_run(
         cwd=cwd,
         grace=_first(options.grace, dialect.default_grace),
         settle_grace=_first(options.settle_grace, dialect.default_settle_grace),
+        grace_is_default=options.grace is None,
+        settle_grace_is_default=options.settle_grace is None,
         kill_after=options.kill_after,
         timeout=options.timeout,
         drain_timeout=options.drain_timeout,

@@ -91,6 +91,13 @@ def program(command: Sequence[str]) -> tuple[str, Sequence[str]] | None:
     return None
 
 
+def program_name(command: Sequence[str]) -> str | None:
+    """The name of the program a command line runs (see ``program``): what
+    result.json calls the agent, whichever format its stream was read in."""
+    found = program(command)
+    return found[0] if found is not None else None
+
+
 def _bare_name(arg: str) -> str:
     name = os.path.basename(arg)
     if arg.startswith("@") and "/" in arg:  # a scoped package: @scope/name[@version]

@@ -19,6 +19,7 @@ from wrapper.events import AssistantMessage
 from wrapper.hooks.steering import Steering
 from wrapper.outcome import ProcessExit, Verdict
 from wrapper.policy import StopPolicy
+from wrapper.registry import program_name
 from wrapper.summary import RunSummary
 from wrapper.timefmt import iso
 
@@ -129,6 +130,7 @@ def build_result(
         "command": list(config.command),
         "cwd": str(config.cwd),
         "dialect": dialect,
+        "agent": program_name(config.command),
         "attempts": [attempt.to_json() for attempt in attempts],
         **steering.to_json(),
         **policy.to_json(),

@@ -133,6 +133,9 @@ class AttemptSupervisor:
         #: What decides, at the end of a live session's turn, what comes next.
         self._at_turn_end: Callable[[AttemptRecord], Awaitable[str | None]] | None = None
         self._limits: Limits | None = None
+        #: The dialect is being recognised from the stream and its graces are
+        #: not yet in use.
+        self._graces_pending = isinstance(dialect, SniffingDialect)
         #: The attempt's own tasks (timers, the session), while it runs.
         self._background: trio.Nursery | None = None
         #: Decides a live session's permission requests: (allow, reason).
@@ -189,10 +192,11 @@ class AttemptSupervisor:
         self._exit_boundary, self._late, self._late_warned = None, False, False
         self.stream.attempt = number
         now = trio.current_time()
+        grace, settle_grace = self._graces()
         tracker = self.tracker = CompletionTracker(
             Limits(
-                grace=self.config.grace,
-                settle_grace=self.config.settle_grace,
+                grace=grace,
+                settle_grace=settle_grace,
                 kill_after=self.config.kill_after,
                 run_deadline=deadline,
                 attempt_timeout=self.config.attempt_timeout,
@@ -564,6 +568,8 @@ class AttemptSupervisor:
             self._late_event(event)
             return
         assert self.tracker is not None
+        if self._graces_pending:
+            self._take_recognised_graces()
         effects = self.tracker.observe(event, now)
         if effects:
             self._apply(effects)
@@ -755,6 +761,30 @@ class AttemptSupervisor:
         (what a hook or an observer left behind), like the agent's leftovers."""
         with trio.CancelScope(shield=True):
             await self._end_leftovers(None, "hook handlers or the agent left")
+
+    def _graces(self) -> tuple[float, float]:
+        """(grace, settle grace): the configured ones, except that a default
+        (the user gave none) gives way to that of the dialect recognised
+        from the stream, so that an agent known only by its output is not
+        signalled while it exits by itself as it normally does."""
+        config = self.config
+        chosen = self.dialect.chosen if isinstance(self.dialect, SniffingDialect) else None
+        if chosen is None:
+            return config.grace, config.settle_grace
+        return (
+            chosen.default_grace if config.grace_is_default else config.grace,
+            chosen.default_settle_grace if config.settle_grace_is_default else config.settle_grace,
+        )
+
+    def _take_recognised_graces(self) -> None:
+        """Once the stream's dialect is known, the tracker uses its graces
+        (before the first event it made of the stream is observed)."""
+        if not isinstance(self.dialect, SniffingDialect) or self.dialect.chosen is None:
+            return
+        self._graces_pending = False
+        if self.tracker is not None:
+            self.tracker.use_graces(*self._graces())
+            self._limits = self.tracker.limits
 
     def _dialect_name(self) -> str | None:
         if isinstance(self.dialect, SniffingDialect):

@@ -31,7 +31,8 @@ decided in this order:
    ``max_output_tokens`` (Claude Code 2.1.197 ends a turn that hit the
    output-token limit with an error result, "Claude's response exceeded the
    32000 output token maximum", and exit 1): ``length``, raw
-   ``max_output_tokens``;
+   ``max_output_tokens``, the result text as the error message (it is why
+   the process fails);
 3. ``is_error: true``, whatever the subtype (a missing model arrives as
    ``subtype: success, is_error: true``): ``error``, the raw reason being
    ``terminal_reason`` or the subtype (``is_error`` when neither says more);
@@ -326,8 +327,11 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
             error_message = _error_text(obj.get("errors")) or as_str(obj.get("error")) or text
         usage = anthropic_usage(obj.get("usage"), as_float(obj.get("total_cost_usd")))
         # A failed run's result text is the error, not an answer; so is the
-        # notice that the answer was cut at the output limit.
+        # notice that the answer was cut at the output limit, which is Claude
+        # Code's own reason for the failing exit that follows.
         cut = stop_reason == StopReason.LENGTH and obj.get("is_error") is True
+        if cut:
+            error_message = text or self._assistant_error
         final = AssistantMessage(
             stop_reason=stop_reason,
             raw_stop_reason=raw,

@@ -13,7 +13,8 @@ Claude Code's, so this dialect is Claude's with these differences:
   ``TextDelta`` events, never assistant messages;
 * tools are separate ``tool_call`` lines (``started``/``completed``) whose
   payload sits under a ``<name>ToolCall`` key, with a result of ``success``,
-  ``error`` or ``rejected``;
+  ``error`` or ``rejected``, or for a shell command that exited non-zero
+  ``failure`` (``exitCode``, ``stdout``, ``stderr``);
 * the ``result`` line (``subtype`` ``success`` or ``error``, ``is_error``) is
   the end of the run, decided by Claude's rules; it has no stop reason, so
   the raw reason is the subtype, and newer builds add camelCase ``usage``;
@@ -107,9 +108,15 @@ class CursorDialect(ClaudeDialect):
         result = payload.get("result")
         result = result if isinstance(result, dict) else {}
         success = result.get("success")
+        failure = result.get("failure")
         if isinstance(success, dict):
             output: Any = success.get("stdout", success)
             is_error = as_int(success.get("exitCode")) not in (None, 0)
+        elif isinstance(failure, dict):
+            # a shell command that exited non-zero: what it said on stderr
+            # explains it best, else whatever it printed
+            output = failure.get("stderr") or failure.get("stdout") or failure
+            is_error = True
         elif "error" in result or "rejected" in result:
             output, is_error = result.get("error") or result.get("rejected"), True
         else:

@@ -8,7 +8,10 @@ first one seen becomes a ``SessionStarted``). A step is one model call:
 ``step_start`` (a ``TurnStarted``), ``text`` parts (complete texts, shown as
 ``TextDelta``), ``reasoning`` parts, ``tool_use`` (emitted once the tool has
 finished, so it becomes both ``ToolStarted`` and ``ToolEnded``) and
-``step_finish`` (``reason``, ``tokens``, ``cost``). A failure is an ``error``
+``step_finish`` (``reason``, ``tokens``, ``cost``). A tool failed when its
+state is ``error``, and a shell command also when it ran to ``completed``
+with a non-zero ``metadata.exit`` (its exit status: opencode reports a
+command that failed as a tool that worked). A failure is an ``error``
 line (``error.name``, ``error.data.message``). Newer builds end with ``done``
 (``reason: idle``); 1.14 has no final event at all and simply exits.
 
@@ -42,6 +45,7 @@ from wrapper.dialects.base import (
     Handler,
     as_count,
     as_float,
+    as_int,
     as_str,
     tool_result_text,
     tool_started,
@@ -139,8 +143,9 @@ class OpencodeDialect(CommandLineDialect):
         state = part.get("state")
         state = state if isinstance(state, dict) else {}
         args = state.get("input")
-        failed = state.get("status") == "error"
-        output = state.get("error") if failed else state.get("output")
+        errored = state.get("status") == "error"
+        output = state.get("error") if errored else state.get("output")
+        failed = errored or _nonzero_exit(state.get("metadata"))
         return [
             tool_started(tool, call_id, args),
             ToolEnded(
@@ -181,6 +186,12 @@ class OpencodeDialect(CommandLineDialect):
 
     def _done(self, obj: dict[str, Any]) -> list[Event]:
         return [AgentEnded(will_retry=False, settled=True)]
+
+
+def _nonzero_exit(metadata: Any) -> bool:
+    """Whether a tool's ``metadata`` gives the non-zero exit status of a command."""
+    code = as_int(metadata.get("exit")) if isinstance(metadata, dict) else None
+    return code is not None and code != 0
 
 
 def _usage(tokens: Any, cost: float | None) -> Usage | None:

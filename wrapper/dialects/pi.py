@@ -4,7 +4,12 @@ Stream: a ``session`` header, ``agent_start``, then per turn ``turn_start``,
 ``message_start``/``message_update``/``message_end`` (user, assistant and
 tool-result messages), ``tool_execution_start``/``_update``/``_end``,
 ``turn_end``; finally ``agent_end`` (``willRetry``) and ``agent_settled``.
-Retries after provider errors show as ``auto_retry_start``/``_end``.
+Retries after provider errors show as ``auto_retry_start``/``_end``, a
+compaction of the context as ``compaction_start``/``_end`` (``reason``:
+``threshold``, ``overflow`` or ``manual``; pi 0.73, checked against its
+``docs/json.md`` and ``dist/core/agent-session.js``), which older versions
+called ``auto_compaction_start``/``_end``: both names are read, and either
+pauses the completion grace until the compaction ends.
 
 The task is the last positional argument. pi reads ``@path`` arguments as
 files and anything starting with ``-`` as a flag, and has no ``--``, so such
@@ -349,6 +354,9 @@ _HANDLERS: dict[str, Handler] = {
     "tool_execution_end": PiDialect._tool_end,
     "auto_retry_start": PiDialect._retry_start,
     "auto_retry_end": PiDialect._retry_end,
+    "compaction_start": PiDialect._compaction_start,
+    "compaction_end": PiDialect._compaction_end,
+    # the names before pi 0.73 (a pi of that time still runs somewhere)
     "auto_compaction_start": PiDialect._compaction_start,
     "auto_compaction_end": PiDialect._compaction_end,
     "agent_end": PiDialect._agent_end,
