@@ -508,3 +508,31 @@ def test_bad_input_capture_from_codex() -> None:
     (warning,) = client.feed(_line(idless), 3.0)
     assert isinstance(warning, AgentWarning)
     assert warning.code == "acp_error"
+
+
+def _update(update: dict[str, Any], session: str = "s") -> bytes:
+    return _line(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": session, "update": update},
+        }
+    )
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_a_tool_update_outside_a_turn_starts_no_tool(closed: bool) -> None:
+    # After the turn's answer (and the session's close), a stray tool report
+    # must not look like new work: it would undo the run's end.
+    client = _client()
+    _in_session(client)
+    client.feed(_update({"sessionUpdate": "agent_message_chunk", "content": {"text": "Done."}}), 3)
+    client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    if closed:
+        client.close()
+    stray = {"sessionUpdate": "tool_call", "toolCallId": "late", "kind": "execute", "title": "x"}
+    out = client.feed(_update(stray), 5.0)
+    assert not [o for o in out if isinstance(o, ToolStarted | ToolEnded)]
+    (warning,) = out
+    assert isinstance(warning, AgentWarning)
+    assert warning.code == "acp_update_outside_turn"

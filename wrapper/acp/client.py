@@ -24,7 +24,9 @@ Normalization:
   its ``kind`` (``execute``, ``read``, ``edit``, ...; ``other`` when absent),
   its summary the title, its input ``rawInput`` (or ``{}``). A tool the
   wrapper refused ends there, as an error carrying the reason (some agents
-  never report a refused call).
+  never report a refused call). A tool update outside a prompt turn (after
+  its answer, between turns, after the close) is a warning, never a tool:
+  the turn it belonged to is over.
 - ``agent_thought_chunk``, ``plan``, ``usage_update`` (context fill, not
   tokens spent), ``available_commands_update`` and the other session
   updates are dropped.
@@ -500,6 +502,16 @@ class AcpClient:
                 return [TextDelta(text=text)]
             return []
         if kind in ("tool_call", "tool_call_update"):
+            if not self.passive and self.phase is not Phase.PROMPTING:
+                # The turn has been answered: a tool reported now is not work
+                # the run waits for, and must not reopen a run that ended.
+                return [
+                    AgentWarning(
+                        code="acp_update_outside_turn",
+                        message=f"a {kind} update arrived outside a prompt turn "
+                        f"(tool {as_str(update.get('toolCallId'))!r}); it was ignored",
+                    )
+                ]
             return self._tool_update(update, announce_end=True)
         return []
 

@@ -1,0 +1,76 @@
+"""``agent-wrapper run --dialect acp`` against agents that misbehave in ways
+the fake agent's scenarios do not play (``tests/acp_scripted_agent.py``):
+what a user finds in result.json, status.json and the run directory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tests.conftest import read_result
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT = ROOT / "tests" / "acp_scripted_agent.py"
+
+#: Only to catch a hang.
+HANG = 60.0
+
+
+def run(
+    tmp_path: Path, script: dict[str, Any], *options: str, timeout: float = HANG
+) -> tuple[subprocess.CompletedProcess[bytes], dict[str, Any]]:
+    """The wrapper running the scripted agent to its end; its result.json."""
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script))
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "wrapper", "run", "--output", "quiet"),
+            *("--run-dir", str(tmp_path / "run"), "--dialect", "acp", "--task", "Go"),
+            *options,
+            *("--", sys.executable, str(AGENT), str(path)),
+        ],
+        check=False,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=timeout,
+    )
+    return proc, read_result(tmp_path / "run" / "result.json")
+
+
+def events(tmp_path: Path) -> list[dict[str, Any]]:
+    lines = (tmp_path / "run" / "events.jsonl").read_bytes().splitlines()
+    return [orjson.loads(line) for line in lines]
+
+
+def chunk(text: str, **extra: Any) -> dict[str, Any]:
+    content = {"type": "text", "text": text}
+    return {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"update": {"sessionUpdate": "agent_message_chunk", "content": content, **extra}},
+    }
+
+
+def test_a_stray_tool_call_after_the_answer_leaves_the_run_ok(tmp_path: Path) -> None:
+    stray = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {
+            "update": {"sessionUpdate": "tool_call", "toolCallId": "late", "kind": "execute"}
+        },
+    }
+    script = {"turn": [chunk("Done.")], "atClose": [stray, {"$sleep": 0.3}]}
+    proc, result = run(tmp_path, script)
+    assert proc.returncode == 0, proc.stderr
+    assert result["outcome"] == "ok"
+    assert result["error"] is None
+    assert result["finalText"] == "Done."
+    codes = [w["code"] for w in result["warnings"]]
+    assert "acp_update_outside_turn" in codes
+    assert not [e for e in events(tmp_path) if e["type"] == "tool_start"]
