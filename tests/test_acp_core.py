@@ -123,11 +123,17 @@ def test_replayed_session(name: str) -> None:
             assert not ended
         else:
             assert [e.is_error for e in ended][:1] == [tool]
-    # Each turn's message carries the text streamed during it.
+    # Each turn's message carries the text streamed during it: all of it, or
+    # its last message's where the agent names the messages (opencode).
     deltas = "".join(e.text for e in result.events if isinstance(e, TextDelta))
     if len(stops) == result.client.turns:
         assert result.client.phase is Phase.IDLE
-        assert "".join(t.message.text for t in result.turns) == deltas
+        texts = [t.message.text for t in result.turns]
+        if b'"messageId"' in (CAPTURES / f"{name}.jsonl").read_bytes():
+            assert all(text in deltas for text in texts)
+            assert deltas.endswith(texts[-1])
+        else:
+            assert "".join(texts) == deltas
     else:
         assert result.client.phase is Phase.PROMPTING
 
@@ -536,3 +542,32 @@ def test_a_tool_update_outside_a_turn_starts_no_tool(closed: bool) -> None:
     (warning,) = out
     assert isinstance(warning, AgentWarning)
     assert warning.code == "acp_update_outside_turn"
+
+
+def test_the_turns_text_is_its_last_messages_when_chunks_name_their_message() -> None:
+    # An agent that asks the model again (after max_tokens, say) streams a
+    # new message: only the last one is the answer.
+    client = _client()
+    _in_session(client)
+    for message_id, text in (
+        ("m1", "Partial ans"),
+        ("m1", "wer..."),
+        ("m2", "Full "),
+        ("m2", "answer."),
+    ):
+        chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        client.feed(_update({**chunk, "messageId": message_id}), 3.0)
+    out = client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    (turn,) = [o for o in out if isinstance(o, TurnEnded)]
+    assert turn.message.text == "Full answer."
+
+
+def test_without_message_ids_the_turns_text_is_all_of_it() -> None:
+    client = _client()
+    _in_session(client)
+    for text in ("One. ", "Two."):
+        chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        client.feed(_update(chunk), 3.0)
+    out = client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    (turn,) = [o for o in out if isinstance(o, TurnEnded)]
+    assert turn.message.text == "One. Two."

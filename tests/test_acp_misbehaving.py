@@ -74,3 +74,18 @@ def test_a_stray_tool_call_after_the_answer_leaves_the_run_ok(tmp_path: Path) ->
     codes = [w["code"] for w in result["warnings"]]
     assert "acp_update_outside_turn" in codes
     assert not [e for e in events(tmp_path) if e["type"] == "tool_start"]
+
+
+def test_an_agent_that_asked_the_model_again_answers_with_its_last_message(
+    tmp_path: Path,
+) -> None:
+    # As an agent does after max_tokens: the first message is cut short, the
+    # second is the answer; each chunk names its message.
+    turn = [
+        chunk("The answer is fo", messageId="m1"),
+        chunk("The answer is ", messageId="m2"),
+        chunk("42.", messageId="m2"),
+    ]
+    proc, result = run(tmp_path, {"turn": turn})
+    assert proc.returncode == 0, proc.stderr
+    assert result["finalText"] == "The answer is 42."

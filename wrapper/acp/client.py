@@ -17,7 +17,11 @@ turn has none of its own (the run's limits bound it, and the shell cancels).
 Normalization:
 
 - ``agent_message_chunk`` (text content) -> ``TextDelta``; the turn's text is
-  the assistant message's text.
+  the assistant message's text: the text of the turn's last message where
+  the chunks carry a ``messageId`` (a change of id starts a new message, as
+  when an agent asks the model again after ``max_tokens``), else every
+  chunk of the turn (the protocol then marks no boundary: a retry's text
+  follows the text it replaces).
 - ``tool_call`` / ``tool_call_update`` and the ``toolCall`` of a permission
   request -> ``ToolStarted`` the first time an id is seen and ``ToolEnded``
   at ``completed`` / ``failed`` (once). ACP names no tool: the tool's name is
@@ -180,7 +184,10 @@ class _Tool:
 
 @dataclass(slots=True)
 class _Turn:
+    #: The text of the turn's current message (its last, once the turn is over).
     text: list[str] = field(default_factory=list)
+    #: The ``messageId`` of the chunks of that message, when the agent names it.
+    message_id: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
 
 
@@ -498,7 +505,15 @@ class AcpClient:
             content = update.get("content")
             text = content.get("text") if isinstance(content, Mapping) else None
             if isinstance(text, str) and text:
-                self._turn.text.append(text)
+                turn = self._turn
+                message_id = as_str(update.get("messageId"))
+                if message_id is not None and message_id != turn.message_id:
+                    # A new message of the same turn (the agent asked the
+                    # model again): the answer is the last message, not every
+                    # attempt's text glued together.
+                    turn.text.clear()
+                    turn.message_id = message_id
+                turn.text.append(text)
                 return [TextDelta(text=text)]
             return []
         if kind in ("tool_call", "tool_call_update"):
