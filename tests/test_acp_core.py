@@ -571,3 +571,18 @@ def test_without_message_ids_the_turns_text_is_all_of_it() -> None:
     out = client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
     (turn,) = [o for o in out if isinstance(o, TurnEnded)]
     assert turn.message.text == "One. Two."
+
+
+def test_authentication_required_with_no_method_listed_asks_for_the_agents_login() -> None:
+    said = "Authentication required: " + "x" * 2000
+    client = _client()
+    client.start(0.0)
+    client.feed(_line(jsonrpc.result(1, INIT_OK)), 1.0)
+    error = {"code": jsonrpc.AUTH_REQUIRED, "message": said}
+    failed, _ = client.feed(_line({"jsonrpc": "2.0", "id": 2, "error": error}), 2.0)
+    assert isinstance(failed, Failed)
+    assert "agent's own command" in failed.message
+    assert "name the one to use" not in failed.message
+    # Its words are quoted, within bounds.
+    assert "Authentication required: xxx" in failed.message
+    assert len(failed.message) < 800

@@ -89,3 +89,19 @@ def test_an_agent_that_asked_the_model_again_answers_with_its_last_message(
     proc, result = run(tmp_path, {"turn": turn})
     assert proc.returncode == 0, proc.stderr
     assert result["finalText"] == "The answer is 42."
+
+
+def test_an_agent_needing_its_own_login_says_so_with_its_words(tmp_path: Path) -> None:
+    # It lists no authenticate method: --auth-method cannot help; its login can.
+    script = {
+        "stderr": "Not signed in. Please run `auggie login` first.",
+        "sessionNew": {"code": -32000, "message": "Authentication required: no session token"},
+    }
+    proc, result = run(tmp_path, script)
+    assert proc.returncode == 1
+    assert result["outcome"] == "error"
+    message = result["error"]["message"]
+    assert "name the one to use with --auth-method" not in message
+    assert "own command" in message
+    assert "Authentication required: no session token" in message
+    assert "auggie login" in message

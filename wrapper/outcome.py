@@ -34,7 +34,7 @@ import signal
 from dataclasses import dataclass, replace
 from typing import Any
 
-from wrapper.events import AssistantMessage, StopReason
+from wrapper.events import SESSION_FAILED, AssistantMessage, StopReason
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -205,7 +205,12 @@ def _agent_verdict(facts: RunFacts) -> Verdict:
         verdict = replace(verdict, error=replace(verdict.error, message=message))
     exit_ = facts.exit
     failed_exit = exit_ is not None and (exit_.code or exit_.signal is not None)
-    if verdict.error is None or not facts.stderr_tail or not failed_exit or facts.signalled:
+    # A session that could not go on ends with the wrapper closing the
+    # agent's input (and maybe signalling it): whatever its exit, the agent
+    # said why on its stderr, if anywhere.
+    session_failed = facts.final is not None and facts.final.raw_stop_reason == SESSION_FAILED
+    quoted = session_failed or (failed_exit and not facts.signalled)
+    if verdict.error is None or not facts.stderr_tail or not quoted:
         return verdict
     message = quoting_stderr(verdict.error.message, facts.stderr_tail)
     return replace(verdict, error=replace(verdict.error, message=message))

@@ -81,6 +81,9 @@ STOP_REASONS: Mapping[str, StopReason] = {
 #: home up to 9 s on a loaded machine).
 DEFAULT_SETUP_TIMEOUT = 30.0
 
+#: How much of an agent's error message a failure quotes.
+QUOTED_ERROR_CHARS = 500
+
 #: Option kinds, most preferred first, for each decision on a permission request.
 _ALLOW_KINDS = ("allow_once", "allow_always")
 _REJECT_KINDS = ("reject_once", "reject_always")
@@ -388,12 +391,21 @@ class AcpClient:
         if error is not None:
             if error.get("code") == jsonrpc.AUTH_REQUIRED and not self._authenticated:
                 method = self.options.auth_method
-                if method is None:
-                    offered = ", ".join(self.auth_methods) or "none listed"
+                said = _quoted(jsonrpc.error_text(error))
+                if method is None and not self.auth_methods:
+                    # Nothing the wrapper could send would do: the agent
+                    # (auggie, say) is logged in by its own command.
                     return self._fail(
-                        "the agent requires authentication (its methods: "
-                        f"{offered}); name the one to use with --auth-method or the settings' "
-                        "acp.authMethod"
+                        "the agent requires authentication and offers no method a client "
+                        "can use: log in with the agent's own command first (--auth-method "
+                        f"cannot help); it said: {said}"
+                    )
+                if method is None:
+                    offered = ", ".join(self.auth_methods)
+                    return self._fail(
+                        f"the agent requires authentication (its methods: {offered}); name "
+                        "the one to use with --auth-method or the settings' acp.authMethod; "
+                        f"it said: {said}"
                     )
                 self.phase = Phase.AUTHENTICATING
                 deadline = now + self.options.authenticate_timeout
@@ -611,6 +623,14 @@ class AcpClient:
         closing = self.phase is not Phase.CLOSED
         self.phase = Phase.FAILED
         return [Failed(message), *([CloseInput()] if closing else [])]
+
+
+def _quoted(text: str) -> str:
+    """An agent's error message as a failure quotes it: bounded, since the
+    agent decides its length."""
+    if len(text) > QUOTED_ERROR_CHARS:
+        text = text[:QUOTED_ERROR_CHARS] + "…"
+    return repr(text)
 
 
 def _usage(result: Mapping[str, Any]) -> tuple[Usage | None, str | None]:

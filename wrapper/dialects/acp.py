@@ -27,7 +27,7 @@ from wrapper.acp.client import (
     TurnEnded,
 )
 from wrapper.dialects.base import Dialect, Launch
-from wrapper.events import AssistantMessage, Event, StopReason, ToolEnded
+from wrapper.events import SESSION_FAILED, AssistantMessage, Event, StopReason, ToolEnded
 
 if TYPE_CHECKING:
     import trio
@@ -132,7 +132,7 @@ class AcpDialect(Dialect):
             self._deliver(
                 AssistantMessage(
                     stop_reason=str(StopReason.ERROR),
-                    raw_stop_reason="protocol error",
+                    raw_stop_reason=SESSION_FAILED,
                     error_message=output.message,
                 )
             )
