@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from tests.acp_replay import CAPTURES, replay, shape
+from wrapper.acp import client as acp_client
 from wrapper.acp import jsonrpc
 from wrapper.acp.client import (
     AcpClient,
@@ -586,3 +587,25 @@ def test_authentication_required_with_no_method_listed_asks_for_the_agents_login
     # Its words are quoted, within bounds.
     assert "Authentication required: xxx" in failed.message
     assert len(failed.message) < 800
+
+
+def test_an_agent_that_does_not_read_gets_no_endless_queue_of_answers() -> None:
+    client = _client()
+    _in_session(client)
+    for _ in range(3):  # initialize, session/new and the prompt went out
+        client.written()
+    out: list[Output] = []
+    for n in range(5000):
+        request = {"jsonrpc": "2.0", "id": n, "method": "fs/read_text_file", "params": {}}
+        out += client.feed(_line(request), 3.0)
+    answers = _sent(out)
+    assert len(answers) == acp_client.MAX_UNWRITTEN_MESSAGES
+    (warning,) = [o for o in out if isinstance(o, AgentWarning)]
+    assert warning.code == "acp_replies_dropped"
+    # The wrapper's own messages still go out; answers resume once it reads.
+    assert _sent(client.cancel())
+    for _ in range(len(answers) + 1):
+        client.written()
+    request = {"jsonrpc": "2.0", "id": "again", "method": "fs/read_text_file", "params": {}}
+    (answer,) = _sent(client.feed(_line(request), 4.0))
+    assert answer["id"] == "again"

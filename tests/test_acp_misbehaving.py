@@ -105,3 +105,20 @@ def test_an_agent_needing_its_own_login_says_so_with_its_words(tmp_path: Path) -
     assert "own command" in message
     assert "Authentication required: no session token" in message
     assert "auggie login" in message
+
+
+def test_a_flood_of_requests_from_an_agent_that_does_not_read_stays_bounded(
+    tmp_path: Path,
+) -> None:
+    flood = {"$flood": {"count": 30000, "method": "fs/read_text_file"}}
+    proc, result = run(tmp_path, {"turn": [flood, chunk("Done.")]})
+    assert proc.returncode == 0, proc.stderr
+    assert result["outcome"] == "ok"
+    assert result["finalText"] == "Done."
+    dropped = [w for w in result["warnings"] if w["code"] == "acp_replies_dropped"]
+    assert len(dropped) == 1
+    assert "not reading its input" in dropped[0]["message"]
+    # What waited to be written stayed bounded: most answers were never queued.
+    records = (tmp_path / "run" / "protocol.jsonl").read_bytes().splitlines()
+    answers = [r for r in map(orjson.loads, records) if r["dir"] == "out" and "error" in r["msg"]]
+    assert 1000 <= len(answers) < 5000

@@ -81,6 +81,15 @@ STOP_REASONS: Mapping[str, StopReason] = {
 #: home up to 9 s on a loaded machine).
 DEFAULT_SETUP_TIMEOUT = 30.0
 
+#: Messages to the agent handed to the shell but not written yet, past
+#: which the error answers to the agent's own requests are dropped: its
+#: stdin pipe holds about 600 such answers (64 KiB), so an agent this far
+#: behind is not reading at all, and a flood of its requests must not grow
+#: the queue without bound (300k of them took the worker from 25 to 192 MiB).
+MAX_UNWRITTEN_MESSAGES = 1024
+#: How much of a method name an error answer repeats.
+QUOTED_METHOD_CHARS = 100
+
 #: How much of an agent's error message a failure quotes.
 QUOTED_ERROR_CHARS = 500
 
@@ -214,6 +223,10 @@ class AcpClient:
         self._authenticated = False
         self._tools: dict[str, _Tool] = {}
         self._turn = _Turn()
+        #: Messages handed to the shell and not reported written (``written``).
+        self.unwritten = 0
+        #: Error answers to the agent's requests dropped while it did not read.
+        self.replies_dropped = 0
         #: Permission requests not answered yet: id key -> (raw id, options, tool id).
         self._permissions: dict[jsonrpc.IdKey, tuple[Any, tuple[tuple[str, str], ...], str]] = {}
 
@@ -286,7 +299,7 @@ class AcpClient:
             )
         else:
             outcome = {"outcome": "selected", "optionId": chosen}
-        out.append(Send(jsonrpc.result(raw_id, {"outcome": outcome})))
+        out.append(self._send(jsonrpc.result(raw_id, {"outcome": outcome})))
         if not allow or chosen is None:
             out += self._end_tool(call_id, is_error=True, result=reason or "permission denied")
         return out
@@ -297,7 +310,7 @@ class AcpClient:
         if self.phase is not Phase.PROMPTING or self.session_id is None:
             return []
         out: list[Output] = [
-            Send(jsonrpc.notification("session/cancel", {"sessionId": self.session_id}))
+            self._send(jsonrpc.notification("session/cancel", {"sessionId": self.session_id}))
         ]
         return out + self._cancel_permissions()
 
@@ -462,20 +475,17 @@ class AcpClient:
 
     def _on_request(self, request: jsonrpc.Request) -> list[Output]:
         if request.method != "session/request_permission":
-            reply = jsonrpc.error(
-                request.id, jsonrpc.METHOD_NOT_FOUND, f"method not supported: {request.method}"
-            )
-            return [Send(reply)]
+            name = request.method[:QUOTED_METHOD_CHARS]
+            message = f"method not supported: {name}"
+            return self._refuse(request, jsonrpc.METHOD_NOT_FOUND, message)
         params = request.params if isinstance(request.params, Mapping) else {}
         self._adopt_session(params)
         if self.session_id is None or params.get("sessionId") != self.session_id:
-            reply = jsonrpc.error(request.id, jsonrpc.INVALID_PARAMS, "no such session")
-            return [Send(reply)]
+            return self._refuse(request, jsonrpc.INVALID_PARAMS, "no such session")
         tool_call = params.get("toolCall")
         call_id = tool_call.get("toolCallId") if isinstance(tool_call, Mapping) else None
         if not isinstance(call_id, str) or not isinstance(tool_call, Mapping):
-            reply = jsonrpc.error(request.id, jsonrpc.INVALID_PARAMS, "toolCall.toolCallId missing")
-            return [Send(reply)]
+            return self._refuse(request, jsonrpc.INVALID_PARAMS, "toolCall.toolCallId missing")
         out = self._tool_update(tool_call, announce_end=False)
         options = tuple(
             (o["optionId"], o["kind"])
@@ -576,7 +586,7 @@ class AcpClient:
         """Every open permission request answered as cancelled; its tool did not run."""
         out: list[Output] = []
         for raw_id, _, call_id in self._permissions.values():
-            out.append(Send(jsonrpc.result(raw_id, {"outcome": {"outcome": "cancelled"}})))
+            out.append(self._send(jsonrpc.result(raw_id, {"outcome": {"outcome": "cancelled"}})))
             out += self._end_tool(call_id, is_error=True, result="cancelled before it was allowed")
         self._permissions.clear()
         return out
@@ -600,9 +610,38 @@ class AcpClient:
 
     # --- outgoing ------------------------------------------------------
 
+    def written(self) -> None:
+        """The shell wrote one message this client handed it (a ``Send``)."""
+        self.unwritten = max(0, self.unwritten - 1)
+
+    def _send(self, message: dict[str, Any]) -> Send:
+        self.unwritten += 1
+        return Send(message)
+
+    def _refuse(self, request: jsonrpc.Request, code: int, message: str) -> list[Output]:
+        """An error answer to a request of the agent's, unless the agent has
+        stopped reading its input: an agent that sends requests without
+        reading the answers would otherwise make them pile up without bound.
+        Past the limit they are dropped (one warning); the wrapper's own
+        messages (prompts, permission answers, cancels) never are."""
+        if self.passive or self.unwritten < MAX_UNWRITTEN_MESSAGES:
+            return [self._send(jsonrpc.error(request.id, code, message))]
+        self.replies_dropped += 1
+        if self.replies_dropped > 1:
+            return []
+        return [
+            AgentWarning(
+                code="acp_replies_dropped",
+                message=f"the agent is not reading its input ({self.unwritten} messages to it "
+                "wait unwritten) yet keeps sending requests; the error answers to its "
+                f"requests the wrapper does not serve (such as {request.method[:80]!r}) are "
+                "dropped until it reads again",
+            )
+        ]
+
     def _request(self, method: str, params: Any, deadline: float | None) -> Send:
         _, message = self._outbox.request(method, params, deadline)
-        return Send(message)
+        return self._send(message)
 
     def _new_session(self, now: float) -> Send:
         self.phase = Phase.CREATING_SESSION

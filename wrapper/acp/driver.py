@@ -110,6 +110,7 @@ class AcpDriver:
                 await self.stdin.send_all(jsonrpc.encode(item.message))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 break  # the agent stopped reading: its exit tells the rest
+            self.client.written()
         self._send.close()
         self.input_closed.set()
         await self.stdin.aclose()
