@@ -122,3 +122,38 @@ def test_a_flood_of_requests_from_an_agent_that_does_not_read_stays_bounded(
     records = (tmp_path / "run" / "protocol.jsonl").read_bytes().splitlines()
     answers = [r for r in map(orjson.loads, records) if r["dir"] == "out" and "error" in r["msg"]]
     assert 1000 <= len(answers) < 5000
+
+
+#: A PreToolUse handler that notes how many of its kind run at once.
+COUNTING_HOOK = """
+import json, os, pathlib, sys, time
+json.load(sys.stdin)
+here = pathlib.Path(__file__).parent / "running"
+here.mkdir(exist_ok=True)
+mine = here / str(os.getpid())
+mine.write_text("")
+with open(here.parent / "counts", "a") as counts:
+    counts.write(f"{len(list(here.iterdir()))}\\n")
+time.sleep(0.4)
+mine.unlink()
+"""
+
+
+def test_many_permission_requests_at_once_run_a_bounded_number_of_hooks(
+    tmp_path: Path,
+) -> None:
+    hook = tmp_path / "hook.py"
+    hook.write_text(COUNTING_HOOK)
+    group = {"matcher": "execute", "hooks": [{"command": f"{sys.executable} {hook}"}]}
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [group]}}))
+    script = {"turn": [{"$permissions": 12}, chunk("Done.")]}
+    proc, result = run(tmp_path, script, "--settings", str(settings))
+    assert proc.returncode == 0, proc.stderr
+    assert result["outcome"] == "ok"
+    counts = [int(n) for n in (tmp_path / "counts").read_text().split()]
+    # Every request was decided, by at most the limit of handlers at a time.
+    assert len(counts) == 12
+    assert max(counts) <= 4
+    ends = [e for e in events(tmp_path) if e["type"] == "tool_end"]
+    assert [e["isError"] for e in ends] == [False] * 12
