@@ -19,6 +19,7 @@ session id when they have none), or one of: ``{"$sleep": S}``;
 ``{"$flood": {"count": N, "method": M}}`` (N requests, without reading
 stdin); ``{"$permissions": N}`` (N permission requests at once, then their
 answers read: each tool is reported completed when allowed);
+``{"$ask": N}`` (the same requests, their answers left unread);
 ``{"$closeStdout": S}`` (close stdout, then stay alive S seconds without
 reading stdin).
 """
@@ -63,6 +64,8 @@ def play(steps: list[dict[str, Any]]) -> None:
                 write({"jsonrpc": "2.0", "id": f"f{n}", "method": flood["method"], "params": {}})
         elif "$permissions" in step:
             permissions(step["$permissions"])
+        elif "$ask" in step:
+            permissions(step["$ask"], wait=False)
         elif "$closeStdout" in step:
             sys.stdout.flush()
             os.close(1)
@@ -74,7 +77,7 @@ def play(steps: list[dict[str, Any]]) -> None:
             write(step)
 
 
-def permissions(count: int) -> None:
+def permissions(count: int, *, wait: bool = True) -> None:
     for n in range(count):
         call = {"toolCallId": f"t{n}", "title": f"echo {n}", "kind": "execute", "status": "pending"}
         options = [
@@ -90,7 +93,7 @@ def permissions(count: int) -> None:
                 "params": params,
             }
         )
-    waiting = {f"p{n}" for n in range(count)}
+    waiting = {f"p{n}" for n in range(count)} if wait else set()
     while waiting:
         message = read()
         if message is None:

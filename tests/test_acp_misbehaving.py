@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,121 @@ def test_many_permission_requests_at_once_run_a_bounded_number_of_hooks(
     assert max(counts) <= 4
     ends = [e for e in events(tmp_path) if e["type"] == "tool_end"]
     assert [e["isError"] for e in ends] == [False] * 12
+
+
+def waiting_question(tmp_path: Path, other_than: str | None = None) -> dict[str, Any]:
+    """status.json once it shows a question (not ``other_than``)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            status: dict[str, Any] = json.loads((tmp_path / "run" / "status.json").read_text())
+        except (OSError, ValueError):
+            status = {}
+        if status.get("state") == "waiting" and status.get("escalationId") not in (
+            None,
+            other_than,
+        ):
+            return status
+        time.sleep(0.05)
+    raise AssertionError("no question is shown")
+
+
+def reply(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "wrapper", "reply", str(tmp_path / "run"), *args],
+        check=False,
+        timeout=HANG,
+        capture_output=True,
+    )
+
+
+def test_two_questions_about_tools_at_once_are_asked_one_after_the_other(
+    tmp_path: Path,
+) -> None:
+    ask = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask"}}
+    hook = tmp_path / "hook.py"
+    hook.write_text(f"import sys\nsys.stdin.read()\nprint({json.dumps(ask)!r})\n")
+    group = {"matcher": "execute", "hooks": [{"command": f"{sys.executable} {hook}"}]}
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [group]}}))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turn": [{"$permissions": 2}, chunk("Done.")]}))
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "wrapper", "run", "--output", "quiet"),
+            *("--run-dir", str(tmp_path / "run"), "--dialect", "acp", "--task", "Go"),
+            *("--settings", str(settings), "--on-stop", "escalate"),
+            *("--escalation-timeout", "120"),
+            *("--", sys.executable, str(AGENT), str(script)),
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        first = waiting_question(tmp_path)
+        answered = reply(tmp_path, "--continue")
+        assert answered.returncode == 0, answered.stderr
+        # The other question is shown in its turn, and answered as any.
+        second = waiting_question(tmp_path, other_than=first["escalationId"])
+        assert {"echo 0", "echo 1"} == {
+            q["question"].split(": ", 1)[1].split(".")[0] for q in (first, second)
+        }
+        answered = reply(tmp_path, "--stop")
+        assert answered.returncode == 0, answered.stderr
+        waiting_question(tmp_path, other_than=second["escalationId"])  # may it stop?
+        reply(tmp_path, "--stop")
+        _, stderr = proc.communicate(timeout=HANG)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, stderr
+    result = read_result(tmp_path / "run" / "result.json")
+    assert [e["answer"] for e in result["escalations"]] == ["continue", "stop", "stop"]
+    ends = sorted(
+        (e["toolCallId"], e["isError"]) for e in events(tmp_path) if e["type"] == "tool_end"
+    )
+    assert sorted(is_error for _, is_error in ends) == [False, True]
+
+
+def test_a_question_about_a_tool_closes_when_the_turn_ends_first(tmp_path: Path) -> None:
+    ask = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask"}}
+    hook = tmp_path / "hook.py"
+    hook.write_text(f"import sys\nsys.stdin.read()\nprint({json.dumps(ask)!r})\n")
+    group = {"matcher": "execute", "hooks": [{"command": f"{sys.executable} {hook}"}]}
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [group]}}))
+    script = tmp_path / "script.json"
+    # The agent gives up on its tools and ends the turn while a person is asked.
+    script.write_text(json.dumps({"turn": [{"$ask": 2}, {"$sleep": 2}, chunk("Done.")]}))
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "wrapper", "run", "--output", "quiet"),
+            *("--run-dir", str(tmp_path / "run"), "--dialect", "acp", "--task", "Go"),
+            *("--settings", str(settings), "--on-stop", "escalate"),
+            *("--escalation-timeout", "120"),
+            *("--", sys.executable, str(AGENT), str(script)),
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        about_tool = waiting_question(tmp_path)
+        assert "echo" in about_tool["question"]
+        # Nobody answers it: once the turn is over the stop is asked about.
+        about_stop = waiting_question(tmp_path, other_than=about_tool["escalationId"])
+        assert "echo" not in about_stop["question"]
+        reply(tmp_path, "--stop")
+        _, stderr = proc.communicate(timeout=HANG)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, stderr
+    result = read_result(tmp_path / "run" / "result.json")
+    assert result["outcome"] == "ok"
+    answers = [e["answer"] for e in result["escalations"]]
+    assert answers[-1] == "stop"
+    assert "continue" not in answers

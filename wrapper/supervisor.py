@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from wrapper import child, proctree
-from wrapper.acp.client import AcpOptions, PermissionRequested, ToolInfo
+from wrapper.acp import jsonrpc
+from wrapper.acp.client import AcpOptions, PermissionRequested, PermissionWithdrawn, ToolInfo
 from wrapper.artifacts import StreamFile
 from wrapper.completion import (
     CancelTurn,
@@ -130,6 +131,8 @@ class AttemptSupervisor:
         self.protocol_log = protocol_log
         #: The live session of an agent driven over its stdin, during an attempt.
         self._session: AcpDriver | None = None
+        #: The permission requests being decided, to stop deciding when withdrawn.
+        self._deciding: dict[jsonrpc.IdKey, trio.CancelScope] = {}
         #: What decides, at the end of a live session's turn, what comes next.
         self._at_turn_end: Callable[[AttemptRecord], Awaitable[str | None]] | None = None
         self._limits: Limits | None = None
@@ -270,6 +273,7 @@ class AttemptSupervisor:
             log.write if log is not None else None,
             on_turn_end=self._turn_ended,
             on_permission=self._permission_requested,
+            on_withdrawn=self._permission_withdrawn,
         )
         return driver
 
@@ -279,12 +283,33 @@ class AttemptSupervisor:
         a tool being under way)."""
         if self._background is None or self._session is None:
             return
-        self._background.start_soon(self._answer_permission, self._session, request)
+        scope = trio.CancelScope()
+        key = jsonrpc.id_key(request.request_id)
+        if key is not None:
+            self._deciding[key] = scope
+        self._background.start_soon(self._answer_permission, self._session, request, scope)
 
-    async def _answer_permission(self, session: AcpDriver, request: PermissionRequested) -> None:
+    def _permission_withdrawn(self, withdrawn: PermissionWithdrawn) -> None:
+        """The session answered a request itself (its turn ended first): a
+        person asked about it is no longer (the question closes), and the
+        next question in line is asked."""
+        key = jsonrpc.id_key(withdrawn.request_id)
+        scope = self._deciding.pop(key, None) if key is not None else None
+        if scope is not None:
+            scope.cancel()
+
+    async def _answer_permission(
+        self, session: AcpDriver, request: PermissionRequested, scope: trio.CancelScope
+    ) -> None:
         allow, reason = True, None
-        if self.permission_gate is not None:
-            allow, reason = await self.permission_gate(request.tool)
+        with scope:
+            if self.permission_gate is not None:
+                allow, reason = await self.permission_gate(request.tool)
+        key = jsonrpc.id_key(request.request_id)
+        if key is not None:
+            self._deciding.pop(key, None)
+        if scope.cancelled_caught:
+            return
         # A request cancelled meanwhile (session/cancel) is already answered.
         session.decide(request.request_id, allow, reason)
 

@@ -144,6 +144,15 @@ class PermissionRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class PermissionWithdrawn:
+    """A ``PermissionRequested`` was answered by the core itself (the turn
+    ended or was cancelled first): whatever the shell still does to decide it
+    (a hook, a person asked) is moot and may stop."""
+
+    request_id: Any
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnded:
     """A prompt turn is over (its ``AssistantMessage`` came just before):
     the shell runs its stop gate, then sends ``prompt`` or ``close``."""
@@ -163,7 +172,7 @@ class CloseInput:
     """Close the agent's stdin: the session is over."""
 
 
-Action = Send | PermissionRequested | TurnEnded | Failed | CloseInput
+Action = Send | PermissionRequested | PermissionWithdrawn | TurnEnded | Failed | CloseInput
 Output = Event | Action
 
 
@@ -587,6 +596,7 @@ class AcpClient:
         out: list[Output] = []
         for raw_id, _, call_id in self._permissions.values():
             out.append(self._send(jsonrpc.result(raw_id, {"outcome": {"outcome": "cancelled"}})))
+            out.append(PermissionWithdrawn(raw_id))
             out += self._end_tool(call_id, is_error=True, result="cancelled before it was allowed")
         self._permissions.clear()
         return out
