@@ -609,3 +609,16 @@ def test_an_agent_that_does_not_read_gets_no_endless_queue_of_answers() -> None:
     request = {"jsonrpc": "2.0", "id": "again", "method": "fs/read_text_file", "params": {}}
     (answer,) = _sent(client.feed(_line(request), 4.0))
     assert answer["id"] == "again"
+
+
+def test_the_output_ending_mid_turn_means_the_agent_stopped_answering() -> None:
+    client = _client()
+    _in_session(client)
+    (stopped,) = client.output_ended()
+    assert isinstance(stopped, acp_client.StoppedAnswering)
+    assert "session/prompt" in stopped.message
+    # Between turns (or once closed) nothing is owed.
+    client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    assert client.output_ended() == []
+    client.close()
+    assert client.output_ended() == []

@@ -276,3 +276,19 @@ def test_a_question_about_a_tool_closes_when_the_turn_ends_first(tmp_path: Path)
     answers = [e["answer"] for e in result["escalations"]]
     assert answers[-1] == "stop"
     assert "continue" not in answers
+
+
+def test_an_agent_that_closes_its_output_mid_turn_but_stays_alive_is_ended(
+    tmp_path: Path,
+) -> None:
+    script = {"turn": [chunk("Working on it"), {"$closeStdout": 60}]}
+    started = time.monotonic()
+    proc, result = run(tmp_path, script, "--drain-timeout", "1", "--kill-after", "2")
+    # Ended after the drain timeout, not left to wait for --timeout (none).
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 1
+    assert result["outcome"] == "error"
+    assert result["error"]["kind"] == "stopped_answering"
+    assert "closed its output" in result["error"]["message"]
+    assert [s["signal"] for s in result["signalsSent"]][:1] == ["SIGTERM"]
+    assert b"stopped_answering" in proc.stderr or b"closed its output" in proc.stderr

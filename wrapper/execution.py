@@ -667,6 +667,8 @@ class Run:
             "timed_out": bool(tracker and tracker.timed_out),
             "attempt_timed_out": bool(tracker and tracker.attempt_timed_out),
             "idle_timed_out": bool(tracker and tracker.idle_timed_out),
+            "stopped_answering": bool(tracker and tracker.stopped_answering),
+            "drain_timeout": self.config.drain_timeout,
             "idle_timeout": self.config.idle_timeout,
             "interrupted_by": tracker.interrupted_by if tracker else None,
             "timeout": self.config.timeout,

@@ -24,7 +24,13 @@ import trio
 
 from wrapper import child, proctree
 from wrapper.acp import jsonrpc
-from wrapper.acp.client import AcpOptions, PermissionRequested, PermissionWithdrawn, ToolInfo
+from wrapper.acp.client import (
+    AcpOptions,
+    PermissionRequested,
+    PermissionWithdrawn,
+    StoppedAnswering,
+    ToolInfo,
+)
 from wrapper.artifacts import StreamFile
 from wrapper.completion import (
     CancelTurn,
@@ -202,6 +208,7 @@ class AttemptSupervisor:
                 idle_timeout=self.config.idle_timeout,
                 idle_looks_at_tree=True,
                 attempt_limit_cancels=prompt is not None,
+                drain_timeout=self.config.drain_timeout,
             ),
             now,
         )
@@ -274,6 +281,7 @@ class AttemptSupervisor:
             on_turn_end=self._turn_ended,
             on_permission=self._permission_requested,
             on_withdrawn=self._permission_withdrawn,
+            on_stopped_answering=self._stopped_answering,
         )
         return driver
 
@@ -288,6 +296,21 @@ class AttemptSupervisor:
         if key is not None:
             self._deciding[key] = scope
         self._background.start_soon(self._answer_permission, self._session, request, scope)
+
+    def _stopped_answering(self, stopped: StoppedAnswering) -> None:
+        """The agent's output closed while it owed an answer: it has the drain
+        timeout to exit (as an agent that exited has to finish its output)."""
+        if self.tracker is None:
+            return
+        self.emit(
+            WarningEvent(
+                code="agent_output_closed",
+                message=f"{stopped.message}; it is ended unless it exits within "
+                f"{self.config.drain_timeout:g}s (--drain-timeout)",
+            )
+        )
+        self.tracker.output_closed(trio.current_time())
+        self._set_timer()
 
     def _permission_withdrawn(self, withdrawn: PermissionWithdrawn) -> None:
         """The session answered a request itself (its turn ended first): a
@@ -456,6 +479,7 @@ class AttemptSupervisor:
         framer = LineFramer(self.config.max_line_bytes)
         record = self.record
         assert record is not None
+        ended = False
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
                 boundary = self._exit_boundary
@@ -475,6 +499,7 @@ class AttemptSupervisor:
                     with trio.CancelScope() as self._backpressure:
                         await self.output.wait_for_room()
                     self._backpressure = None
+            ended = True
         finally:
             now, wall = trio.current_time(), time.time()
             tail = framer.close()
@@ -485,6 +510,9 @@ class AttemptSupervisor:
                 for event in self.dialect.flush():
                     self._event(event, now, wall)
             self.stdout_log.flush()
+        if ended and self._session is not None and record.exit is None:
+            # An agent that closed its output can answer nothing more.
+            self._session.output_ended()
 
     def _stdout_chunk(self, framer: LineFramer, data: bytes | bytearray) -> None:
         record = self.record

@@ -153,6 +153,15 @@ class PermissionWithdrawn:
 
 
 @dataclass(frozen=True, slots=True)
+class StoppedAnswering:
+    """The agent's output ended while the session awaited its answer: no
+    answer can come any more. ``message`` says so, for a person; the shell
+    gives the process the drain timeout to exit, then ends it."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnded:
     """A prompt turn is over (its ``AssistantMessage`` came just before):
     the shell runs its stop gate, then sends ``prompt`` or ``close``."""
@@ -172,7 +181,15 @@ class CloseInput:
     """Close the agent's stdin: the session is over."""
 
 
-Action = Send | PermissionRequested | PermissionWithdrawn | TurnEnded | Failed | CloseInput
+Action = (
+    Send
+    | PermissionRequested
+    | PermissionWithdrawn
+    | StoppedAnswering
+    | TurnEnded
+    | Failed
+    | CloseInput
+)
 Output = Event | Action
 
 
@@ -329,6 +346,22 @@ class AcpClient:
             return []
         self.phase = Phase.CLOSED
         return [CloseInput()]
+
+    def output_ended(self) -> list[Output]:
+        """The agent's stdout reached its end (the process may live on)."""
+        waiting = {
+            Phase.INITIALIZING: "initialize",
+            Phase.AUTHENTICATING: "authenticate",
+            Phase.CREATING_SESSION: "session/new",
+            Phase.PROMPTING: "session/prompt",
+        }.get(self.phase)
+        if waiting is None or self.passive:
+            return []
+        return [
+            StoppedAnswering(
+                f"the agent closed its output while the wrapper awaited its answer to {waiting}"
+            )
+        ]
 
     def next_deadline(self) -> float | None:
         """When ``tick`` has something to report, at the earliest."""
