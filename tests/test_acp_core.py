@@ -617,8 +617,10 @@ def test_the_output_ending_mid_turn_means_the_agent_stopped_answering() -> None:
     (stopped,) = client.output_ended()
     assert isinstance(stopped, acp_client.StoppedAnswering)
     assert "session/prompt" in stopped.message
-    # Between turns (or once closed) nothing is owed.
+    # Between turns (or once closed) nothing is owed, until the next prompt.
     client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
     assert client.output_ended() == []
+    _, stopped = client.prompt("more")
+    assert isinstance(stopped, acp_client.StoppedAnswering)
     client.close()
     assert client.output_ended() == []

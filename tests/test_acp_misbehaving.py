@@ -292,3 +292,29 @@ def test_an_agent_that_closes_its_output_mid_turn_but_stays_alive_is_ended(
     assert "closed its output" in result["error"]["message"]
     assert [s["signal"] for s in result["signalsSent"]][:1] == ["SIGTERM"]
     assert b"stopped_answering" in proc.stderr or b"closed its output" in proc.stderr
+
+
+BLOCK = """
+import json, sys
+json.load(sys.stdin)
+print(json.dumps({"decision": "block", "reason": "Now run the tests."}))
+"""
+
+
+def test_an_agent_that_closed_its_output_between_turns_is_ended_on_the_next(
+    tmp_path: Path,
+) -> None:
+    hook = tmp_path / "stop.py"
+    hook.write_text(BLOCK)
+    settings = tmp_path / "settings.json"
+    command = f"{sys.executable} {hook}"
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"command": command}]}]}}))
+    script = {"turn": [chunk("Fixed.")], "after": [{"$closeStdout": 60}]}
+    started = time.monotonic()
+    proc, result = run(
+        tmp_path, script, "--settings", str(settings), "--drain-timeout", "1", "--kill-after", "2"
+    )
+    assert time.monotonic() - started < 30
+    assert result["outcome"] == "error", proc.stderr
+    assert result["error"]["kind"] == "stopped_answering"
+    assert result["steerCount"] == 1

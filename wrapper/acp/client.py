@@ -249,6 +249,8 @@ class AcpClient:
         self._authenticated = False
         self._tools: dict[str, _Tool] = {}
         self._turn = _Turn()
+        #: The agent's stdout has ended (``output_ended``).
+        self._output_gone = False
         #: Messages handed to the shell and not reported written (``written``).
         self.unwritten = 0
         #: Error answers to the agent's requests dropped while it did not read.
@@ -298,7 +300,11 @@ class AcpClient:
         """The next prompt turn on the live session (a steer)."""
         if self.phase is not Phase.IDLE or self.session_id is None:
             return []
-        return [self._send_prompt(text)]
+        out: list[Output] = [self._send_prompt(text)]
+        if self._output_gone:
+            # Its output ended between turns: this turn cannot be answered.
+            out += self.output_ended()
+        return out
 
     def decide_permission(
         self, request_id: Any, allow: bool, reason: str | None = None
@@ -349,6 +355,7 @@ class AcpClient:
 
     def output_ended(self) -> list[Output]:
         """The agent's stdout reached its end (the process may live on)."""
+        self._output_gone = True
         waiting = {
             Phase.INITIALIZING: "initialize",
             Phase.AUTHENTICATING: "authenticate",
