@@ -85,7 +85,7 @@ DEFAULT_SETUP_TIMEOUT = 30.0
 #: which the error answers to the agent's own requests are dropped: its
 #: stdin pipe holds about 600 such answers (64 KiB), so an agent this far
 #: behind is not reading at all, and a flood of its requests must not grow
-#: the queue without bound (300k of them took the worker from 25 to 192 MiB).
+#: the queue without bound (each answer waiting costs memory until written).
 MAX_UNWRITTEN_MESSAGES = 1024
 #: How much of a method name an error answer repeats.
 QUOTED_METHOD_CHARS = 100
@@ -455,8 +455,8 @@ class AcpClient:
                 method = self.options.auth_method
                 said = _quoted(jsonrpc.error_text(error))
                 if method is None and not self.auth_methods:
-                    # Nothing the wrapper could send would do: the agent
-                    # (auggie, say) is logged in by its own command.
+                    # Nothing the wrapper could send would do: such an agent
+                    # is logged in by a command of its own.
                     return self._fail(
                         "the agent requires authentication and offers no method a client "
                         "can use: log in with the agent's own command first (--auth-method "
