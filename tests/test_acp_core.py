@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from tests.acp_replay import CAPTURES, replay, shape
+from wrapper.acp import client as acp_client
 from wrapper.acp import jsonrpc
 from wrapper.acp.client import (
     AcpClient,
@@ -123,11 +124,17 @@ def test_replayed_session(name: str) -> None:
             assert not ended
         else:
             assert [e.is_error for e in ended][:1] == [tool]
-    # Each turn's message carries the text streamed during it.
+    # Each turn's message carries the text streamed during it: all of it, or
+    # its last message's where the agent names the messages (opencode).
     deltas = "".join(e.text for e in result.events if isinstance(e, TextDelta))
     if len(stops) == result.client.turns:
         assert result.client.phase is Phase.IDLE
-        assert "".join(t.message.text for t in result.turns) == deltas
+        texts = [t.message.text for t in result.turns]
+        if b'"messageId"' in (CAPTURES / f"{name}.jsonl").read_bytes():
+            assert all(text in deltas for text in texts)
+            assert deltas.endswith(texts[-1])
+        else:
+            assert "".join(texts) == deltas
     else:
         assert result.client.phase is Phase.PROMPTING
 
@@ -508,3 +515,112 @@ def test_bad_input_capture_from_codex() -> None:
     (warning,) = client.feed(_line(idless), 3.0)
     assert isinstance(warning, AgentWarning)
     assert warning.code == "acp_error"
+
+
+def _update(update: dict[str, Any], session: str = "s") -> bytes:
+    return _line(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": session, "update": update},
+        }
+    )
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_a_tool_update_outside_a_turn_starts_no_tool(closed: bool) -> None:
+    # After the turn's answer (and the session's close), a stray tool report
+    # must not look like new work: it would undo the run's end.
+    client = _client()
+    _in_session(client)
+    client.feed(_update({"sessionUpdate": "agent_message_chunk", "content": {"text": "Done."}}), 3)
+    client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    if closed:
+        client.close()
+    stray = {"sessionUpdate": "tool_call", "toolCallId": "late", "kind": "execute", "title": "x"}
+    out = client.feed(_update(stray), 5.0)
+    assert not [o for o in out if isinstance(o, ToolStarted | ToolEnded)]
+    (warning,) = out
+    assert isinstance(warning, AgentWarning)
+    assert warning.code == "acp_update_outside_turn"
+
+
+def test_the_turns_text_is_its_last_messages_when_chunks_name_their_message() -> None:
+    # An agent that asks the model again (after max_tokens, say) streams a
+    # new message: only the last one is the answer.
+    client = _client()
+    _in_session(client)
+    for message_id, text in (
+        ("m1", "Partial ans"),
+        ("m1", "wer..."),
+        ("m2", "Full "),
+        ("m2", "answer."),
+    ):
+        chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        client.feed(_update({**chunk, "messageId": message_id}), 3.0)
+    out = client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    (turn,) = [o for o in out if isinstance(o, TurnEnded)]
+    assert turn.message.text == "Full answer."
+
+
+def test_without_message_ids_the_turns_text_is_all_of_it() -> None:
+    client = _client()
+    _in_session(client)
+    for text in ("One. ", "Two."):
+        chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        client.feed(_update(chunk), 3.0)
+    out = client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    (turn,) = [o for o in out if isinstance(o, TurnEnded)]
+    assert turn.message.text == "One. Two."
+
+
+def test_authentication_required_with_no_method_listed_asks_for_the_agents_login() -> None:
+    said = "Authentication required: " + "x" * 2000
+    client = _client()
+    client.start(0.0)
+    client.feed(_line(jsonrpc.result(1, INIT_OK)), 1.0)
+    error = {"code": jsonrpc.AUTH_REQUIRED, "message": said}
+    failed, _ = client.feed(_line({"jsonrpc": "2.0", "id": 2, "error": error}), 2.0)
+    assert isinstance(failed, Failed)
+    assert "agent's own command" in failed.message
+    assert "name the one to use" not in failed.message
+    # Its words are quoted, within bounds.
+    assert "Authentication required: xxx" in failed.message
+    assert len(failed.message) < 800
+
+
+def test_an_agent_that_does_not_read_gets_no_endless_queue_of_answers() -> None:
+    client = _client()
+    _in_session(client)
+    for _ in range(3):  # initialize, session/new and the prompt went out
+        client.written()
+    out: list[Output] = []
+    for n in range(5000):
+        request = {"jsonrpc": "2.0", "id": n, "method": "fs/read_text_file", "params": {}}
+        out += client.feed(_line(request), 3.0)
+    answers = _sent(out)
+    assert len(answers) == acp_client.MAX_UNWRITTEN_MESSAGES
+    (warning,) = [o for o in out if isinstance(o, AgentWarning)]
+    assert warning.code == "acp_replies_dropped"
+    # The wrapper's own messages still go out; answers resume once it reads.
+    assert _sent(client.cancel())
+    for _ in range(len(answers) + 1):
+        client.written()
+    request = {"jsonrpc": "2.0", "id": "again", "method": "fs/read_text_file", "params": {}}
+    (answer,) = _sent(client.feed(_line(request), 4.0))
+    assert answer["id"] == "again"
+
+
+def test_the_output_ending_mid_turn_means_the_agent_stopped_answering() -> None:
+    client = _client()
+    _in_session(client)
+    (stopped,) = client.output_ended()
+    assert isinstance(stopped, acp_client.StoppedAnswering)
+    assert "session/prompt" in stopped.message
+    # Between turns (or once closed) nothing is owed, until the next prompt.
+    client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    assert client.output_ended() == []
+    _, stopped = client.prompt("more")
+    assert isinstance(stopped, acp_client.StoppedAnswering)
+    client.close()
+    assert client.output_ended() == []

@@ -318,3 +318,36 @@ def test_a_cancelled_turn_that_ends_is_gated_not_terminated() -> None:
     assert tracker.observe(message("aborted"), 6.0) == []
     assert signals(tracker.tick(20.0)) == []
     assert tracker.phase is Phase.WORKING
+
+
+def test_an_agent_whose_output_closed_mid_turn_is_ended_after_the_drain_timeout() -> None:
+    tracker = CompletionTracker(
+        Limits(grace=1.0, settle_grace=1.0, kill_after=2.0, drain_timeout=3.0), 0.0
+    )
+    tracker.output_closed(10.0)
+    assert tracker.next_deadline == 13.0
+    assert tracker.tick(12.9) == []
+    (term,) = tracker.tick(13.0)
+    assert isinstance(term, SendSignal)
+    assert term.signal is signal.SIGTERM
+    assert "--drain-timeout" in term.reason
+    assert tracker.stopped_answering
+    (kill,) = tracker.tick(15.0)
+    assert isinstance(kill, SendSignal)
+    assert kill.signal is signal.SIGKILL
+
+
+def test_an_agent_whose_output_closed_and_that_exits_is_not_ended() -> None:
+    tracker = CompletionTracker(Limits(grace=1.0, settle_grace=1.0, kill_after=2.0), 0.0)
+    tracker.output_closed(10.0)
+    tracker.process_exited()
+    assert tracker.tick(100.0) == []
+    assert not tracker.stopped_answering
+
+
+def test_the_drain_timeout_default_is_the_command_lines() -> None:
+    from wrapper.config import DEFAULT_DRAIN_TIMEOUT
+
+    assert (
+        Limits(grace=1.0, settle_grace=1.0, kill_after=1.0).drain_timeout == DEFAULT_DRAIN_TIMEOUT
+    )

@@ -367,7 +367,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         type=_seconds,
         default=DEFAULT_DRAIN_TIMEOUT,
-        help="after the agent exits, how long to wait for its output to end "
+        help="after the agent exits, how long to wait for its output to end; for an ACP "
+        "agent whose output ended mid-turn, how long it may take to exit "
         f"(default {DEFAULT_DRAIN_TIMEOUT:g})",
     )
     parser.add_argument(

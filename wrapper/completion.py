@@ -25,6 +25,9 @@ Rules:
   due deadline asks it to look at the agent's process tree once
   (``CheckActivity``), and work there (CPU time spent, a new process) counts
   as output; an agent may report a tool only when it finishes.
+* An agent whose output closed while it owed an answer (``output_closed``)
+  and that has not exited within the drain timeout stopped answering: it is
+  terminated like a timeout.
 * When the grace expires the child is lingering: SIGTERM, then SIGKILL after
   ``kill_after``. The whole-run deadline, the attempt's own time limit and
   the wrapper's own signals take the same road; a second wrapper signal goes straight to SIGKILL.
@@ -112,6 +115,11 @@ class Limits:
     #: gated as any other; an agent that does not end it within ``kill_after``
     #: is terminated.
     attempt_limit_cancels: bool = False
+    #: How long an agent whose output closed while it owed an answer
+    #: (``output_closed``) may take to exit before it is terminated: as long as
+    #: the output of an agent that exited is drained (the default is
+    #: ``--drain-timeout``'s, kept here so that this module needs no settings).
+    drain_timeout: float = 2.0
 
 
 class CompletionTracker:
@@ -129,6 +137,10 @@ class CompletionTracker:
         self.attempt_timed_out = False
         #: The agent was silent for longer than the idle limit.
         self.idle_timed_out = False
+        #: The agent closed its output while it owed an answer, and did not exit.
+        self.stopped_answering = False
+        #: When an agent whose output closed is terminated if it has not exited.
+        self._mute_deadline = math.inf
         self.interrupted_by: signal.Signals | None = None
         #: True once the wrapper had to end a child that lingered after its final message.
         self.forced_cleanup = False
@@ -160,12 +172,23 @@ class CompletionTracker:
         if self._limit_hit:
             return self._deadline
         if self._held:
-            return min(self._deadline, self._run_deadline)
-        return min(self._deadline, self._run_deadline, self._attempt_deadline, self._idle_deadline)
+            return min(self._deadline, self._run_deadline, self._mute_deadline)
+        return min(
+            self._deadline,
+            self._run_deadline,
+            self._attempt_deadline,
+            self._idle_deadline,
+            self._mute_deadline,
+        )
 
     @property
     def _limit_hit(self) -> bool:
-        return self.timed_out or self.attempt_timed_out or self.idle_timed_out
+        return (
+            self.timed_out
+            or self.attempt_timed_out
+            or self.idle_timed_out
+            or self.stopped_answering
+        )
 
     @property
     def _idle_deadline(self) -> float:
@@ -213,6 +236,13 @@ class CompletionTracker:
             if now >= self._run_deadline:
                 self.timed_out = True
                 effects += self._terminate(now, "the run's --timeout expired")
+            elif now >= self._mute_deadline:
+                self.stopped_answering = True
+                effects += self._terminate(
+                    now,
+                    "the agent closed its output while it owed an answer and had not exited "
+                    f"{self.limits.drain_timeout:g}s later (--drain-timeout)",
+                )
             elif now >= self._attempt_deadline and not self._held:
                 self.attempt_timed_out = True
                 reason = "the attempt's --attempt-timeout expired"
@@ -300,6 +330,14 @@ class CompletionTracker:
         """Graces that apply from now on (the agent's dialect became known
         from its stream); a grace already running keeps its deadline."""
         self.limits = replace(self.limits, grace=grace, settle_grace=settle_grace)
+
+    def output_closed(self, now: float) -> None:
+        """The agent's output ended while it owed an answer (a live session's
+        turn was open): it can say nothing more, so unless it exits within
+        the drain timeout, as an agent that exited gets for its output, it
+        is terminated (``stopped_answering``)."""
+        if self.phase is Phase.WORKING or self.phase is Phase.GRACE:
+            self._mute_deadline = min(self._mute_deadline, now + self.limits.drain_timeout)
 
     def process_exited(self) -> None:
         self.phase = Phase.EXITED

@@ -38,6 +38,12 @@ TERMINAL_STOP_REASONS: frozenset[str] = frozenset(
 )
 
 
+#: The raw stop reason of the final message that stands for a two-way
+#: session which could not go on (set-up refused, a request unanswered): the
+#: agent's stderr is quoted with its error, as it often says why there.
+SESSION_FAILED = "protocol error"
+
+
 def canonical_stop_reason(raw: str | None, table: Mapping[str, StopReason]) -> str | None:
     """Map an agent's raw stop reason to a canonical one.
 

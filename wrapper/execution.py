@@ -81,6 +81,12 @@ if TYPE_CHECKING:
     from wrapper.acp.client import ToolInfo
     from wrapper.telemetry import PlannedIds, RunTelemetry
 
+#: PreToolUse handler chains run at once for an ACP agent's permission
+#: requests (as many as observer handlers): an agent may ask about dozens
+#: of tools in one go, and each chain starts processes; the rest wait their
+#: turn, in the order they were asked.
+PERMISSION_HOOK_CONCURRENCY = 4
+
 #: Warnings repeated on stderr when the run ends, whatever the output mode: a
 #: quality gate that broke or a settings problem must show in a CI log even
 #: when nothing else is printed.
@@ -302,6 +308,7 @@ class Run:
         )
         self.steering = self.gate.steering
         self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
+        self._permission_hooks = trio.Semaphore(PERMISSION_HOOK_CONCURRENCY)
 
     def status_written(self) -> bool:
         """Whether status.json is there: the run directory is usable and no
@@ -550,7 +557,10 @@ class Run:
                 tool_input=tool.input,
                 tool_use_id=tool.tool_call_id,
             )
-            results = await run_chain(handlers, "PreToolUse", payload, self.hook_ctx, blocking=True)
+            async with self._permission_hooks:
+                results = await run_chain(
+                    handlers, "PreToolUse", payload, self.hook_ctx, blocking=True
+                )
             for handler, result in zip(handlers, results, strict=False):
                 if result.updated_input:
                     self.stream.emit(
@@ -678,6 +688,8 @@ class Run:
             "timed_out": bool(tracker and tracker.timed_out),
             "attempt_timed_out": bool(tracker and tracker.attempt_timed_out),
             "idle_timed_out": bool(tracker and tracker.idle_timed_out),
+            "stopped_answering": bool(tracker and tracker.stopped_answering),
+            "drain_timeout": self.config.drain_timeout,
             "idle_timeout": self.config.idle_timeout,
             "interrupted_by": tracker.interrupted_by if tracker else None,
             "timeout": self.config.timeout,

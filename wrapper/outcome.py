@@ -13,6 +13,8 @@ the wrapper did not send, non-zero exit after a
 terminal stop
 ``--timeout``, ``--attempt-timeout`` or           ``timeout``     false    124
 ``--idle-timeout`` expired
+an ACP agent closed its output mid-turn and   ``error``       false    1
+did not exit (``stopped_answering``)
 a blocked stop could not be carried out            ``error``       false    1
 (``steer_failed``, ``prompt_blocked``)
 a Stop handler failed under fail-closed hooks      ``error``       false    1
@@ -34,7 +36,7 @@ import signal
 from dataclasses import dataclass, replace
 from typing import Any
 
-from wrapper.events import AssistantMessage, StopReason
+from wrapper.events import SESSION_FAILED, AssistantMessage, StopReason
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -72,6 +74,8 @@ class ErrorKind(enum.StrEnum):
     STEER_FAILED = "steer_failed"
     NO_COMPLETION_SIGNAL = "no_completion_signal"
     IDLE_FAILED = "idle_failed"
+    #: A live session's agent closed its output mid-turn and did not exit.
+    STOPPED_ANSWERING = "stopped_answering"
     HOOK_FAILED = "hook_failed"
     INTERNAL = "internal"
     #: Written by the guardian when the wrapper died without finishing; never
@@ -137,6 +141,10 @@ class RunFacts:
     #: The agent was silent for longer than --idle-timeout.
     idle_timed_out: bool = False
     idle_timeout: float | None = None
+    #: The agent closed its output while it owed an answer and did not exit
+    #: within the drain timeout (then it was terminated).
+    stopped_answering: bool = False
+    drain_timeout: float | None = None
     #: A stop was blocked but could not be carried out.
     steer_failure: RunError | None = None
     #: The wrapper itself failed (a bug); the child was still cleaned up.
@@ -182,6 +190,13 @@ def decide(facts: RunFacts) -> Verdict:
             f"the agent wrote nothing for {limit} while no tool was running (--idle-timeout)",
         )
         return Verdict(Outcome.TIMEOUT, False, EXIT_TIMEOUT, error)
+    if facts.stopped_answering:
+        within = f" within {facts.drain_timeout:g}s" if facts.drain_timeout is not None else ""
+        return _failed(
+            ErrorKind.STOPPED_ANSWERING,
+            "the agent stopped answering: it closed its output in the middle of a turn "
+            f"and did not exit{within} (--drain-timeout), so it was terminated",
+        )
     if facts.steer_failure is not None:
         return Verdict(Outcome.ERROR, False, EXIT_FAILED, facts.steer_failure)
     if facts.attempt_timed_out:
@@ -205,7 +220,12 @@ def _agent_verdict(facts: RunFacts) -> Verdict:
         verdict = replace(verdict, error=replace(verdict.error, message=message))
     exit_ = facts.exit
     failed_exit = exit_ is not None and (exit_.code or exit_.signal is not None)
-    if verdict.error is None or not facts.stderr_tail or not failed_exit or facts.signalled:
+    # A session that could not go on ends with the wrapper closing the
+    # agent's input (and maybe signalling it): whatever its exit, the agent
+    # said why on its stderr, if anywhere.
+    session_failed = facts.final is not None and facts.final.raw_stop_reason == SESSION_FAILED
+    quoted = session_failed or (failed_exit and not facts.signalled)
+    if verdict.error is None or not facts.stderr_tail or not quoted:
         return verdict
     own_reason = facts.final is not None and facts.final.error_message
     if verdict.error.kind is ErrorKind.NONZERO_EXIT and own_reason:

@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from wrapper import child, proctree
-from wrapper.acp.client import AcpOptions, PermissionRequested, ToolInfo
+from wrapper.acp import jsonrpc
+from wrapper.acp.client import (
+    AcpOptions,
+    PermissionRequested,
+    PermissionWithdrawn,
+    StoppedAnswering,
+    ToolInfo,
+)
 from wrapper.artifacts import StreamFile
 from wrapper.completion import (
     CancelTurn,
@@ -130,6 +137,8 @@ class AttemptSupervisor:
         self.protocol_log = protocol_log
         #: The live session of an agent driven over its stdin, during an attempt.
         self._session: AcpDriver | None = None
+        #: The permission requests being decided, to stop deciding when withdrawn.
+        self._deciding: dict[jsonrpc.IdKey, trio.CancelScope] = {}
         #: What decides, at the end of a live session's turn, what comes next.
         self._at_turn_end: Callable[[AttemptRecord], Awaitable[str | None]] | None = None
         self._limits: Limits | None = None
@@ -203,6 +212,7 @@ class AttemptSupervisor:
                 idle_timeout=self.config.idle_timeout,
                 idle_looks_at_tree=True,
                 attempt_limit_cancels=prompt is not None,
+                drain_timeout=self.config.drain_timeout,
             ),
             now,
         )
@@ -274,6 +284,8 @@ class AttemptSupervisor:
             log.write if log is not None else None,
             on_turn_end=self._turn_ended,
             on_permission=self._permission_requested,
+            on_withdrawn=self._permission_withdrawn,
+            on_stopped_answering=self._stopped_answering,
         )
         return driver
 
@@ -283,12 +295,48 @@ class AttemptSupervisor:
         a tool being under way)."""
         if self._background is None or self._session is None:
             return
-        self._background.start_soon(self._answer_permission, self._session, request)
+        scope = trio.CancelScope()
+        key = jsonrpc.id_key(request.request_id)
+        if key is not None:
+            self._deciding[key] = scope
+        self._background.start_soon(self._answer_permission, self._session, request, scope)
 
-    async def _answer_permission(self, session: AcpDriver, request: PermissionRequested) -> None:
+    def _stopped_answering(self, stopped: StoppedAnswering) -> None:
+        """The agent's output closed while it owed an answer: it has the drain
+        timeout to exit (as an agent that exited has to finish its output)."""
+        if self.tracker is None:
+            return
+        self.emit(
+            WarningEvent(
+                code="agent_output_closed",
+                message=f"{stopped.message}; it is ended unless it exits within "
+                f"{self.config.drain_timeout:g}s (--drain-timeout)",
+            )
+        )
+        self.tracker.output_closed(trio.current_time())
+        self._set_timer()
+
+    def _permission_withdrawn(self, withdrawn: PermissionWithdrawn) -> None:
+        """The session answered a request itself (its turn ended first): a
+        person asked about it is no longer (the question closes), and the
+        next question in line is asked."""
+        key = jsonrpc.id_key(withdrawn.request_id)
+        scope = self._deciding.pop(key, None) if key is not None else None
+        if scope is not None:
+            scope.cancel()
+
+    async def _answer_permission(
+        self, session: AcpDriver, request: PermissionRequested, scope: trio.CancelScope
+    ) -> None:
         allow, reason = True, None
-        if self.permission_gate is not None:
-            allow, reason = await self.permission_gate(request.tool)
+        with scope:
+            if self.permission_gate is not None:
+                allow, reason = await self.permission_gate(request.tool)
+        key = jsonrpc.id_key(request.request_id)
+        if key is not None:
+            self._deciding.pop(key, None)
+        if scope.cancelled_caught:
+            return
         # A request cancelled meanwhile (session/cancel) is already answered.
         session.decide(request.request_id, allow, reason)
 
@@ -435,6 +483,7 @@ class AttemptSupervisor:
         framer = LineFramer(self.config.max_line_bytes)
         record = self.record
         assert record is not None
+        ended = False
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
                 boundary = self._exit_boundary
@@ -454,6 +503,7 @@ class AttemptSupervisor:
                     with trio.CancelScope() as self._backpressure:
                         await self.output.wait_for_room()
                     self._backpressure = None
+            ended = True
         finally:
             now, wall = trio.current_time(), time.time()
             tail = framer.close()
@@ -464,6 +514,9 @@ class AttemptSupervisor:
                 for event in self.dialect.flush():
                     self._event(event, now, wall)
             self.stdout_log.flush()
+        if ended and self._session is not None and record.exit is None:
+            # An agent that closed its output can answer nothing more.
+            self._session.output_ended()
 
     def _stdout_chunk(self, framer: LineFramer, data: bytes | bytearray) -> None:
         record = self.record

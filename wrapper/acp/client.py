@@ -17,14 +17,20 @@ turn has none of its own (the run's limits bound it, and the shell cancels).
 Normalization:
 
 - ``agent_message_chunk`` (text content) -> ``TextDelta``; the turn's text is
-  the assistant message's text.
+  the assistant message's text: the text of the turn's last message where
+  the chunks carry a ``messageId`` (a change of id starts a new message, as
+  when an agent asks the model again after ``max_tokens``), else every
+  chunk of the turn (the protocol then marks no boundary: a retry's text
+  follows the text it replaces).
 - ``tool_call`` / ``tool_call_update`` and the ``toolCall`` of a permission
   request -> ``ToolStarted`` the first time an id is seen and ``ToolEnded``
   at ``completed`` / ``failed`` (once). ACP names no tool: the tool's name is
   its ``kind`` (``execute``, ``read``, ``edit``, ...; ``other`` when absent),
   its summary the title, its input ``rawInput`` (or ``{}``). A tool the
   wrapper refused ends there, as an error carrying the reason (some agents
-  never report a refused call).
+  never report a refused call). A tool update outside a prompt turn (after
+  its answer, between turns, after the close) is a warning, never a tool:
+  the turn it belonged to is over.
 - ``agent_thought_chunk``, ``plan``, ``usage_update`` (context fill, not
   tokens spent), ``available_commands_update`` and the other session
   updates are dropped.
@@ -74,6 +80,18 @@ STOP_REASONS: Mapping[str, StopReason] = {
 #: ``session/new`` (a cold ``initialize`` takes seconds; a fresh opencode
 #: home up to 9 s on a loaded machine).
 DEFAULT_SETUP_TIMEOUT = 30.0
+
+#: Messages to the agent handed to the shell but not written yet, past
+#: which the error answers to the agent's own requests are dropped: its
+#: stdin pipe holds about 600 such answers (64 KiB), so an agent this far
+#: behind is not reading at all, and a flood of its requests must not grow
+#: the queue without bound (each answer waiting costs memory until written).
+MAX_UNWRITTEN_MESSAGES = 1024
+#: How much of a method name an error answer repeats.
+QUOTED_METHOD_CHARS = 100
+
+#: How much of an agent's error message a failure quotes.
+QUOTED_ERROR_CHARS = 500
 
 #: Option kinds, most preferred first, for each decision on a permission request.
 _ALLOW_KINDS = ("allow_once", "allow_always")
@@ -126,6 +144,24 @@ class PermissionRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class PermissionWithdrawn:
+    """A ``PermissionRequested`` was answered by the core itself (the turn
+    ended or was cancelled first): whatever the shell still does to decide it
+    (a hook, a person asked) is moot and may stop."""
+
+    request_id: Any
+
+
+@dataclass(frozen=True, slots=True)
+class StoppedAnswering:
+    """The agent's output ended while the session awaited its answer: no
+    answer can come any more. ``message`` says so, for a person; the shell
+    gives the process the drain timeout to exit, then ends it."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnded:
     """A prompt turn is over (its ``AssistantMessage`` came just before):
     the shell runs its stop gate, then sends ``prompt`` or ``close``."""
@@ -145,7 +181,15 @@ class CloseInput:
     """Close the agent's stdin: the session is over."""
 
 
-Action = Send | PermissionRequested | TurnEnded | Failed | CloseInput
+Action = (
+    Send
+    | PermissionRequested
+    | PermissionWithdrawn
+    | StoppedAnswering
+    | TurnEnded
+    | Failed
+    | CloseInput
+)
 Output = Event | Action
 
 
@@ -178,7 +222,10 @@ class _Tool:
 
 @dataclass(slots=True)
 class _Turn:
+    #: The text of the turn's current message (its last, once the turn is over).
     text: list[str] = field(default_factory=list)
+    #: The ``messageId`` of the chunks of that message, when the agent names it.
+    message_id: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
 
 
@@ -202,6 +249,12 @@ class AcpClient:
         self._authenticated = False
         self._tools: dict[str, _Tool] = {}
         self._turn = _Turn()
+        #: The agent's stdout has ended (``output_ended``).
+        self._output_gone = False
+        #: Messages handed to the shell and not reported written (``written``).
+        self.unwritten = 0
+        #: Error answers to the agent's requests dropped while it did not read.
+        self.replies_dropped = 0
         #: Permission requests not answered yet: id key -> (raw id, options, tool id).
         self._permissions: dict[jsonrpc.IdKey, tuple[Any, tuple[tuple[str, str], ...], str]] = {}
 
@@ -247,7 +300,11 @@ class AcpClient:
         """The next prompt turn on the live session (a steer)."""
         if self.phase is not Phase.IDLE or self.session_id is None:
             return []
-        return [self._send_prompt(text)]
+        out: list[Output] = [self._send_prompt(text)]
+        if self._output_gone:
+            # Its output ended between turns: this turn cannot be answered.
+            out += self.output_ended()
+        return out
 
     def decide_permission(
         self, request_id: Any, allow: bool, reason: str | None = None
@@ -274,7 +331,7 @@ class AcpClient:
             )
         else:
             outcome = {"outcome": "selected", "optionId": chosen}
-        out.append(Send(jsonrpc.result(raw_id, {"outcome": outcome})))
+        out.append(self._send(jsonrpc.result(raw_id, {"outcome": outcome})))
         if not allow or chosen is None:
             out += self._end_tool(call_id, is_error=True, result=reason or "permission denied")
         return out
@@ -285,7 +342,7 @@ class AcpClient:
         if self.phase is not Phase.PROMPTING or self.session_id is None:
             return []
         out: list[Output] = [
-            Send(jsonrpc.notification("session/cancel", {"sessionId": self.session_id}))
+            self._send(jsonrpc.notification("session/cancel", {"sessionId": self.session_id}))
         ]
         return out + self._cancel_permissions()
 
@@ -295,6 +352,23 @@ class AcpClient:
             return []
         self.phase = Phase.CLOSED
         return [CloseInput()]
+
+    def output_ended(self) -> list[Output]:
+        """The agent's stdout reached its end (the process may live on)."""
+        self._output_gone = True
+        waiting = {
+            Phase.INITIALIZING: "initialize",
+            Phase.AUTHENTICATING: "authenticate",
+            Phase.CREATING_SESSION: "session/new",
+            Phase.PROMPTING: "session/prompt",
+        }.get(self.phase)
+        if waiting is None or self.passive:
+            return []
+        return [
+            StoppedAnswering(
+                f"the agent closed its output while the wrapper awaited its answer to {waiting}"
+            )
+        ]
 
     def next_deadline(self) -> float | None:
         """When ``tick`` has something to report, at the earliest."""
@@ -379,12 +453,21 @@ class AcpClient:
         if error is not None:
             if error.get("code") == jsonrpc.AUTH_REQUIRED and not self._authenticated:
                 method = self.options.auth_method
-                if method is None:
-                    offered = ", ".join(self.auth_methods) or "none listed"
+                said = _quoted(jsonrpc.error_text(error))
+                if method is None and not self.auth_methods:
+                    # Nothing the wrapper could send would do: such an agent
+                    # is logged in by a command of its own.
                     return self._fail(
-                        "the agent requires authentication (its methods: "
-                        f"{offered}); name the one to use with --auth-method or the settings' "
-                        "acp.authMethod"
+                        "the agent requires authentication and offers no method a client "
+                        "can use: log in with the agent's own command first (--auth-method "
+                        f"cannot help); it said: {said}"
+                    )
+                if method is None:
+                    offered = ", ".join(self.auth_methods)
+                    return self._fail(
+                        f"the agent requires authentication (its methods: {offered}); name "
+                        "the one to use with --auth-method or the settings' acp.authMethod; "
+                        f"it said: {said}"
                     )
                 self.phase = Phase.AUTHENTICATING
                 deadline = now + self.options.authenticate_timeout
@@ -441,20 +524,17 @@ class AcpClient:
 
     def _on_request(self, request: jsonrpc.Request) -> list[Output]:
         if request.method != "session/request_permission":
-            reply = jsonrpc.error(
-                request.id, jsonrpc.METHOD_NOT_FOUND, f"method not supported: {request.method}"
-            )
-            return [Send(reply)]
+            name = request.method[:QUOTED_METHOD_CHARS]
+            message = f"method not supported: {name}"
+            return self._refuse(request, jsonrpc.METHOD_NOT_FOUND, message)
         params = request.params if isinstance(request.params, Mapping) else {}
         self._adopt_session(params)
         if self.session_id is None or params.get("sessionId") != self.session_id:
-            reply = jsonrpc.error(request.id, jsonrpc.INVALID_PARAMS, "no such session")
-            return [Send(reply)]
+            return self._refuse(request, jsonrpc.INVALID_PARAMS, "no such session")
         tool_call = params.get("toolCall")
         call_id = tool_call.get("toolCallId") if isinstance(tool_call, Mapping) else None
         if not isinstance(call_id, str) or not isinstance(tool_call, Mapping):
-            reply = jsonrpc.error(request.id, jsonrpc.INVALID_PARAMS, "toolCall.toolCallId missing")
-            return [Send(reply)]
+            return self._refuse(request, jsonrpc.INVALID_PARAMS, "toolCall.toolCallId missing")
         out = self._tool_update(tool_call, announce_end=False)
         options = tuple(
             (o["optionId"], o["kind"])
@@ -496,10 +576,28 @@ class AcpClient:
             content = update.get("content")
             text = content.get("text") if isinstance(content, Mapping) else None
             if isinstance(text, str) and text:
-                self._turn.text.append(text)
+                turn = self._turn
+                message_id = as_str(update.get("messageId"))
+                if message_id is not None and message_id != turn.message_id:
+                    # A new message of the same turn (the agent asked the
+                    # model again): the answer is the last message, not every
+                    # attempt's text glued together.
+                    turn.text.clear()
+                    turn.message_id = message_id
+                turn.text.append(text)
                 return [TextDelta(text=text)]
             return []
         if kind in ("tool_call", "tool_call_update"):
+            if not self.passive and self.phase is not Phase.PROMPTING:
+                # The turn has been answered: a tool reported now is not work
+                # the run waits for, and must not reopen a run that ended.
+                return [
+                    AgentWarning(
+                        code="acp_update_outside_turn",
+                        message=f"a {kind} update arrived outside a prompt turn "
+                        f"(tool {as_str(update.get('toolCallId'))!r}); it was ignored",
+                    )
+                ]
             return self._tool_update(update, announce_end=True)
         return []
 
@@ -537,7 +635,8 @@ class AcpClient:
         """Every open permission request answered as cancelled; its tool did not run."""
         out: list[Output] = []
         for raw_id, _, call_id in self._permissions.values():
-            out.append(Send(jsonrpc.result(raw_id, {"outcome": {"outcome": "cancelled"}})))
+            out.append(self._send(jsonrpc.result(raw_id, {"outcome": {"outcome": "cancelled"}})))
+            out.append(PermissionWithdrawn(raw_id))
             out += self._end_tool(call_id, is_error=True, result="cancelled before it was allowed")
         self._permissions.clear()
         return out
@@ -561,9 +660,38 @@ class AcpClient:
 
     # --- outgoing ------------------------------------------------------
 
+    def written(self) -> None:
+        """The shell wrote one message this client handed it (a ``Send``)."""
+        self.unwritten = max(0, self.unwritten - 1)
+
+    def _send(self, message: dict[str, Any]) -> Send:
+        self.unwritten += 1
+        return Send(message)
+
+    def _refuse(self, request: jsonrpc.Request, code: int, message: str) -> list[Output]:
+        """An error answer to a request of the agent's, unless the agent has
+        stopped reading its input: an agent that sends requests without
+        reading the answers would otherwise make them pile up without bound.
+        Past the limit they are dropped (one warning); the wrapper's own
+        messages (prompts, permission answers, cancels) never are."""
+        if self.passive or self.unwritten < MAX_UNWRITTEN_MESSAGES:
+            return [self._send(jsonrpc.error(request.id, code, message))]
+        self.replies_dropped += 1
+        if self.replies_dropped > 1:
+            return []
+        return [
+            AgentWarning(
+                code="acp_replies_dropped",
+                message=f"the agent is not reading its input ({self.unwritten} messages to it "
+                "wait unwritten) yet keeps sending requests; the error answers to its "
+                f"requests the wrapper does not serve (such as {request.method[:80]!r}) are "
+                "dropped until it reads again",
+            )
+        ]
+
     def _request(self, method: str, params: Any, deadline: float | None) -> Send:
         _, message = self._outbox.request(method, params, deadline)
-        return Send(message)
+        return self._send(message)
 
     def _new_session(self, now: float) -> Send:
         self.phase = Phase.CREATING_SESSION
@@ -584,6 +712,14 @@ class AcpClient:
         closing = self.phase is not Phase.CLOSED
         self.phase = Phase.FAILED
         return [Failed(message), *([CloseInput()] if closing else [])]
+
+
+def _quoted(text: str) -> str:
+    """An agent's error message as a failure quotes it: bounded, since the
+    agent decides its length."""
+    if len(text) > QUOTED_ERROR_CHARS:
+        text = text[:QUOTED_ERROR_CHARS] + "…"
+    return repr(text)
 
 
 def _usage(result: Mapping[str, Any]) -> tuple[Usage | None, str | None]:

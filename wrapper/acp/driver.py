@@ -75,6 +75,10 @@ class AcpDriver:
             )
         self._apply(self.client.feed(line, now))
 
+    def output_ended(self) -> None:
+        """The agent's stdout reached its end."""
+        self._apply(self.client.output_ended())
+
     def decide(self, request_id: Any, allow: bool, reason: str | None = None) -> None:
         self._apply(self.client.decide_permission(request_id, allow, reason))
 
@@ -110,6 +114,7 @@ class AcpDriver:
                 await self.stdin.send_all(jsonrpc.encode(item.message))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 break  # the agent stopped reading: its exit tells the rest
+            self.client.written()
         self._send.close()
         self.input_closed.set()
         await self.stdin.aclose()

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from wrapper.acp.client import AcpClient, AcpOptions, Output, PermissionRequested, Phase
+from wrapper.acp.client import AcpClient, AcpOptions, Output, PermissionRequested, Phase, Send
 
 
 def record(t: float, way: str, message: Mapping[str, Any]) -> bytes:
@@ -72,7 +72,9 @@ def replay(records: Iterable[Mapping[str, Any]]) -> tuple[AcpClient, list[Output
         else:
             continue
         for item in out:
-            if isinstance(item, PermissionRequested):
+            if isinstance(item, Send):
+                client.written()  # the record holds what was written
+            elif isinstance(item, PermissionRequested):
                 asked[orjson.dumps(item.request_id).decode()] = item
         outputs += out
     return client, outputs

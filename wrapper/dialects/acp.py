@@ -24,10 +24,12 @@ from wrapper.acp.client import (
     Failed,
     Output,
     PermissionRequested,
+    PermissionWithdrawn,
+    StoppedAnswering,
     TurnEnded,
 )
 from wrapper.dialects.base import Dialect, Launch
-from wrapper.events import AssistantMessage, Event, StopReason, ToolEnded
+from wrapper.events import SESSION_FAILED, AssistantMessage, Event, StopReason, ToolEnded
 
 if TYPE_CHECKING:
     import trio
@@ -64,6 +66,8 @@ class AcpDialect(Dialect):
         self._emit: Callable[[Event], None] | None = None
         self._on_turn_end: Callable[[], None] | None = None
         self._on_permission: Callable[[PermissionRequested], None] | None = None
+        self._on_withdrawn: Callable[[PermissionWithdrawn], None] | None = None
+        self._on_stopped_answering: Callable[[StoppedAnswering], None] | None = None
 
     def parse(self, line: bytes) -> list[Event]:
         driver = self.driver
@@ -85,6 +89,8 @@ class AcpDialect(Dialect):
         *,
         on_turn_end: Callable[[], None] | None = None,
         on_permission: Callable[[PermissionRequested], None] | None = None,
+        on_withdrawn: Callable[[PermissionWithdrawn], None] | None = None,
+        on_stopped_answering: Callable[[StoppedAnswering], None] | None = None,
     ) -> AcpDriver:
         """Hold the live session of a started agent: its stdout lines (through
         ``parse``) drive the core; events that come of something else (a
@@ -95,12 +101,17 @@ class AcpDialect(Dialect):
         prompt or closes the session; without it the session is closed after
         its first turn. A permission request goes to ``on_permission``, whose
         owner answers it through ``driver.decide``; without it every request
-        is allowed."""
+        is allowed; one the session answered by itself meanwhile (its turn
+        ended) goes to ``on_withdrawn``. When the agent's output ends while
+        it owes an answer (the caller calls ``driver.output_ended``),
+        ``on_stopped_answering`` is told."""
         from wrapper.acp.driver import AcpDriver  # noqa: PLC0415 - trio, for live runs only
 
         self._emit = emit
         self._on_turn_end = on_turn_end
         self._on_permission = on_permission
+        self._on_withdrawn = on_withdrawn
+        self._on_stopped_answering = on_stopped_answering
         self.driver = AcpDriver(AcpClient(options), stdin, self._on_output, log)
         return self.driver
 
@@ -122,6 +133,12 @@ class AcpDialect(Dialect):
                 self._on_permission(output)
             else:
                 driver.decide(output.request_id, True)
+        elif isinstance(output, PermissionWithdrawn):
+            if self._on_withdrawn is not None:
+                self._on_withdrawn(output)
+        elif isinstance(output, StoppedAnswering):
+            if self._on_stopped_answering is not None:
+                self._on_stopped_answering(output)
         elif isinstance(output, TurnEnded):
             if self._on_turn_end is not None:
                 self._on_turn_end()
@@ -132,7 +149,7 @@ class AcpDialect(Dialect):
             self._deliver(
                 AssistantMessage(
                     stop_reason=str(StopReason.ERROR),
-                    raw_stop_reason="protocol error",
+                    raw_stop_reason=SESSION_FAILED,
                     error_message=output.message,
                 )
             )

@@ -61,6 +61,8 @@ class StopGate:
         #: Run-directory files already reported as ignored: the reply wait
         #: polls, and one warning per file is enough.
         self._ignored: set[str] = set()
+        #: Held while a person is asked something (see ``ask_person``).
+        self._asking = trio.Lock()
         self.status = status
         self.hook_ctx = hook_ctx
         self.events_path = events_path
@@ -188,7 +190,17 @@ class StopGate:
     async def ask_person(self, question: str | None, *, then: str = "stopping") -> EscalationRecord:
         """Open an escalation, tell a person and wait for the reply (or the
         escalation timeout); the record holds the answer (None: none came).
-        status.json's state is ``then`` once it is answered."""
+        status.json's state is ``then`` once it is answered.
+
+        One question at a time: another one (an ACP agent asking about two
+        tools at once) waits until this one is answered, then is asked in
+        its turn. status.json and ``reply`` show one question, the run's
+        latest; two open at once would leave one unseen to wait out its
+        timeout."""
+        async with self._asking:
+            return await self._ask_person(question, then)
+
+    async def _ask_person(self, question: str | None, then: str) -> EscalationRecord:
         record = self.policy.open_escalation(question)
         run_dir = self.config.run_dir
         mailbox.open_escalation(run_dir, record.id, question)
@@ -213,6 +225,13 @@ class StopGate:
                 self.config.run_id,
                 self._ignored_file,
             )
+        except trio.Cancelled:
+            # Nobody needs the answer any more (the question was withdrawn,
+            # or the run is ending): status.json no longer shows it.
+            self.status.update(
+                trio.current_time(), force=True, state=then, question=None, escalationId=None
+            )
+            raise
         finally:  # also when a signal or the run's deadline ends the wait
             mailbox.close_escalation(run_dir, record.id, self.config.run_id)
         record.answer, record.text = answer.get("kind"), answer.get("text")

@@ -1,0 +1,150 @@
+"""A small ACP agent that plays a script of raw messages, for the misbehaviours
+the fake agent's scenarios do not express (messages after a turn's answer,
+floods, an output closed early, requests that come all at once).
+
+``python tests/acp_scripted_agent.py SCRIPT.json``. The script is a JSON
+object; every key is optional:
+
+- ``authMethods``: what ``initialize`` offers (default: none);
+- ``sessionNew``: a JSON-RPC error object ``session/new`` is answered with
+  (default: a session ``s``);
+- ``stderr``: written to stderr at the start;
+- ``turn``: the steps played on each ``session/prompt`` before its answer;
+- ``stopReason``: the answer's (default ``end_turn``);
+- ``after``: the steps played right after the answer;
+- ``atClose``: the steps played when stdin ends, before the exit (status 0).
+
+A step is a message to write as it is (``session/update`` params get the
+session id when they have none), or one of: ``{"$sleep": S}``;
+``{"$flood": {"count": N, "method": M}}`` (N requests, without reading
+stdin); ``{"$permissions": N}`` (N permission requests at once, then their
+answers read: each tool is reported completed when allowed);
+``{"$ask": N}`` (the same requests, their answers left unread);
+``{"$closeStdout": S}`` (close stdout, then stay alive S seconds without
+reading stdin).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+SESSION = "s"
+
+
+def write(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def update(body: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SESSION, **body}}
+
+
+def read() -> dict[str, Any] | None:
+    line = sys.stdin.readline()
+    while line and not line.strip():
+        line = sys.stdin.readline()
+    if not line:
+        return None
+    loaded: dict[str, Any] = json.loads(line)
+    return loaded
+
+
+def play(steps: list[dict[str, Any]]) -> None:
+    for step in steps:
+        if "$sleep" in step:
+            time.sleep(step["$sleep"])
+        elif "$flood" in step:
+            flood = step["$flood"]
+            for n in range(flood["count"]):
+                write({"jsonrpc": "2.0", "id": f"f{n}", "method": flood["method"], "params": {}})
+        elif "$permissions" in step:
+            permissions(step["$permissions"])
+        elif "$ask" in step:
+            permissions(step["$ask"], wait=False)
+        elif "$closeStdout" in step:
+            sys.stdout.flush()
+            os.close(1)
+            time.sleep(step["$closeStdout"])
+            os._exit(0)
+        elif step.get("method") == "session/update" and "sessionId" not in step.get("params", {}):
+            write(update(step["params"]))
+        else:
+            write(step)
+
+
+def permissions(count: int, *, wait: bool = True) -> None:
+    for n in range(count):
+        call = {"toolCallId": f"t{n}", "title": f"echo {n}", "kind": "execute", "status": "pending"}
+        options = [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ]
+        params = {"sessionId": SESSION, "toolCall": call, "options": options}
+        write(
+            {
+                "jsonrpc": "2.0",
+                "id": f"p{n}",
+                "method": "session/request_permission",
+                "params": params,
+            }
+        )
+    waiting = {f"p{n}" for n in range(count)} if wait else set()
+    while waiting:
+        message = read()
+        if message is None:
+            return
+        if message.get("id") in waiting and "result" in message:
+            waiting.discard(message["id"])
+            outcome = message["result"]["outcome"]
+            allowed = outcome.get("optionId") == "allow"
+            call_id = "t" + str(message["id"])[1:]
+            status = "completed" if allowed else "failed"
+            write(
+                update(
+                    {
+                        "update": {
+                            "sessionUpdate": "tool_call_update",
+                            "toolCallId": call_id,
+                            "status": status,
+                        }
+                    }
+                )
+            )
+
+
+def main() -> None:
+    with open(sys.argv[1], encoding="utf-8") as file:
+        script: dict[str, Any] = json.load(file)
+    if "stderr" in script:
+        sys.stderr.write(script["stderr"] + "\n")
+        sys.stderr.flush()
+    while (message := read()) is not None:
+        method, request_id = message.get("method"), message.get("id")
+        if method == "initialize":
+            methods = script.get("authMethods", [])
+            write(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {"protocolVersion": 1, "authMethods": methods},
+                }
+            )
+        elif method == "session/new" and "sessionNew" in script:
+            write({"jsonrpc": "2.0", "id": request_id, "error": script["sessionNew"]})
+        elif method == "session/new":
+            write({"jsonrpc": "2.0", "id": request_id, "result": {"sessionId": SESSION}})
+        elif method == "session/prompt":
+            play(script.get("turn", []))
+            stop = script.get("stopReason", "end_turn")
+            write({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": stop}})
+            play(script.get("after", []))
+    play(script.get("atClose", []))
+
+
+if __name__ == "__main__":
+    main()
