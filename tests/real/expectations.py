@@ -130,10 +130,6 @@ EXPECTED: dict[str, dict[str, Expect]] = {
         # as a success holding the four pieces: the limit leaves no trace in
         # its stream, so the run looks like a plain success.
         length=Expect("ok", "stop", "success", 0, m.LENGTH_TEXT * 4),
-        # Qwen Code refuses to run "sleep 3 && ..." ("Blocked: sleep 3 followed
-        # by ...: run blocking commands in the background"): the tool ends at
-        # once as an error, the model's answer follows, no file is written.
-        slow=Expect("ok", "stop", "success", 0, m.TOOL_ANSWER, tools=("run_shell_command",)),
     ),
 }
 
