@@ -682,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--keep-stdin", action="store_true", help="do not close stdin at the end")
     run.add_argument("command", nargs="+")
     cap = sub.add_parser("capture", help="a tier CLI against the mock model server")
-    agents = ["gemini", "gemini-yolo", "opencode", "opencode-ask"]
+    agents = ["gemini", "gemini-yolo", "opencode", "opencode-ask", "qwen", "kilo", "kilo-ask"]
     agents += ["claude-acp", "codex-acp", "codex-acp-ask"]
     cap.add_argument("agent", choices=agents)
     cap.add_argument("scenario", choices=sorted(SCENARIOS))
