@@ -93,6 +93,24 @@ EXPECTED: dict[str, tuple[list[str], bool | str | None]] = {
     "codex-acp-0.16.0/ask_cancel_permission": (["aborted"], True),
     "codex-acp-0.16.0/ask_cancel_then_prompt": (["aborted", "stop"], "open"),
     "codex-acp-0.16.0/ask_sigterm": ([], "open"),
+    "qwen-0.24.4/plain": (["stop"], None),
+    "qwen-0.24.4/tool_allow": (["stop"], False),
+    "qwen-0.24.4/tool_reject": (["stop"], True),
+    "qwen-0.24.4/second_prompt": (["stop", "stop"], None),
+    # Qwen Code asks the model to go on after an output-token limit, then ends the turn.
+    "qwen-0.24.4/length": (["stop"], None),
+    "qwen-0.24.4/auth": (["error"], None),
+    "qwen-0.24.4/cancel_tool": (["aborted"], True),
+    # Qwen Code answers the pending prompt "cancelled" when it gets SIGTERM.
+    "qwen-0.24.4/sigterm": (["aborted"], True),
+    "kilo-7.7.9/plain": (["stop"], None),
+    "kilo-7.7.9/ask_tool_allow": (["stop"], False),
+    "kilo-7.7.9/ask_tool_reject": (["stop"], True),
+    "kilo-7.7.9/second_prompt": (["stop", "stop"], None),
+    "kilo-7.7.9/length": (["stop"], None),
+    "kilo-7.7.9/auth": (["error"], None),
+    "kilo-7.7.9/ask_cancel_tool": (["aborted"], False),
+    "kilo-7.7.9/ask_sigterm": ([], "open"),
 }
 
 

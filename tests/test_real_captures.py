@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.real.clis import CLIS
-from tests.real.expectations import EXPECTED
+from tests.real.expectations import EXPECTED, expected
 from wrapper.framing import DEFAULT_MAX_LINE_BYTES
 from wrapper.normalize import normalize
 
@@ -65,7 +65,7 @@ def test_captures_are_there() -> None:
     ],
 )
 def test_capture_reads_as_the_table_says(cli: str, path: Path) -> None:
-    expect = EXPECTED[cli][path.stem]
+    expect = expected(cli, path.parent.name.rsplit("-", 1)[1])[path.stem]
     got = summary(cli, path, expect.exit)
     assert (got["stopReason"], got["rawStopReason"]) == (expect.stop, expect.raw)
     if expect.final is not None:

@@ -75,6 +75,50 @@ def test_an_option_or_subcommand_can_name_another_dialect(
     assert name(command) == expected
 
 
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # Qwen Code: its stream-json output is Claude Code's stream; --acp is ACP.
+        (["qwen", "-o", "stream-json"], "claude"),
+        (["qwen", "--approval-mode", "yolo", "--output-format", "stream-json"], "claude"),
+        (["qwen", "--output-format=stream-json", "-m", "m"], "claude"),
+        (["npx", "@qwen-code/qwen-code@0.24.4", "-o", "stream-json"], "claude"),
+        (["qwen", "--acp", "--approval-mode", "default"], "acp"),
+        (["qwen", "-o", "json"], None),  # one JSON document at the end: no stream
+        (["qwen", "-p", "hi"], None),
+        (["qwen", "-p", "hi", "--", "-o", "stream-json"], None),  # after --, an argument
+        # Kilo CLI: its ACP server is a subcommand.
+        (["kilo", "acp"], "acp"),
+        (["/opt/kilo/bin/kilo", "acp"], "acp"),
+        (["kilo", "run", "acp"], None),  # a word later on is the task's
+        (["kilo"], None),
+    ],
+)
+def test_qwen_and_kilo_are_known_by_their_modes(command: list[str], expected: str | None) -> None:
+    assert name(command) == expected
+
+
+def test_a_qwen_stream_json_command_gets_its_task_after_p(tmp_path: Path) -> None:
+    # Qwen Code drops what follows --; the claude dialect gives it -p TASK.
+    command = ["qwen", "-o", "stream-json", "--approval-mode", "yolo"]
+    dialect = resolve_dialect("auto", command, has_task=True)
+    assert dialect.name == "claude"
+    assert dialect.launch(command, "-v is broken", tmp_path).argv == [
+        *command,
+        "-p",
+        " -v is broken",
+    ]
+    assert dialect.resume(command, "go on", tmp_path, "s-1").argv == [
+        *command,
+        "--resume",
+        "s-1",
+        "-p",
+        "go on",
+    ]
+    claude = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+    assert dialect.launch(claude, "-v", tmp_path).argv == [*claude, "--", "-v"]
+
+
 def test_resolving_a_launched_agent_places_the_task(tmp_path: Path) -> None:
     dialect = resolve_dialect("auto", ["env", "A=1", "claude", "-p"], has_task=True)
     assert dialect.name == "claude"
@@ -93,6 +137,7 @@ def test_every_entry_names_its_class_and_no_program_is_claimed_twice() -> None:
     for agent in AGENTS:
         assert DIALECTS[agent.name].name == agent.name
     claimed = [(exe, agent.needs) for agent in AGENTS for exe in agent.executables]
+    claimed += [(exe, needs) for agent in AGENTS for exes, needs in agent.also for exe in exes]
     assert len(claimed) == len(set(claimed))
 
 

@@ -9,9 +9,13 @@ module alone and a plain ``python3`` (the fake agent) can read it.
 An entry matches a command line when the program it runs goes by one of the
 entry's ``executables`` and, for an entry with ``needs``, when the command
 line also holds one of them: an option (``--acp``) anywhere before a ``--``,
-or a word (``acp``) as the program's first argument, the way subcommands
-are given. Entries with ``needs`` are tried first, so that ``gemini --acp``
-can be another dialect than ``gemini``. The program is looked for through
+an option with its value (``--output-format=stream-json``, given as one word
+or as two), or a word (``acp``) as the program's first argument, the way
+subcommands are given. An entry's ``also`` names other programs that write
+its format in one of their modes, each with the ``needs`` that select it
+(``qwen -o stream-json`` writes Claude Code's stream). Forms with ``needs``
+are tried first, so that ``gemini --acp`` can be another dialect than
+``gemini``. The program is looked for through
 the launchers that run one (``env``, ``npx``, ...), and a package name
 (``@scope/name@1.2``) counts as its bare name.
 """
@@ -39,13 +43,23 @@ class Agent(NamedTuple):
     #: Programs that speak this format whatever their arguments (adapters
     #: that run another agent behind it), for an entry with ``needs``.
     adapters: tuple[str, ...] = ()
+    #: Other programs that write this format in one of their modes:
+    #: (their names, the options or first arguments that select the mode).
+    also: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
 AGENTS: tuple[Agent, ...] = (
     # Each CLI goes by its executable and, run through npx and the like, by
     # the bare name of its npm package.
     Agent("pi", "wrapper.dialects.pi:PiDialect", ("pi", "pi-coding-agent"), "pi"),
-    Agent("claude", "wrapper.dialects.claude:ClaudeDialect", ("claude", "claude-code"), "claude"),
+    Agent(
+        "claude",
+        "wrapper.dialects.claude:ClaudeDialect",
+        ("claude", "claude-code"),
+        "claude",
+        # Qwen Code's stream-json output is Claude Code's stream.
+        also=((("qwen", "qwen-code"), ("-o=stream-json", "--output-format=stream-json")),),
+    ),
     Agent("codex", "wrapper.dialects.codex:CodexDialect", ("codex",), "codex"),
     Agent("gemini", "wrapper.dialects.gemini:GeminiDialect", ("gemini", "gemini-cli"), "gemini"),
     Agent(
@@ -59,7 +73,17 @@ AGENTS: tuple[Agent, ...] = (
     Agent(
         "acp",
         "wrapper.dialects.acp:AcpDialect",
-        ("gemini", "opencode", "cursor-agent", "qwen", "goose", "kimi", "copilot", "droid"),
+        (
+            "gemini",
+            "opencode",
+            "cursor-agent",
+            "qwen",
+            "goose",
+            "kimi",
+            "copilot",
+            "droid",
+            "kilo",
+        ),
         "acp",
         needs=("--acp", "acp"),
         adapters=("claude-code-acp", "codex-acp"),
@@ -108,8 +132,11 @@ def _bare_name(arg: str) -> str:
 
 def _holds(args: Sequence[str], needs: tuple[str, ...]) -> bool:
     options = args[: args.index("--")] if "--" in args else args
-    if any(arg in needs for arg in options if arg.startswith("-")):
-        return True
+    for index, arg in enumerate(options):
+        if not arg.startswith("-"):
+            continue
+        if arg in needs or f"{arg}={''.join(options[index + 1 : index + 2])}" in needs:
+            return True
     return bool(args) and not args[0].startswith("-") and args[0] in needs
 
 
@@ -119,8 +146,13 @@ def detect(command: Sequence[str]) -> Agent | None:
     if found is None:
         return None
     name, args = found
-    candidates = [agent for agent in AGENTS if name in agent.executables or name in agent.adapters]
-    for agent in sorted(candidates, key=lambda agent: not agent.needs):
-        if not agent.needs or name in agent.adapters or _holds(args, agent.needs):
+    # (agent, needs) for every way this program can write an agent's format.
+    forms = [(agent, agent.needs) for agent in AGENTS if name in agent.executables]
+    forms += [
+        (agent, needs) for agent in AGENTS for programs, needs in agent.also if name in programs
+    ]
+    forms += [(agent, ()) for agent in AGENTS if name in agent.adapters]
+    for agent, needs in sorted(forms, key=lambda form: not form[1]):
+        if not needs or _holds(args, needs):
             return agent
     return None

@@ -491,15 +491,16 @@ OVERFLOW_CHARS = 5_000_000
 
 def acp_setup(agent: str, home: Path, base: str, cache: Path) -> tuple[dict[str, str], list[str]]:
     """The env and ACP command of one agent, its configuration taken from clis.py."""
-    from tests.real.clis import CLIS, base_env
+    from tests.real.clis import CLIS, MOCK_MODEL, base_env
 
-    if agent in ("gemini", "gemini-yolo", "opencode", "opencode-ask"):
+    if agent in ("gemini", "gemini-yolo", "opencode", "opencode-ask", "qwen", "kilo", "kilo-ask"):
         cli = CLIS[agent.removesuffix("-ask").removesuffix("-yolo")]
         setup = cli.configure(home, base, str(cli.executable(cache)))
         exe = setup.argv[0]
-        if agent == "opencode-ask":
-            # opencode runs its shell tool without asking unless told to ask.
-            path = Path(setup.env["OPENCODE_CONFIG"])
+        if agent in ("opencode-ask", "kilo-ask"):
+            # opencode (and Kilo, its fork) runs its shell tool without asking
+            # unless told to ask.
+            path = Path(setup.env["OPENCODE_CONFIG" if agent == "opencode-ask" else "KILO_CONFIG"])
             config = json.loads(path.read_text())
             config["permission"] = {"bash": "ask", "edit": "ask"}
             path.write_text(json.dumps(config, indent=2))
@@ -507,6 +508,9 @@ def acp_setup(agent: str, home: Path, base: str, cache: Path) -> tuple[dict[str,
         if agent.startswith("gemini"):
             argv = [exe, "--acp", "--skip-trust", "-m", "gemini-2.5-flash"]
             argv += ["--yolo"] if agent == "gemini-yolo" else []
+        if agent == "qwen":
+            # Asks before its shell tool (session/request_permission).
+            argv = [exe, "--acp", "--approval-mode", "default", "-m", MOCK_MODEL]
         return base_env(home) | setup.env, argv
     if agent == "claude-acp":
         setup = CLIS["claude"].configure(home, base, "claude")
@@ -678,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--keep-stdin", action="store_true", help="do not close stdin at the end")
     run.add_argument("command", nargs="+")
     cap = sub.add_parser("capture", help="a tier CLI against the mock model server")
-    agents = ["gemini", "gemini-yolo", "opencode", "opencode-ask"]
+    agents = ["gemini", "gemini-yolo", "opencode", "opencode-ask", "qwen", "kilo", "kilo-ask"]
     agents += ["claude-acp", "codex-acp", "codex-acp-ask"]
     cap.add_argument("agent", choices=agents)
     cap.add_argument("scenario", choices=sorted(SCENARIOS))

@@ -39,17 +39,29 @@ class Cli:
     #: The wrapper's dialect for it.
     dialect: str
     package: str
+    #: The pinned version: the one the grace defaults were measured on and
+    #: the ACP cases run.
     version: str
-    #: The executable in the package's ``node_modules/.bin``.
+    #: The executable: a name in the package's ``node_modules/.bin``, or a
+    #: path under the install directory for a package that declares no bin.
     bin: str
     #: (home, mock base URL without a trailing slash, executable) -> Setup.
     configure: Callable[[Path, str, str], Setup]
+    #: Further pinned versions that run every case too (a CLI's current
+    #: release next to the one the table was written on).
+    more_versions: tuple[str, ...] = ()
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return (self.version, *self.more_versions)
 
     def install_dir(self, cache: Path, version: str | None = None) -> Path:
         spec = f"{self.package}@{version or self.version}"
         return cache / spec.lstrip("@").replace("/", "+")
 
     def executable(self, cache: Path, version: str | None = None) -> Path:
+        if "/" in self.bin:
+            return self.install_dir(cache, version) / self.bin
         return self.install_dir(cache, version) / "node_modules" / ".bin" / self.bin
 
 
@@ -216,14 +228,89 @@ def _opencode(home: Path, base: str, exe: str) -> Setup:
     return Setup(env, argv)
 
 
+def _qwen(home: Path, base: str, exe: str) -> Setup:
+    # Qwen Code (a Gemini CLI fork) talks to any OpenAI-compatible server;
+    # -o stream-json writes Claude Code's stream (the claude dialect).
+    settings = {
+        "security": {"auth": {"selectedType": "openai"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"enableAutoUpdate": False, "disableAutoUpdate": True, "disableUpdateNag": True},
+    }
+    _write(home / ".qwen" / "settings.json", json.dumps(settings, indent=2))
+    env = {
+        "OPENAI_BASE_URL": f"{base}/v1",
+        "OPENAI_API_KEY": MOCK_KEY,
+        "OPENAI_MODEL": MOCK_MODEL,
+        # Its notice that yolo runs without a sandbox, on stderr at each start.
+        "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+    }
+    argv = [exe, "-o", "stream-json", "--approval-mode", "yolo", "-m", MOCK_MODEL]
+    return Setup(env, argv)
+
+
+def _kilo(home: Path, base: str, exe: str) -> Setup:
+    # Kilo CLI is an opencode fork: the same config format, KILO_* switches.
+    config = {
+        "$schema": "https://app.kilo.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"mock/{MOCK_MODEL}",
+        "provider": {
+            "mock": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Mock",
+                "options": {"baseURL": f"{base}/v1", "apiKey": MOCK_KEY},
+                "models": {MOCK_MODEL: {"name": "Mock model", "tool_call": True}},
+            }
+        },
+    }
+    path = _write(home / ".config" / "kilo" / "kilo.json", json.dumps(config, indent=2))
+    env = {
+        "KILO_CONFIG": str(path),
+        "KILO_DISABLE_MODELS_FETCH": "1",
+        "KILO_DISABLE_AUTOUPDATE": "1",
+        "KILO_DISABLE_LSP_DOWNLOAD": "1",
+        "KILO_DISABLE_SHARE": "1",
+        "KILO_DISABLE_DEFAULT_PLUGINS": "1",
+        "KILO_TELEMETRY_LEVEL": "off",
+        # No background daemon outliving the run.
+        "KILO_NO_DAEMON": "1",
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+    }
+    # Kilo has no JSON streaming mode the tier reads: it runs in the ACP cases.
+    return Setup(env, [exe, "acp"])
+
+
 CLIS: dict[str, Cli] = {
     cli.name: cli
     for cli in (
         Cli("pi", "pi", "@mariozechner/pi-coding-agent", "0.73.1", "pi", _pi),
-        Cli("claude", "claude", "@anthropic-ai/claude-code", "2.1.197", "claude", _claude),
+        Cli(
+            "claude",
+            "claude",
+            "@anthropic-ai/claude-code",
+            "2.1.197",
+            "claude",
+            _claude,
+            more_versions=("2.1.332",),
+        ),
         Cli("codex", "codex", "@openai/codex", "0.169.0", "codex", _codex),
         Cli("gemini", "gemini", "@google/gemini-cli", "0.61.0", "gemini", _gemini),
         Cli("opencode", "opencode", "opencode-ai", "1.18.33", "opencode", _opencode),
+        Cli("qwen", "claude", "@qwen-code/qwen-code", "0.24.4", "qwen", _qwen),
+        # The platform package itself: @kilocode/cli 7.8.1 has no Linux build.
+        Cli(
+            "kilo",
+            "acp",
+            "@kilocode/cli-linux-x64",
+            "7.7.9",
+            "node_modules/@kilocode/cli-linux-x64/bin/kilo",
+            _kilo,
+        ),
     )
 }
 

@@ -118,4 +118,34 @@ EXPECTED: dict[str, dict[str, Expect]] = {
         ),
     ),
     "opencode": _row("bash", "stop", "length", "APIError"),
+    # Qwen Code 0.24.4's -o stream-json: Claude Code's stream (the claude
+    # dialect), with no stop_reason on its result line (raw: the subtype).
+    "qwen": _row(
+        "run_shell_command",
+        "success",
+        "success",
+        "error_during_execution",
+        # Qwen Code answers finish_reason "length" by asking the model to go
+        # on (a system/retry line each time), three times, then ends the turn
+        # as a success holding the four pieces: the limit leaves no trace in
+        # its stream, so the run looks like a plain success.
+        length=Expect("ok", "stop", "success", 0, m.LENGTH_TEXT * 4),
+    ),
 }
+
+
+#: (cli, version) -> the rows where that pinned version differs from the CLI's
+#: own, each with a comment saying what the version does.
+BY_VERSION: dict[tuple[str, str], dict[str, Expect]] = {
+    ("claude", "2.1.332"): {
+        # Claude Code 2.1.332's result line of a refused key says
+        # terminal_reason "api_error" (2.1.197 said nothing more than
+        # is_error): the dialect keeps the more telling raw reason.
+        "auth": Expect("error", "error", "api_error", 1, None),
+    },
+}
+
+
+def expected(cli: str, version: str) -> dict[str, Expect]:
+    """The rows of one version of a CLI."""
+    return EXPECTED[cli] | BY_VERSION.get((cli, version), {})

@@ -51,8 +51,14 @@ def cache_dir() -> Path:
 
 
 def cli_version(cli: Cli) -> str:
+    """The version of ``cli`` a single run uses: the pinned one, or --latest's."""
+    return cli_versions(cli)[0]
+
+
+def cli_versions(cli: Cli) -> tuple[str, ...]:
+    """Every version of ``cli`` the tier runs: its pins, or --latest's one."""
     override = json.loads(os.environ.get(VERSIONS_ENV) or "{}")
-    return str(override.get(cli.name) or cli.version)
+    return (str(override[cli.name]),) if override.get(cli.name) else cli.versions
 
 
 @dataclass
@@ -133,10 +139,11 @@ def run_case(
     base: Path,
     mock: Mock,
     *,
+    version: str | None = None,
     options: list[str] | None = None,
 ) -> Case:
     cli = CLIS[cli_name]
-    version = cli_version(cli)
+    version = version or cli_version(cli)
     exe = cli.executable(cache_dir(), version)
     home = base / "home"
     work = base / "work"

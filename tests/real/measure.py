@@ -7,7 +7,10 @@ and scenario, the seconds from the end-of-run event (the normalized
 are what the per-dialect grace defaults are chosen from.
 
     AGENT_WRAPPER_CLIS=~/.cache/agent-wrapper/clis \\
-        .venv/bin/python -m tests.real.measure [--runs N] [CLI ...]
+        .venv/bin/python -m tests.real.measure [--runs N] [CLI[@VERSION] ...]
+
+A CLI without a version is measured at its first pin (``claude@2.1.332``
+names another of its pins).
 """
 
 from __future__ import annotations
@@ -35,25 +38,31 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="measure-") as tmp:
         base = Path(tmp)
         with mock_server_running(base / "requests.jsonl") as mock:
-            for name in args.clis:
+            for spec in args.clis:
+                name, _, version = spec.partition("@")
                 for scenario in ("plain", "tool"):
                     figures: list[float] = []
                     for n in range(args.runs):
                         case = run_case(
-                            name, scenario, base / f"{name}-{scenario}-{n}", mock, options=PATIENT
+                            name,
+                            scenario,
+                            base / f"{name}-{scenario}-{n}",
+                            mock,
+                            version=version or None,
+                            options=PATIENT,
                         )
                         figures += exit_latencies(case)
                     if not figures:
-                        print(f"{name:9} {scenario:6} no end-of-run event seen", flush=True)
+                        print(f"{spec:9} {scenario:6} no end-of-run event seen", flush=True)
                         continue
                     print(
-                        f"{name:9} {scenario:6} n={len(figures)} min={min(figures):.2f}s "
+                        f"{spec:9} {scenario:6} n={len(figures)} min={min(figures):.2f}s "
                         f"median={statistics.median(figures):.2f}s max={max(figures):.2f}s",
                         flush=True,
                     )
                     if args.json:
                         with args.json.open("a") as handle:
-                            entry = {"cli": name, "scenario": scenario, "seconds": figures}
+                            entry = {"cli": spec, "scenario": scenario, "seconds": figures}
                             handle.write(json.dumps(entry) + "\n")
     return 0
 

@@ -221,7 +221,9 @@ def decide(req: Request, state: State) -> Reply:
             command = (
                 f"printf tool-ok > {TOOL_FILE}"
                 if name == "tool"
-                else f"sleep {SLOW_SECONDS} && printf slow-ok > {SLOW_FILE}"
+                # Not starting with sleep: Qwen Code refuses a command that
+                # does ("run blocking commands in the background").
+                else f"true && sleep {SLOW_SECONDS} && printf slow-ok > {SLOW_FILE}"
             )
             return tool_reply(req, command)
         return Reply(text=TOOL_ANSWER)

@@ -15,12 +15,18 @@ import pytest
 
 from tests.real import mock_server as m
 from tests.real.clis import CLIS
-from tests.real.expectations import EXPECTED, SCENARIOS
-from tests.real.harness import Mock, cache_dir, cli_version, mock_server_running, run_case
+from tests.real.expectations import EXPECTED, SCENARIOS, expected
+from tests.real.harness import Mock, cache_dir, cli_versions, mock_server_running, run_case
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "wrapper/schemas/result.schema.json").read_text())
 
-CASES = [(cli, scenario) for cli in EXPECTED for scenario in SCENARIOS]
+#: Every scenario of every pinned version of every CLI in the table.
+CASES = [
+    (cli, version, scenario)
+    for cli in EXPECTED
+    for version in cli_versions(CLIS[cli])
+    for scenario in SCENARIOS
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +35,15 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mock]:
         yield server
 
 
-@pytest.mark.parametrize(("cli", "scenario"), CASES, ids=[f"{c}-{s}" for c, s in CASES])
-def test_scenario(cli: str, scenario: str, mock: Mock, tmp_path: Path) -> None:
-    exe = CLIS[cli].executable(cache_dir(), cli_version(CLIS[cli]))
+@pytest.mark.parametrize(
+    ("cli", "version", "scenario"), CASES, ids=[f"{c}-{v}-{s}" for c, v, s in CASES]
+)
+def test_scenario(cli: str, version: str, scenario: str, mock: Mock, tmp_path: Path) -> None:
+    exe = CLIS[cli].executable(cache_dir(), version)
     if not exe.exists():
-        pytest.fail(f"{cli} is not installed at {exe}: run scripts/conformance")
-    expect = EXPECTED[cli][scenario]
-    case = run_case(cli, scenario, tmp_path, mock)
+        pytest.fail(f"{cli} {version} is not installed at {exe}: run scripts/conformance")
+    expect = expected(cli, version)[scenario]
+    case = run_case(cli, scenario, tmp_path, mock, version=version)
     result = case.result
     where = f"{cli} {case.version} {scenario}: stderr:\n{case.stderr[-3000:]}"
     jsonschema.validate(result, SCHEMA)

@@ -7,12 +7,13 @@ the dialect modules keep only what differs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from wrapper.dialects.base import MAX_ARG_BYTES, CannotResume, Dialect, Launch, UsageError
 from wrapper.events import AssistantMessage, StopReason, Usage
+from wrapper.registry import program
 
 #: Exit statuses of a process that handled SIGINT or SIGTERM and exited as
 #: ``128 + N``: the agent was interrupted, not broken.
@@ -90,19 +91,31 @@ class CommandLineDialect(Dialect):
     #: What the agent calls its session id, and which line of the stream gives it.
     session_source: ClassVar[str] = "session id (no init line was seen)"
 
+    #: Programs that write this dialect's stream but take their task their
+    #: own way: program name -> (what stands before the task, guard_dash).
+    task_flags_by_program: ClassVar[Mapping[str, tuple[tuple[str, ...], bool]]] = {}
+
     def launch(
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
     ) -> Launch:
         if task is None:
             return Launch(list(command))
-        return Launch([*command, *self.prompt_flag, self.prompt_argument(task)])
+        return Launch([*command, *self.task_arguments(command, task)])
 
     def resume(
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
         session = self.resumable_session(command, session_id)
-        argument = self.prompt_argument(prompt)
-        return Launch([*command, *self.resume_flag, session, *self.prompt_flag, argument])
+        arguments = self.task_arguments(command, prompt)
+        return Launch([*command, *self.resume_flag, session, *arguments])
+
+    def task_arguments(self, command: Sequence[str], text: str) -> list[str]:
+        """The arguments that give ``text`` as the task to the program ``command`` runs."""
+        found = program(command)
+        flags, guard = self.task_flags_by_program.get(
+            found[0] if found else "", (self.prompt_flag, self.guard_dash)
+        )
+        return [*flags, prompt_argument(self.agent_name, text, guard_dash=guard)]
 
     def prompt_argument(self, text: str) -> str:
         """``text`` as this agent's prompt argument (see ``prompt_argument``)."""

@@ -46,7 +46,11 @@ as ``error``.
 
 The task is the last argument, after ``--`` so that neither a task starting
 with ``-`` nor a variadic option of the user's (``--allowedTools A B``) can
-swallow it; resuming inserts ``--resume SESSION_ID`` before that ``--``. Claude
+swallow it; resuming inserts ``--resume SESSION_ID`` before that ``--``.
+Qwen Code's ``qwen -o stream-json`` (checked against 0.24.4 in the
+conformance tier) writes this stream too; it ignores a task after ``--``, so
+for a ``qwen`` program the task follows ``-p`` (a leading space before a
+task starting with ``-``) and a resume is ``--resume SESSION_ID -p TASK``. Claude
 Code takes the prompt only as an argument or on stdin (which the wrapper
 closes), so a task longer than one argument is a usage error.
 """
@@ -163,6 +167,13 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
     streaming_command: ClassVar[str] = "claude -p --output-format stream-json --verbose"
     agent_name: ClassVar[str] = "Claude Code"
     no_session_flag: ClassVar[str | None] = "--no-session-persistence"
+    #: Qwen Code (``qwen -o stream-json``) writes this stream, but its option
+    #: parser drops what follows ``--``: its task goes after ``-p``, as Gemini
+    #: CLI's (of which it is a fork), a leading ``-`` guarded.
+    task_flags_by_program: ClassVar[Mapping[str, tuple[tuple[str, ...], bool]]] = {
+        "qwen": (("-p",), True),
+        "qwen-code": (("-p",), True),
+    }
     #: The variable naming the agent's config directory, and its default under
     #: $HOME, where session transcripts are kept; None when there are none.
     transcript_dir: ClassVar[tuple[str, str] | None] = ("CLAUDE_CONFIG_DIR", ".claude")
