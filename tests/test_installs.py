@@ -17,10 +17,11 @@ its own:
   an environment holding only the runtime dependencies.
 
 Under each: a SIGKILLed wrapper (or worker) still ends the agent and leaves
-result.json, and a SIGTERM while a batch starts ends it as a SIGTERM, with
-no import error. The environments are built once for the module (about
-15 s with the pip cache warm); a case that cannot be installed for want of
-the package registry is skipped, saying why.
+result.json, a SIGTERM while a batch starts ends it as a SIGTERM, with no
+import error, and a hook's nested run starts the same wrapper. The
+environments are built once for the module (about 15 s with the pip cache
+warm); a case that cannot be installed for want of the package registry is
+skipped, saying why.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from tests.conftest import (
     write_scenario,
 )
 from tests.test_hardening import LONG_RUN, _assert_wrapper_killed_result, marked
+from tests.test_hooks import answer, judge_command, settings_file, stop_hooks
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -324,3 +326,36 @@ def test_a_sigterm_while_a_batch_starts_ends_it_as_a_sigterm(
         assert results, "each started run has its result"
         for path in results:
             assert read_result(path)["outcome"] == "aborted"
+
+
+def test_a_verifier_hook_runs_a_nested_wrapper_of_the_same_install(
+    install: Install, tmp_path: Path
+) -> None:
+    # The nested run is started the way this wrapper was: from a zipapp,
+    # ``python -m wrapper`` would find no package.
+    verifier = judge_command(
+        tmp_path,
+        "verifier",
+        answer('Checked.\n```json\n{"ok": false, "reason": "Add a regression test."}\n```'),
+    )
+    settings = settings_file(
+        tmp_path, stop_hooks({"type": "agent", "prompt": "Verify the work.", "command": verifier})
+    )
+    scenario = write_scenario(tmp_path, answer("Done."))
+    run_dir = tmp_path / "run"
+    options = ["--settings", str(settings), "--max-steers", "1"]
+    proc = subprocess.run(
+        [*install.command, *wrapper_argv(run_dir, scenario, options=options)[3:]],
+        env=_clean_env(agent_env(tmp_path)),
+        cwd=tmp_path,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=HANG_LIMIT,
+        check=False,
+    )
+    assert (run_dir / "result.json").exists(), proc.stderr.decode(errors="replace")
+    result = read_result(run_dir / "result.json")
+    assert [w for w in result["warnings"] if w["code"] == "hook_failed"] == [], proc.stderr
+    assert [s["reason"] for s in result["steers"]] == ["Add a regression test."]
+    nested = read_result(run_dir / "hooks" / "verifier-1" / "result.json")
+    assert (nested["label"], nested["outcome"]) == ("verifier", "ok")
