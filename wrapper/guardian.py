@@ -351,7 +351,8 @@ def waiter_command() -> list[str] | None:
 
     if not sys.executable or PathFinder.find_spec("waiter", [_PACKAGE_DIR]) is None:
         return None
-    path = [os.fspath(entry) for entry in sys.path]
+    # The path finder skips entries that are not strings; so does the waiter.
+    path = [entry for entry in sys.path if isinstance(entry, str)]
     roots: list[str] = []
     for name in CLEANUP_PACKAGES:
         root = _found_in(name)
