@@ -52,6 +52,7 @@ from tests.conftest import (
 )
 from tests.test_hardening import LONG_RUN, _assert_wrapper_killed_result, marked
 from tests.test_hooks import answer, judge_command, settings_file, stop_hooks
+from wrapper import guardian, waiter
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -359,3 +360,17 @@ def test_a_verifier_hook_runs_a_nested_wrapper_of_the_same_install(
     assert [s["reason"] for s in result["steers"]] == ["Add a regression test."]
     nested = read_result(run_dir / "hooks" / "verifier-1" / "result.json")
     assert (nested["label"], nested["outcome"]) == ("verifier", "ok")
+
+
+def test_the_waiter_is_handed_every_import_path_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Paths may hold the path separator, or a newline: each goes as one argument.
+    odd = ["/opt/a:b", "/opt/c\nd", ""]
+    monkeypatch.setattr(sys, "path", [*odd, *sys.path])
+    command = guardian.waiter_command()
+    assert command is not None
+    assert command[1:4] == ["-I", "-S", "-c"]
+    path, roots, rest = waiter._take_imports([*command[6:], "123", "4", "run"])
+    assert path[:3] == odd
+    assert roots["wrapper"] == str(ROOT)
+    assert set(roots) == set(guardian.CLEANUP_PACKAGES)
+    assert rest == ["123", "4", "run"]
