@@ -296,6 +296,7 @@ agent = subprocess.Popen(
     env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
 )
 guardian._guardian_pid, guardian._guardian_pgid = os.getppid(), os.getpgid(0)
+guardian._waiter_command = guardian.waiter_command()  # as the first announcement makes it
 guardian._watches.append(guardian.Watch(
     wrapper_pid=os.getppid(), run_id=run_id, run_dir=run_dir,
     result_path=run_dir / "result.json",

@@ -21,7 +21,7 @@ import trio
 from wrapper import mailbox
 from wrapper.config import RunConfig
 from wrapper.events import Event, WarningEvent
-from wrapper.hooks.runner import HookContext, run_process
+from wrapper.hooks.runner import HookContext, run_process, wrapper_argv
 from wrapper.jsonout import dumps
 from wrapper.policy import EscalationRecord
 from wrapper.summary import RunSummary
@@ -39,10 +39,11 @@ REPLY_POLL = 0.25
 
 def wrapper_command() -> str:
     """How the agent (or a person) runs this very wrapper, as a shell word list."""
+    argv = wrapper_argv()
     sibling = Path(sys.executable).with_name("agent-wrapper")
-    if sibling.exists():
+    if argv[1:] == ["-m", "wrapper"] and sibling.exists():
         return shlex.quote(str(sibling))
-    return f"{shlex.quote(sys.executable)} -m wrapper"
+    return shlex.join(argv)
 
 
 def signal_help() -> str:

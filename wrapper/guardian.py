@@ -214,11 +214,14 @@ def announce(run_id: str, run_dir: Path, result_path: Path, *, more: bool = Fals
     from then on, end the run should the guardian die). ``more``: other runs
     of this process will be announced later (a batch), each before it
     starts. Does nothing in a process without a guardian."""
+    global _waiter_command  # a property of the whole process
     fd = _announce_fd
     if fd is None or _guardian_pid is None:
         return
     if not _watches:
         leave_guardians_group()
+        # Should the guardian die, its cleanup starts in a fresh interpreter.
+        _waiter_command = waiter_command()
     _watches.append(
         Watch(
             wrapper_pid=_guardian_pid,
@@ -292,11 +295,15 @@ def _end_orphaned_run() -> None:
     if not watches:  # nothing of the run exists yet
         os._exit(WRAPPER_KILLED_EXIT)
     guardian = watches[0].wrapper_pid
-    args = [ORPHANED, str(guardian), str(_guardian_pgid or 0), os.pathsep.join(sys.path)]
+    args = [ORPHANED, str(guardian), str(_guardian_pgid or 0)]
     for watch in watches:
         args += [watch.run_id, str(watch.run_dir), str(watch.result_path)]
-    with contextlib.suppress(OSError, ValueError):
-        os.execv(sys.executable, [sys.executable, "-I", "-S", _waiter(), *args])
+    # Made when the first run was announced: not here, in a signal handler
+    # that may have interrupted an import.
+    command = _waiter_command
+    if command is not None:
+        with contextlib.suppress(OSError, ValueError):
+            os.execv(command[0], [*command, *args])
     end_orphaned_run(watches)
 
 
@@ -304,18 +311,99 @@ def _end_orphaned_run() -> None:
 #: died execs it to end the run.
 ORPHANED = "--orphaned"
 
+#: The packages from outside the standard library that ending a run imports
+#: once its wrapper died: this one, psutil, and orjson (for the result).
+CLEANUP_PACKAGES = ("wrapper", "psutil", "orjson")
 
-def _waiter() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "waiter.py")
+#: What ``python -I -S -c`` runs to start ``wrapper/waiter.py``: imported as a
+#: top-level module from this package's directory, so that it is read
+#: wherever the package is (a directory, a zip archive) and without the
+#: package's own imports. Its arguments: that directory, then the waiter's.
+WAITER_BOOTSTRAP = (
+    "import sys;sys.path.insert(0,sys.argv[1]);import waiter;waiter.main(sys.argv[1:])"
+)
+
+#: This package's directory as it was imported: made absolute now, while the
+#: current directory is the one a relative ``sys.path`` entry meant.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+#: In the worker: the command that starts the waiter to end the runs should the
+#: guardian die (``None`` until the first run is announced, or where no waiter
+#: can be started).
+_waiter_command: list[str] | None = None
+
+
+def waiter_command() -> list[str] | None:
+    """The command line that starts ``wrapper/waiter.py`` in a fresh
+    interpreter (``python -I -S``: no site, no environment, the least start-up
+    and memory), to be followed by the waiter's own arguments; ``None`` where
+    it could not be started.
+
+    ``-S`` leaves out what site would have set up: the site-packages
+    directories, and the import hooks that ``.pth`` files install (an
+    editable install's finder, a zipapp's or PEX's own path set-up). So the
+    command hands the waiter how this process imports: its ``sys.path``, and
+    for each of ``CLEANUP_PACKAGES`` the directory this process found it in
+    (``wrapper.waiter`` finds each there first). The waiter itself is read
+    through this package's directory, never as a file by its path: a zipapp
+    has none.
+    """
+    from importlib.machinery import PathFinder  # noqa: PLC0415 - only once forked
+
+    if not sys.executable or PathFinder.find_spec("waiter", [_PACKAGE_DIR]) is None:
+        return None
+    # The path finder skips entries that are not strings; so does the waiter.
+    path = [entry for entry in sys.path if isinstance(entry, str)]
+    roots: list[str] = []
+    for name in CLEANUP_PACKAGES:
+        root = _found_in(name)
+        if root is not None:
+            roots += [name, root]
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        WAITER_BOOTSTRAP,
+        _PACKAGE_DIR,
+        str(len(path)),
+        *path,
+        str(len(roots) // 2),
+        *roots,
+    ]
+
+
+def _found_in(name: str) -> str | None:
+    """The directory that holds the top-level package or module ``name`` as
+    this process imported it, or would: without importing it, and asking
+    every finder (an import hook too), as ``import`` does."""
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None)
+    if module is None:
+        for finder in sys.meta_path:
+            # A finder that fails only leaves the name to sys.path.
+            try:
+                spec = finder.find_spec(name, None)
+            except Exception:
+                spec = None
+            if spec is not None:
+                break
+    if spec is None:  # not found, or a module half made
+        return None
+    if spec.submodule_search_locations:
+        where = next(iter(spec.submodule_search_locations), None)
+    else:
+        where = spec.origin if spec.has_location else None
+    return os.path.dirname(os.path.abspath(where)) if where else None
 
 
 def orphaned_entry(args: list[str]) -> None:
-    """``waiter.py --orphaned GUARDIAN GROUP PATH [RUN_ID RUN_DIR RESULT]...``:
-    the worker, exec'd afresh once its guardian died, ends the runs it had
-    announced. Never returns."""
+    """``waiter --orphaned GUARDIAN GROUP [RUN_ID RUN_DIR RESULT]...``: the
+    worker, exec'd afresh once its guardian died, ends the runs it had
+    announced (``args``: what follows ``--orphaned``). Never returns."""
     from pathlib import Path  # noqa: PLC0415 - the waiting guardian does without
 
-    guardian, group, fields = int(args[0]), int(args[1]), args[3:]
+    guardian, group, fields = int(args[0]), int(args[1]), args[2:]
     spared = frozenset({os.getsid(0), group})
     watches = [
         Watch(
@@ -354,12 +442,14 @@ def _become_guardian(worker: int, announced: int) -> None:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # Held from now until the waiter has its handlers; not lost meanwhile.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        os.set_inheritable(announced, True)
-        args = [str(worker), str(announced), os.pathsep.join(sys.path), *sys.argv]
-        os.execv(sys.executable, [sys.executable, "-I", "-S", _waiter(), *args])
-    except OSError:
-        pass
+    command = waiter_command()
+    if command is not None:
+        try:
+            os.set_inheritable(announced, True)
+            # The command line last: it is what shows in ps for the run.
+            os.execv(command[0], [*command, str(worker), str(announced), *sys.argv])
+        except (OSError, ValueError):
+            pass
     _stand_guard(worker, announced)
 
 

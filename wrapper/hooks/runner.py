@@ -10,6 +10,7 @@ an answer means beyond the protocol; the caller decides what to do with it.
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import subprocess
 import sys
@@ -158,15 +159,30 @@ async def _prompt(handler: Handler, payload: dict[str, Any], ctx: HookContext) -
     return _judged(interpret_verdict(done.stdout.decode("utf-8", "replace")), "the evaluator")
 
 
+#: What holds the ``wrapper`` package (this file is its ``hooks/runner.py``):
+#: a directory on the path, or an archive (a zipapp); made absolute now, while
+#: the current directory is the one a relative path meant.
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: What this process was started as (the archive, for a zipapp).
+_STARTED_AS = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+
+
+def wrapper_argv() -> list[str]:
+    """How to start this very wrapper again, as an argument list: ``python
+    ARCHIVE`` when it runs from a zipapp (``-m wrapper`` would find no package
+    on that Python's own path), else ``python -m wrapper``."""
+    if _STARTED_AS == _PACKAGE_ROOT and os.path.isfile(_PACKAGE_ROOT):
+        return [sys.executable, _PACKAGE_ROOT]
+    return [sys.executable, "-m", "wrapper"]
+
+
 async def _agent(handler: Handler, payload: dict[str, Any], ctx: HookContext) -> HandlerResult:
     run_dir = ctx.run_dir / "hooks" / f"verifier-{next(ctx._verifiers)}"
     command = handler.agent_command or ctx.agent_command
     if not command:
         return _failed('has no agent to run: give the handler a "command"')
     argv = [
-        sys.executable,
-        "-m",
-        "wrapper",
+        *wrapper_argv(),
         "run",
         "--output",
         "quiet",
