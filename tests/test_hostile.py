@@ -611,20 +611,11 @@ def test_arguments_that_are_not_utf8_still_end_in_a_result(tmp_path: Path, outpu
     odd = os.fsdecode(b"\xff\xfe")
     scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
     run_dir = tmp_path / f"run-{odd}"
-    argv = [
-        *(sys.executable, "-m", "wrapper", "run", "--output", output),
-        *("--run-dir", str(run_dir), "--label", f"label-{odd}", "--task", "Do the task"),
-        *("--", str(ROOT / "fixtures" / "fake_agent" / "pi"), "--mode", "json", "-p"),
-        *("--scenario", str(scenario), f"--extra-{odd}"),
-    ]
-    proc = subprocess.run(
-        argv,
-        capture_output=True,
-        timeout=HANG_LIMIT,
-        env=agent_env(tmp_path),
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        check=False,
+    proc = wrapper(
+        *("run", "--output", output, "--run-dir", str(run_dir), "--label", f"label-{odd}"),
+        *("--task", "Do the task", "--", str(ROOT / "fixtures" / "fake_agent" / "pi")),
+        *("--mode", "json", "-p", "--scenario", str(scenario), f"--extra-{odd}"),
+        tmp_path=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     assert b"Traceback" not in proc.stderr

@@ -196,9 +196,11 @@ def _gemini(home: Path, base: str, exe: str) -> Setup:
     return Setup(env, argv)
 
 
-def _opencode(home: Path, base: str, exe: str) -> Setup:
+def _opencode_family(home: Path, base: str, name: str, schema: str) -> dict[str, str]:
+    """The mock as the only provider of opencode or a fork of it (the same
+    config format; each reads its own ``NAME_*`` switches): their environment."""
     config = {
-        "$schema": "https://opencode.ai/config.json",
+        "$schema": schema,
         "autoupdate": False,
         "share": "disabled",
         "model": f"mock/{MOCK_MODEL}",
@@ -211,19 +213,24 @@ def _opencode(home: Path, base: str, exe: str) -> Setup:
             }
         },
     }
-    path = _write(home / ".config" / "opencode" / "opencode.json", json.dumps(config, indent=2))
-    env = {
-        "OPENCODE_CONFIG": str(path),
-        "OPENCODE_DISABLE_MODELS_FETCH": "1",
-        "OPENCODE_DISABLE_AUTOUPDATE": "1",
-        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-        "OPENCODE_DISABLE_SHARE": "1",
-        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    path = _write(home / ".config" / name / f"{name}.json", json.dumps(config, indent=2))
+    prefix = name.upper()
+    return {
+        f"{prefix}_CONFIG": str(path),
+        f"{prefix}_DISABLE_MODELS_FETCH": "1",
+        f"{prefix}_DISABLE_AUTOUPDATE": "1",
+        f"{prefix}_DISABLE_LSP_DOWNLOAD": "1",
+        f"{prefix}_DISABLE_SHARE": "1",
+        f"{prefix}_DISABLE_DEFAULT_PLUGINS": "1",
         "XDG_CONFIG_HOME": str(home / ".config"),
         "XDG_DATA_HOME": str(home / ".local" / "share"),
         "XDG_CACHE_HOME": str(home / ".cache"),
         "XDG_STATE_HOME": str(home / ".local" / "state"),
     }
+
+
+def _opencode(home: Path, base: str, exe: str) -> Setup:
+    env = _opencode_family(home, base, "opencode", "https://opencode.ai/config.json")
     argv = [exe, "run", "--format", "json", "-m", f"mock/{MOCK_MODEL}"]
     return Setup(env, argv)
 
@@ -251,36 +258,10 @@ def _qwen(home: Path, base: str, exe: str) -> Setup:
 
 def _kilo(home: Path, base: str, exe: str) -> Setup:
     # Kilo CLI is an opencode fork: the same config format, KILO_* switches.
-    config = {
-        "$schema": "https://app.kilo.ai/config.json",
-        "autoupdate": False,
-        "share": "disabled",
-        "model": f"mock/{MOCK_MODEL}",
-        "provider": {
-            "mock": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "Mock",
-                "options": {"baseURL": f"{base}/v1", "apiKey": MOCK_KEY},
-                "models": {MOCK_MODEL: {"name": "Mock model", "tool_call": True}},
-            }
-        },
-    }
-    path = _write(home / ".config" / "kilo" / "kilo.json", json.dumps(config, indent=2))
-    env = {
-        "KILO_CONFIG": str(path),
-        "KILO_DISABLE_MODELS_FETCH": "1",
-        "KILO_DISABLE_AUTOUPDATE": "1",
-        "KILO_DISABLE_LSP_DOWNLOAD": "1",
-        "KILO_DISABLE_SHARE": "1",
-        "KILO_DISABLE_DEFAULT_PLUGINS": "1",
-        "KILO_TELEMETRY_LEVEL": "off",
-        # No background daemon outliving the run.
-        "KILO_NO_DAEMON": "1",
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-    }
+    env = _opencode_family(home, base, "kilo", "https://app.kilo.ai/config.json")
+    env["KILO_TELEMETRY_LEVEL"] = "off"
+    # No background daemon outliving the run.
+    env["KILO_NO_DAEMON"] = "1"
     # Kilo has no JSON streaming mode the tier reads: it runs in the ACP cases.
     return Setup(env, [exe, "acp"])
 
