@@ -11,6 +11,8 @@ repeat requests when they retry. The prompt carries a marker
 ``[scenario:NAME:NONCE]``; the conversation in the request (tool results,
 the hook's steering reason) says which step of the scenario comes next.
 A request without tools is a side request and gets a harmless answer.
+A text answer ends with ``SAW:WORD`` for each ``[inject:WORD]`` the request
+carries (messages written into a running agent: which request they reached).
 
 Every request is appended to a JSONL log (``--log``) so a test can assert
 what the CLI sent. Run it as ``python -m tests.real.mock_server --log FILE``;
@@ -33,6 +35,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MARKER = re.compile(r"\[scenario:([a-z0-9_]+):([A-Za-z0-9]+)\]")
+#: A word a client wrote into a running agent (a later user message); every
+#: scripted text answer ends with ``SAW:<words>`` for those the request carries,
+#: so the agent's own output shows which request the message reached.
+INJECT = re.compile(r"\[inject:([A-Za-z0-9_-]+)\]")
 #: What the Stop hook of the steering scenarios says; the mock looks for it
 #: in the resumed request.
 STEER_REASON = "STEER-REASON: also say STEERED."
@@ -49,6 +55,11 @@ SLOW_FILE = "slow-out.txt"
 STEER_FILE = "steer-out.txt"
 #: How long the slow scenario's command runs (the tests pass a shorter --grace).
 SLOW_SECONDS = 3
+#: How long the long scenario's command runs: time to interrupt it.
+LONG_SECONDS = 20
+LONG_FILE = "long-out.txt"
+#: How long the think scenario's model request takes before it answers.
+THINK_SECONDS = 4
 
 #: Names of the CLIs' own shell tools, in order of preference.
 SHELL_TOOL_NAMES = ("bash", "Bash", "run_shell_command", "shell", "exec_command", "shell_command")
@@ -201,7 +212,15 @@ def shell_call(tools: dict[str, Any], command: str) -> tuple[str, dict[str, Any]
 
 
 def decide(req: Request, state: State) -> Reply:
-    """The next step of the request's scenario."""
+    """The next step of the request's scenario, with the injected words it saw."""
+    reply = _decide(req, state)
+    seen = list(dict.fromkeys(INJECT.findall(req.text)))
+    if seen and reply.status == 200 and reply.text and req.scenario and req.tools:
+        reply.text += " SAW:" + ",".join(seen)
+    return reply
+
+
+def _decide(req: Request, state: State) -> Reply:
     if req.scenario is None or not req.tools:
         return side_reply(req)
     name = req.scenario
@@ -214,17 +233,21 @@ def decide(req: Request, state: State) -> Reply:
         return Reply(text=PLAIN_ANSWER)
     if name == "plain":
         return Reply(text=PLAIN_ANSWER)
+    if name == "think":
+        # A slow model: time to write to the agent while its request is open.
+        return Reply(text=PLAIN_ANSWER, delay=THINK_SECONDS)
     if name == "length":
         return Reply(text=LENGTH_TEXT, stop="length")
-    if name in ("tool", "slow"):
+    if name in ("tool", "slow", "long"):
         if req.tool_results == 0:
-            command = (
-                f"printf tool-ok > {TOOL_FILE}"
-                if name == "tool"
+            if name == "tool":
+                command = f"printf tool-ok > {TOOL_FILE}"
+            elif name == "slow":
                 # Not starting with sleep: Qwen Code refuses a command that
                 # does ("run blocking commands in the background").
-                else f"true && sleep {SLOW_SECONDS} && printf slow-ok > {SLOW_FILE}"
-            )
+                command = f"true && sleep {SLOW_SECONDS} && printf slow-ok > {SLOW_FILE}"
+            else:
+                command = f"true && sleep {LONG_SECONDS} && printf long-ok > {LONG_FILE}"
             return tool_reply(req, command)
         return Reply(text=TOOL_ANSWER)
     if name in ("steer", "steer_tool"):
@@ -585,6 +608,8 @@ class Handler(BaseHTTPRequestHandler):
         req = read_request(wire, body, model, stream)
         reply = decide(req, self.server.state)
         self.server.log_request_line("POST", self.path, body, req, reply)
+        if reply.delay:
+            time.sleep(reply.delay)
         if reply.status != 200:
             self._send_json(reply.status, error_body(wire, reply))
             return
