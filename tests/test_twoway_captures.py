@@ -356,3 +356,22 @@ def test_codex_exits_at_stdin_eof_abandoning_the_turn(scenario: str) -> None:
     assert (exit_["code"], exit_["toolCommandsLeft"]) == (0, [])
     assert exit_["afterStdinClosed"] < 0.5
     assert probe(entries, "workdir")[0]["files"] == []
+
+
+def test_codex_ignores_a_line_that_is_not_json() -> None:
+    entries = load(CODEX, "bad_lines")
+    assert "Invalid request: unknown variant" in answer(entries, 3)["error"]["message"]
+    (done,) = completed(entries)
+    assert done["params"]["turn"]["status"] == "completed"
+    errors = [e["msg"] for e in entries if e["dir"] == "stderr"]
+    assert any("Failed to deserialize JSONRPCMessage" in line for line in errors)
+
+
+@pytest.mark.parametrize("cli", CLAUDE_VERSIONS)
+def test_claude_initialize_is_answered(cli: str) -> None:
+    entries = load(cli, "initialize")
+    response = next(m for m in stdout(entries) if m.get("type") == "control_response")
+    assert response["response"]["subtype"] == "success"
+    assert "commands" in response["response"]["response"]
+    (result,) = results(entries)
+    assert result["result"] == "PLAIN-OK"

@@ -401,6 +401,17 @@ def claude_mid_tool_two(s: Session) -> None:
     s.wait_exit()
 
 
+def claude_initialize(s: Session) -> None:
+    """The initialize control request the SDKs send before their first message."""
+    request = {"subtype": "initialize"}
+    s.send({"type": "control_request", "request_id": "init-1", "request": request})
+    s.maybe(of_type("control_response"), 20, "control_response")
+    s.send(claude_user(task("plain")))
+    s.maybe(of_type("result"), TURN_TIMEOUT, "result")
+    s.close_stdin()
+    s.wait_exit()
+
+
 def claude_not_json(s: Session) -> None:
     s.send_raw("this is not json")
     s.send(claude_user(task("plain")))
@@ -757,6 +768,19 @@ def codex_steer_stale(s: Session, cwd: Path) -> None:
     s.wait_exit()
 
 
+def codex_bad_lines(s: Session, cwd: Path) -> None:
+    """A line that is not JSON, an unknown method, then a turn."""
+    c = Codex(s)
+    c.start(cwd)
+    s.send_raw("this is not json")
+    rid = c.send_request("no/such/method", {})
+    c.maybe(response_to(rid), 10, "response no/such/method")
+    c.turn(task("plain"))
+    c.maybe(method("turn/completed"), TURN_TIMEOUT, "turn/completed")
+    s.close_stdin()
+    s.wait_exit()
+
+
 def codex_after_turn(s: Session, cwd: Path) -> None:
     c = Codex(s)
     c.start(cwd)
@@ -811,6 +835,7 @@ CLAUDE_SCENARIOS: dict[str, Script] = {
     "interrupt_queued": _plain(claude_interrupt_queued),
     "mid_tool_two": _plain(claude_mid_tool_two),
     "end_session": _plain(claude_end_session),
+    "initialize": _plain(claude_initialize),
 }
 #: Scenarios that run the CLI with extra arguments.
 EXTRA_ARGS = {
@@ -839,6 +864,7 @@ CODEX_SCENARIOS: dict[str, Script] = {
     "interrupt_think": codex_interrupt_think,
     "steer_stale": codex_steer_stale,
     "busy": codex_busy,
+    "bad_lines": codex_bad_lines,
     "after_turn": codex_after_turn,
     "interrupt": codex_interrupt,
 }
