@@ -160,7 +160,7 @@ def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Install | st
     shutil.copytree(
         ROOT / "wrapper", bundle / "wrapper", ignore=shutil.ignore_patterns("__pycache__")
     )
-    (bundle / "__main__.py").write_text("from wrapper.guardian import entry\n\nentry()\n")
+    (bundle / "__main__.py").write_text("from wrapper.entry import main\n\nmain()\n")
     archive = base / "agent-wrapper.pyz"
     zipapp.create_archive(bundle, archive)
     # All three at once: most of the time is spent waiting for the network.

@@ -29,8 +29,8 @@ import trio
 from wrapper import guardian, proctree
 from wrapper.artifacts import atomic_write, dump_json, ensure_dir
 from wrapper.batchreport import RunEntry, batch_json, junit_xml
-from wrapper.child import STOP_SIGNALS
 from wrapper.config import OUTPUT_FLUSH_TIMEOUT, OutputMode
+from wrapper.core.signals import STOP_SIGNALS
 from wrapper.events import Event
 from wrapper.execution import (
     LiveOutput,

@@ -21,7 +21,7 @@ from pathlib import Path
 from wrapper import proctree
 from wrapper.artifacts import ArtifactErrors, atomic_write, dump_json, prepare_run_dir
 from wrapper.config import RunConfig, child_depth, child_env
-from wrapper.guardian import STOP_SIGNALS, wrapper_pid
+from wrapper.guardian import wrapper_pid
 
 
 def spawn(
@@ -53,7 +53,7 @@ def spawn_error(argv: Sequence[str], exc: OSError) -> str:
     return f"{name}: {exc.strerror or exc}"
 
 
-__all__ = ["STOP_SIGNALS", "EarlyStart", "early_start", "spawn", "spawn_error"]
+__all__ = ["EarlyStart", "early_start", "spawn", "spawn_error"]
 
 
 @dataclass(slots=True)

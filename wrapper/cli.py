@@ -629,7 +629,7 @@ class _StopHandler:
     def install(cls) -> _StopHandler:
         import signal
 
-        from wrapper.guardian import STOP_SIGNALS
+        from wrapper.core.signals import STOP_SIGNALS
 
         handler = cls()
         for sig in STOP_SIGNALS:
@@ -770,29 +770,3 @@ def _flush_spans() -> None:
         if lost is not None:
             with contextlib.suppress(OSError, ValueError):
                 print(f"agent-wrapper: warning: {lost}", file=sys.stderr, flush=True)
-
-
-def entry() -> None:
-    """The ``agent-wrapper`` command: ``main``, then a quick exit.
-
-    Everything the wrapper writes is closed by the time ``main`` returns, so
-    the interpreter's teardown (some 50 ms of freeing what is about to vanish
-    anyway) is skipped: the runner waiting on the wrapper gets its exit
-    status sooner. Library callers use ``main``.
-    """
-    from wrapper.deferral import defer_unused_imports
-    from wrapper.guardian import fork_for_run
-
-    # A run's guardian is the process the runner started; the run goes on
-    # in its child (``wrapper.guardian.entry`` forks before importing this module).
-    fork_for_run()
-    # Modules a run never uses stay unloaded (see wrapper/deferral.py).
-    defer_unused_imports()
-    status = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    entry()

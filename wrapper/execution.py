@@ -37,7 +37,7 @@ from wrapper.artifacts import (
     ensure_dir,
     prepare_run_dir,
 )
-from wrapper.child import STOP_SIGNALS, EarlyStart
+from wrapper.child import EarlyStart
 from wrapper.config import (
     OUTPUT_FLUSH_TIMEOUT,
     STATUS_INTERVAL,
@@ -46,6 +46,7 @@ from wrapper.config import (
     child_depth,
     child_env,
 )
+from wrapper.core.signals import STOP_SIGNALS
 from wrapper.dialects import Dialect, Launch, SniffingDialect, UsageError
 from wrapper.dialects.base import unrecognised_output
 from wrapper.escalation import wrapper_command

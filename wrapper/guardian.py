@@ -50,6 +50,8 @@ import signal
 import sys
 import time
 
+from wrapper.core.signals import STOP_SIGNALS
+
 # typing costs the waiting guardian memory; the annotations need it only when checked.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -77,8 +79,6 @@ MAX_SIGNAL_SWEEPS = 10
 WRAPPER_KILLED_EXIT = 128 + signal.SIGKILL
 #: The environment variable that marks every process of a run.
 RUN_ID_VARIABLE = "AGENT_WRAPPER_RUN_ID"
-#: The wrapper's stop signals, which the guardian passes on to the worker.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 #: The signal the worker gets when the guardian dies. Not one of the stop
 #: signals, whose handlers trio takes over; the worker checks that its
 #: guardian is really gone before acting on it.
@@ -157,20 +157,6 @@ def _prctl(option: int, value: int) -> bool:
         return bool(libc.prctl(option, value, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
-
-
-def entry() -> None:
-    """The ``agent-wrapper`` command: for a run, the guardian forks off first,
-    with nothing imported yet that the worker would copy (see
-    ``fork_for_run``); then the command line."""
-    fork_for_run()
-    from wrapper.deferral import defer_unused_imports  # noqa: PLC0415 - after the fork
-
-    # Before the command line imports pathlib, and the run trio.
-    defer_unused_imports()
-    from wrapper.cli import entry as command_line  # noqa: PLC0415 - after the fork
-
-    command_line()
 
 
 def fork_for_run(argv: list[str] | None = None) -> None:

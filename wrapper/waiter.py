@@ -27,7 +27,7 @@ import posix
 import sys
 
 #: The stop signals passed on: SIGTERM, SIGINT, SIGHUP, SIGQUIT (as in
-#: ``wrapper.guardian.STOP_SIGNALS``; the signal module is not imported here).
+#: ``wrapper.core.signals.STOP_SIGNALS``; the signal module is not imported here).
 STOP_SIGNALS = (15, 2, 1, 3)
 
 
