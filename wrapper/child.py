@@ -4,7 +4,8 @@ The agent is started with plain ``subprocess`` (its own session and process
 group, stdin from ``/dev/null``), so that the command line can start it
 before the wrapper has imported trio: the agent's own start-up then overlaps
 the wrapper's (``early_start``). The supervisor watches it through
-``supervisor.Child``.
+``Child``, which imports trio only when it is first used, for the same
+reason.
 """
 
 from __future__ import annotations
@@ -22,6 +23,16 @@ from wrapper import proctree
 from wrapper.artifacts import ArtifactErrors, atomic_write, dump_json, prepare_run_dir
 from wrapper.config import RunConfig, child_depth, child_env
 from wrapper.guardian import wrapper_pid
+
+# The annotations need these only when checked.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    import trio
+
+#: How often a child is polled for its exit where there are no pidfds.
+EXIT_POLL = 0.02
 
 
 def spawn(
@@ -53,7 +64,7 @@ def spawn_error(argv: Sequence[str], exc: OSError) -> str:
     return f"{name}: {exc.strerror or exc}"
 
 
-__all__ = ["EarlyStart", "early_start", "spawn", "spawn_error"]
+__all__ = ["Child", "EarlyStart", "early_start", "spawn", "spawn_error"]
 
 
 @dataclass(slots=True)
@@ -112,3 +123,49 @@ def early_start(
     except OSError as exc:
         started = exc
     return EarlyStart(errors, dir_ok, started, early_signals, started_at)
+
+
+class Child:
+    """A started agent as trio sees it: ``pid``, ``stdout``/``stderr`` streams,
+    ``returncode`` and ``await wait()``."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdin = self._stream(popen.stdin) if popen.stdin is not None else None
+        self.stdout = self._stream(popen.stdout)
+        self.stderr = self._stream(popen.stderr)
+        self._pidfd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self._pidfd = os.pidfd_open(popen.pid)
+
+    def _stream(self, file: Any) -> trio.lowlevel.FdStream:
+        import trio  # noqa: PLC0415 - see the module's docstring
+
+        fd = os.dup(file.fileno())
+        file.close()
+        return trio.lowlevel.FdStream(fd)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    async def wait(self) -> int:
+        """Wait for the child's exit and reap it (by its pid only)."""
+        import trio  # noqa: PLC0415 - see the module's docstring
+
+        if self._popen.returncode is None:
+            if self._pidfd is not None:
+                await trio.lowlevel.wait_readable(self._pidfd)
+            else:
+                while self._popen.poll() is None:
+                    await trio.sleep(EXIT_POLL)
+            self._popen.wait()
+        proctree.WAITED.discard(self.pid)
+        self._close_pidfd()
+        return self._popen.returncode
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import shlex
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ import trio
 from wrapper import mailbox
 from wrapper.config import RunConfig
 from wrapper.events import Event, WarningEvent
-from wrapper.hooks.runner import HookContext, run_process, wrapper_argv
+from wrapper.hooks.runner import HookContext, run_process
+from wrapper.invocation import wrapper_command
 from wrapper.jsonout import dumps
 from wrapper.policy import EscalationRecord
 from wrapper.summary import RunSummary
@@ -35,15 +35,6 @@ NOTIFY_TIMEOUT = 30.0
 DESKTOP_TIMEOUT = 5.0
 #: How often the run directory is checked for a reply.
 REPLY_POLL = 0.25
-
-
-def wrapper_command() -> str:
-    """How the agent (or a person) runs this very wrapper, as a shell word list."""
-    argv = wrapper_argv()
-    sibling = Path(sys.executable).with_name("agent-wrapper")
-    if argv[1:] == ["-m", "wrapper"] and sibling.exists():
-        return shlex.quote(str(sibling))
-    return shlex.join(argv)
 
 
 def signal_help() -> str:

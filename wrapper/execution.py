@@ -49,7 +49,6 @@ from wrapper.config import (
 from wrapper.core.signals import STOP_SIGNALS
 from wrapper.dialects import Dialect, Launch, SniffingDialect, UsageError
 from wrapper.dialects.base import unrecognised_output
-from wrapper.escalation import wrapper_command
 from wrapper.events import (
     Event,
     ResultWritten,
@@ -61,6 +60,7 @@ from wrapper.hooks.observers import Observers
 from wrapper.hooks.protocol import Decision
 from wrapper.hooks.runner import HookContext, run_chain
 from wrapper.hooks.steering import AllowedBy
+from wrapper.invocation import wrapper_command
 from wrapper.jsonout import dumps
 from wrapper.outcome import (
     EXIT_NO_RESULT,

@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import math
-import os
 import signal
 import subprocess
 import sys
 import termios
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -32,6 +31,7 @@ from wrapper.acp.client import (
     ToolInfo,
 )
 from wrapper.artifacts import StreamFile
+from wrapper.child import Child
 from wrapper.completion import (
     CancelTurn,
     CheckActivity,
@@ -70,8 +70,6 @@ REAP_TIMEOUT = 5.0
 #: How often leftovers are checked while they are being terminated after the
 #: agent itself exited.
 LEFTOVER_POLL = 0.05
-#: How often a child is polled for its exit where there are no pidfds.
-EXIT_POLL = 0.02
 #: The pipe buffer asked for the agent's stdout (Linux allows unprivileged
 #: processes up to /proc/sys/fs/pipe-max-size, 1 MiB by default).
 PIPE_BUFFER_BYTES = 1024 * 1024
@@ -844,48 +842,6 @@ class AttemptSupervisor:
             chosen = self.dialect.chosen
             return chosen.name if chosen is not None else None
         return self.dialect.name
-
-
-class Child:
-    """A started agent as trio sees it: ``pid``, ``stdout``/``stderr`` streams,
-    ``returncode`` and ``await wait()``."""
-
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        self._popen = popen
-        self.pid = popen.pid
-        self.stdin = self._stream(popen.stdin) if popen.stdin is not None else None
-        self.stdout = self._stream(popen.stdout)
-        self.stderr = self._stream(popen.stderr)
-        self._pidfd: int | None = None
-        with contextlib.suppress(AttributeError, OSError):
-            self._pidfd = os.pidfd_open(popen.pid)
-
-    def _stream(self, file: Any) -> trio.lowlevel.FdStream:
-        fd = os.dup(file.fileno())
-        file.close()
-        return trio.lowlevel.FdStream(fd)
-
-    @property
-    def returncode(self) -> int | None:
-        return self._popen.returncode
-
-    async def wait(self) -> int:
-        """Wait for the child's exit and reap it (by its pid only)."""
-        if self._popen.returncode is None:
-            if self._pidfd is not None:
-                await trio.lowlevel.wait_readable(self._pidfd)
-            else:
-                while self._popen.poll() is None:
-                    await trio.sleep(EXIT_POLL)
-            self._popen.wait()
-        proctree.WAITED.discard(self.pid)
-        self._close_pidfd()
-        return self._popen.returncode
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
 
 
 def _unread_bytes(stream: trio.abc.ReceiveStream | None) -> int:
