@@ -19,7 +19,8 @@ from wrapper.dialects.acp import AcpDialect
 from wrapper.dialects.base import UsageError
 from wrapper.events import AssistantMessage, SessionStarted, ToolEnded, ToolStarted
 from wrapper.hooks.protocol import Decision, interpret_answer
-from wrapper.settings import SettingsError, load_settings
+from wrapper.settings import SettingsError
+from wrapper.settings_file import load_settings
 
 SESSION = "0a5b2c1e-5b6f-4f0e-9a41-3a0d2f7c9e11"
 

@@ -28,9 +28,9 @@ from wrapper.settings import (
     MatcherGroup,
     SettingsError,
     edit_distance,
-    load_settings,
     near_miss,
 )
+from wrapper.settings_file import load_settings
 from wrapper.transcript import TAIL_BLOCK_BYTES, last_assistant_message
 
 # -- the answer of a command handler -------------------------------------------------

@@ -31,8 +31,9 @@ from wrapper.config import (
     child_depth,
 )
 from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
-from wrapper.settings import Settings, SettingsError, check_commands
-from wrapper.settings import load_settings as load
+from wrapper.settings import Settings, SettingsError
+from wrapper.settings_file import check_commands
+from wrapper.settings_file import load_settings as load
 
 PROG = "agent-wrapper"
 

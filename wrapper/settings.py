@@ -1,6 +1,8 @@
-"""Settings files: Claude Code's settings format plus the wrapper's own keys.
+"""Settings: Claude Code's settings format plus the wrapper's own keys, as
+values, and how the files' JSON objects merge into them (the files are read
+by ``wrapper.settings_file``).
 
-Loading is strict about what the wrapper uses and loud about what it does
+Merging is strict about what the wrapper uses and loud about what it does
 not: a malformed value is a ``SettingsError`` naming the file, the key and
 the problem; a key the wrapper has no use for is skipped with a note; a hook
 event it cannot enforce on a streaming agent is reported, never dropped
@@ -10,17 +12,11 @@ key from a later file replaces the earlier value.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import orjson
-
-from wrapper.artifacts import UnreadableFile, read_regular_file
 from wrapper.hooks.command import ShellSyntax, split_command
 
 #: Stop handlers: may block a stop and steer the agent.
@@ -243,16 +239,16 @@ class Settings:
         }
 
 
-def load_settings(paths: Sequence[Path | str]) -> Settings:
-    """Read and merge settings files in order; raise ``SettingsError`` on any problem."""
+def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) -> Settings:
+    """Merge the settings ``files`` in order, each one's JSON object given by
+    ``read`` when its turn comes; raise ``SettingsError`` on any problem."""
     merged: dict[str, Any] = {}
     hooks: dict[str, list[MatcherGroup]] = {}
     notes: list[str] = []
     pre_tool_use: list[MatcherGroup] = []
     pre_notes: list[str] = []
-    for path in paths:
-        where = str(path)
-        data = _read(where)
+    for where in files:
+        data = read(where)
         for key in data:
             if key not in _WRAPPER_KEYS or (key == "permissions" and _claude_permissions(data)):
                 notes.append(f"{where}: key {key!r} is not used by agent-wrapper; skipped")
@@ -324,33 +320,10 @@ def load_settings(paths: Sequence[Path | str]) -> Settings:
         notes=tuple(notes),
         pre_tool_use=tuple(pre_tool_use),
         pre_tool_use_notes=tuple(pre_notes),
-        files=tuple(str(p) for p in paths),
+        files=tuple(files),
         **stop,
         **policies,
     )
-
-
-#: The largest settings file read: real ones are a few kilobytes, and a
-#: limit keeps ``--settings /dev/zero`` or a runaway file from eating memory.
-SETTINGS_MAX_BYTES = 4 * 1024 * 1024
-
-
-def _read(where: str) -> dict[str, Any]:
-    # A settings file may be a symlink (dotfile set-ups), but what it leads
-    # to must be a regular file: a FIFO would hang the run before it starts.
-    try:
-        raw = read_regular_file(Path(where), SETTINGS_MAX_BYTES, follow_symlinks=True)
-    except OSError as exc:
-        raise SettingsError(f"{where}: cannot read it: {exc.strerror or exc}") from None
-    except UnreadableFile as exc:
-        raise SettingsError(f"{exc}; give a JSON settings file instead") from None
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise SettingsError(f"{where}: not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise SettingsError(f"{where}: expected a JSON object at the top level")
-    return data
 
 
 def _hooks(where: str, value: Any, notes: list[str]) -> dict[str, list[MatcherGroup]]:
@@ -410,89 +383,6 @@ def edit_distance(a: str, b: str) -> int:
                 row[j] = min(row[j], older[j - 2] + 1)
         older, prev = prev, row
     return prev[len(b)]
-
-
-#: Interpreters whose first argument that is not an option is a script to
-#: check, and their options whose value is the next argument.
-INTERPRETERS = re.compile(r"(python|pypy)(\d+(\.\d+)*)?|node|bash|sh|dash|zsh|ksh|ruby|perl")
-_VALUE_OPTIONS = frozenset(
-    {"-W", "-X", "-r", "--require", "--import", "--loader", "-C", "--conditions", "-o", "-O"}
-)
-#: Options after which the code comes from the command line, not a script.
-_INLINE_OPTIONS = frozenset({"-c", "-m", "-e", "-E", "--eval", "-p", "--print", "-"})
-_SCRIPT_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".bash", ".zsh", ".rb", ".pl")
-
-
-class _Lookup(dict[str, str]):
-    """An environment that notes the variables it did not have."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        super().__init__(env)
-        self.missing: set[str] = set()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key not in self:
-            self.missing.add(key)
-        return super().get(key, default)
-
-
-def check_commands(settings: Settings, env: Mapping[str, str], cwd: Path) -> None:
-    """Raise ``SettingsError`` for a command handler whose program, or whose
-    script when the program is a known interpreter, does not exist: at run
-    time it would fail at the first stop, and an interpreter's exit status 2
-    for a missing script reads as a block. ``env`` and ``cwd`` are those the
-    handlers will get; a command that uses variables only the run defines,
-    or runs through a shell, cannot be checked and is left alone."""
-    for groups in settings.hooks.values():
-        for handler in (h for group in groups for h in group.handlers):
-            if handler.type != "command" or handler.shell:
-                continue
-            if handler.args is not None:
-                words = list(handler.args)
-            else:
-                lookup = _Lookup(env)
-                try:
-                    words = split_command(handler.command or "", lookup)
-                except ShellSyntax:
-                    continue
-                if lookup.missing:
-                    continue
-            problem = _missing_program(words, env, cwd)
-            if problem is not None:
-                raise SettingsError(
-                    f"{handler.origin}: command {handler.name!r}: {problem} (relative paths "
-                    f"are taken from the run's working directory, {cwd}; "
-                    '"$CLAUDE_PROJECT_DIR/..." names a path in it from anywhere)'
-                )
-
-
-def _missing_program(words: list[str], env: Mapping[str, str], cwd: Path) -> str | None:
-    program = words[0]
-    if "/" in program:
-        path = cwd / program
-        if not path.is_file():
-            return f"{program} does not exist"
-        if not os.access(path, os.X_OK):
-            return f"{program} is not executable"
-    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
-        return f"{program} is not found on PATH"
-    if not INTERPRETERS.fullmatch(Path(program).name):
-        return None
-    rest = iter(words[1:])
-    for word in rest:
-        if word in _INLINE_OPTIONS:
-            return None
-        if word in _VALUE_OPTIONS:
-            next(rest, None)
-            continue
-        if word.startswith("-") and word != "--":
-            continue
-        script = next(rest, "") if word == "--" else word
-        looks_like_path = "/" in script or script.endswith(_SCRIPT_SUFFIXES)
-        if looks_like_path and not (cwd / script).is_file():
-            return f"its script {script} does not exist"
-        return None
-    return None
 
 
 def _claude_permissions(data: Mapping[str, Any]) -> bool:
