@@ -15,9 +15,18 @@ import orjson
 import pytest
 
 from tests.acp_replay import CAPTURES, replay, shape
-from wrapper.acp import client as acp_client
-from wrapper.acp import jsonrpc
-from wrapper.acp.client import (
+from wrapper.core.events import (
+    AgentWarning,
+    SessionStarted,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    UnparsedLine,
+    Usage,
+)
+from wrapper.dialects.acp import client as acp_client
+from wrapper.dialects.acp import jsonrpc
+from wrapper.dialects.acp.client import (
     AcpClient,
     AcpOptions,
     CloseInput,
@@ -27,15 +36,6 @@ from wrapper.acp.client import (
     Phase,
     Send,
     TurnEnded,
-)
-from wrapper.events import (
-    AgentWarning,
-    SessionStarted,
-    TextDelta,
-    ToolEnded,
-    ToolStarted,
-    UnparsedLine,
-    Usage,
 )
 
 # capture -> the canonical stop reason of each prompt turn (none: the agent

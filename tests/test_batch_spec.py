@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wrapper.batchreport import RunEntry, batch_json, junit_xml
-from wrapper.batchspec import (
+from wrapper.cli import _subparser, build_parser
+from wrapper.fleet.report import RunEntry, batch_json, junit_xml
+from wrapper.fleet.spec import (
     SpecError,
     SpecRun,
     folder_names,
@@ -23,7 +24,6 @@ from wrapper.batchspec import (
     parse_spec,
     shard,
 )
-from wrapper.cli import _subparser, build_parser
 
 RUN_PARSER = _subparser(build_parser(), "run")
 

@@ -24,7 +24,8 @@ import orjson
 import pytest
 
 from tests.acp_schema import check_conversation, require_schema
-from wrapper.acp.client import (
+from wrapper.core.events import Event, ToolEnded, ToolStarted
+from wrapper.dialects.acp.client import (
     AcpClient,
     AcpOptions,
     CloseInput,
@@ -34,7 +35,6 @@ from wrapper.acp.client import (
     Send,
     TurnEnded,
 )
-from wrapper.events import Event, ToolEnded, ToolStarted
 
 FAKE = Path(__file__).resolve().parent.parent / "fixtures" / "fake_agent"
 

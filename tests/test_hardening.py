@@ -30,10 +30,10 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
-from wrapper import guardian
+from wrapper.core.events import Event
+from wrapper.core.framing import LineFramer
 from wrapper.dialects.pi import PiDialect
-from wrapper.events import Event
-from wrapper.framing import LineFramer
+from wrapper.process import guardian
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -287,7 +287,7 @@ def test_the_guardian_ends_only_the_processes_of_its_run(tmp_path: Path) -> None
 ORPHANED_MID_IMPORT = """
 import json, os, subprocess, sys, types
 from pathlib import Path
-from wrapper import guardian
+from wrapper.process import guardian
 
 run_dir, run_id = Path(sys.argv[1]), sys.argv[2]
 env = {**os.environ, guardian.RUN_ID_VARIABLE: run_id}

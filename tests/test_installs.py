@@ -52,7 +52,8 @@ from tests.conftest import (
 )
 from tests.test_hardening import LONG_RUN, _assert_wrapper_killed_result, marked
 from tests.test_hooks import answer, judge_command, settings_file, stop_hooks
-from wrapper import guardian, waiter
+from wrapper.process import guardian
+from wrapper.process import guardian_waiter as waiter
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

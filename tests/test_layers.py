@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from wrapper import waiter
 from wrapper.core.signals import STOP_SIGNALS
+from wrapper.process import guardian_waiter as waiter
 
 PACKAGE = Path(__file__).resolve().parent.parent / "wrapper"
 
@@ -109,7 +109,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_scan_sees_a_function_level_import() -> None:
     graph = import_graph()
     # The command line imports the run's modules inside its functions only.
-    assert "wrapper.execution" in graph["wrapper.cli"]
+    assert "wrapper.supervision.run" in graph["wrapper.cli"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from wrapper.prepare import RunUsageError, prepare_run
+from wrapper.supervision.prepare import RunUsageError, prepare_run
 
 if TYPE_CHECKING:
-    from wrapper.execution import Run
+    from wrapper.supervision.run import Run
 
 __all__ = ["RunResult", "RunUsageError", "run", "run_async"]
 
@@ -153,8 +153,8 @@ async def run_async(
     (``aborted``, the agent's tree ended, result.json written) before the
     cancellation goes on.
     """
-    from wrapper.batchspec import check_command, check_cwd, check_env  # noqa: PLC0415
-    from wrapper.execution import Run  # noqa: PLC0415 - trio's part, once a run starts
+    from wrapper.fleet.spec import check_command, check_cwd, check_env  # noqa: PLC0415
+    from wrapper.supervision.run import Run  # noqa: PLC0415 - trio's part, once a run starts
 
     with _usage_errors():
         argv = check_command("command", command)
@@ -175,7 +175,7 @@ async def run_async(
     the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ, say_at_end=False)
     interrupted = await _execute(the_run)
     if the_run.telemetry is not None:
-        from wrapper import telemetry  # noqa: PLC0415
+        from wrapper.sinks import telemetry  # noqa: PLC0415
 
         # Bounded: a collector that is down costs the caller that long at most.
         lost = await trio.to_thread.run_sync(telemetry.flush, environ)
@@ -195,7 +195,7 @@ async def _execute(the_run: Run) -> bool:
     the first stops it, a second hurries its cleanup, as on the command line.
     One that trio raised inside the run's own tasks has ended the run already
     (see ``Run.execute``) and counts the same."""
-    from wrapper.execution import only_keyboard_interrupts  # noqa: PLC0415
+    from wrapper.supervision.run import only_keyboard_interrupts  # noqa: PLC0415
 
     done = trio.Event()
     interrupted = False
@@ -234,8 +234,8 @@ async def _execute(the_run: Run) -> bool:
 def run_options(values: Mapping[str, Any], cwd: Path) -> argparse.Namespace:
     """The ``run`` parser's options with ``values`` (by their snake_case
     names) over their defaults, each checked as the command line checks it."""
-    from wrapper.batchspec import one_value  # noqa: PLC0415
     from wrapper.cli import _subparser, build_parser  # noqa: PLC0415
+    from wrapper.fleet.spec import one_value  # noqa: PLC0415
 
     parser = _subparser(build_parser(), "run")
     actions = {
@@ -267,7 +267,7 @@ def run_options(values: Mapping[str, Any], cwd: Path) -> argparse.Namespace:
 def _usage_errors() -> Iterator[None]:
     """The shared checks' errors as a Python caller expects them: a wrong
     type is a ``TypeError``, a wrong value a ``RunUsageError``."""
-    from wrapper.batchspec import SpecError, WrongType  # noqa: PLC0415
+    from wrapper.fleet.spec import SpecError, WrongType  # noqa: PLC0415
 
     try:
         yield

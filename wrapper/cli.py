@@ -16,8 +16,8 @@ from wrapper import __version__
 if TYPE_CHECKING:
     import signal
 
-    from wrapper.batch import Batch
-    from wrapper.settings import Settings
+    from wrapper.core.settings import Settings
+    from wrapper.fleet.batch import Batch
 
 # Everything else is imported where it is needed: ``--version`` and the small
 # subcommands must not pay for what a run needs.
@@ -63,9 +63,9 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from wrapper.config import DEFAULT_JOBS
-    from wrapper.framing import DEFAULT_MAX_LINE_BYTES
-    from wrapper.registry import BY_NAME
+    from wrapper.core.config import DEFAULT_JOBS
+    from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
+    from wrapper.core.registry import BY_NAME
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of a run, for ``run`` and (as the defaults of every line) ``batch``."""
-    from wrapper.config import (
+    from wrapper.core.config import (
         CONTEXT_POLICIES,
         DEFAULT_DRAIN_TIMEOUT,
         DEFAULT_ESCALATION_TIMEOUT,
@@ -227,8 +227,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         DEFAULT_SETTLE_GRACE,
         OutputMode,
     )
-    from wrapper.framing import DEFAULT_MAX_LINE_BYTES
-    from wrapper.registry import BY_NAME
+    from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
+    from wrapper.core.registry import BY_NAME
 
     task = parser.add_mutually_exclusive_group()
     task.add_argument(
@@ -435,7 +435,7 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 
 def _load_settings(parser: argparse.ArgumentParser, paths: list[str]) -> Settings:
-    from wrapper.prepare import RunUsageError, load_settings
+    from wrapper.supervision.prepare import RunUsageError, load_settings
 
     try:
         return load_settings(paths)
@@ -461,7 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.subcommand == "batch":
         return _batch(parser, args)
     if args.subcommand in ("signal", "reply", "status"):
-        from wrapper import tools
+        from wrapper.commands import control as tools
 
         if args.subcommand == "signal":
             return tools.signal_main(args.kind, args.message, args.run_dir)
@@ -475,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return tools.status_main(args.run_dir, args.json)
     if args.subcommand == "normalize":
-        from wrapper.normalize import main as normalize_main
+        from wrapper.commands.normalize import main as normalize_main
 
         return normalize_main(
             args.file,
@@ -485,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_line_bytes=args.max_line_bytes,
         )
     if args.subcommand == "hook-test":
-        from wrapper.hooks.hook_test import hook_test
+        from wrapper.commands.hook_test import hook_test
 
         settings = _load_settings(parser, args.settings)
         return hook_test(settings, args.event)
@@ -496,23 +496,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(
     parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str] | None
 ) -> int:
-    from wrapper.prepare import RunUsageError, prepare_run
+    from wrapper.supervision.prepare import RunUsageError, prepare_run
 
     try:
         prepared = prepare_run(args, command)
     except RunUsageError as exc:
         parser.error(str(exc))
     config, dialect, launch = prepared.config, prepared.dialect, prepared.launch
-    from wrapper import guardian
+    from wrapper.process import guardian
 
     # Stop signals from here on are acted on once the run is up.
     early_signals = guardian.record_stop_signals()
     # The guardian learns which run to end should this process die, before
-    # anything of it exists (see wrapper/guardian.py).
+    # anything of it exists (see wrapper/process/guardian.py).
     guardian.announce(config.run_id, config.run_dir, config.result_path)
 
-    from wrapper.child import early_start
-    from wrapper.proctree import become_subreaper
+    from wrapper.process.proctree import become_subreaper
+    from wrapper.process.spawn import early_start
 
     # Orphans of the agent's tree come back to the wrapper and stay findable.
     become_subreaper()
@@ -521,7 +521,7 @@ def _run(
     traced = _traced(environ)
     planned_ids = None
     if traced:
-        from wrapper import telemetry
+        from wrapper.sinks import telemetry
 
         planned_ids = telemetry.plan_ids(environ)
     early = None
@@ -538,7 +538,7 @@ def _run(
 
     import trio
 
-    from wrapper.execution import execute
+    from wrapper.supervision.run import execute
 
     run = partial(
         execute,
@@ -572,10 +572,10 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _stopped_before_start(args, runs_dir, junit, stopped.sig)
     if not args.runs_dir:
         _ignored_by_git(runs_dir)
-    from wrapper import guardian
-    from wrapper.proctree import become_subreaper
+    from wrapper.process import guardian
+    from wrapper.process.proctree import become_subreaper
 
-    # The runs' guardian alone in the runner's process group (see wrapper/guardian.py).
+    # The runs' guardian alone in the runner's process group (see wrapper/process/guardian.py).
     guardian.leave_guardians_group()
     # Orphans of the agents' trees come back to the wrapper and stay findable.
     become_subreaper()
@@ -583,7 +583,7 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     import trio
 
-    from wrapper.batch import run_batch
+    from wrapper.fleet.batch import run_batch
 
     status: int = trio.run(partial(run_batch, batch, stop.received))
     _flush_spans()
@@ -592,8 +592,8 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _report_places(args: argparse.Namespace) -> tuple[Path, Path | None]:
     """Where the batch's runs and batch.json go, and its JUnit report."""
-    from wrapper.config import DEFAULT_BATCHES_ROOT
-    from wrapper.prepare import new_run_id
+    from wrapper.core.config import DEFAULT_BATCHES_ROOT
+    from wrapper.supervision.prepare import new_run_id
 
     cwd = Path.cwd()
     runs_dir = (cwd / (args.runs_dir or DEFAULT_BATCHES_ROOT / new_run_id())).absolute()
@@ -651,8 +651,9 @@ def _checked_batch(
     usage error (exit 2) naming the first line that is wrong."""
     import copy
 
-    from wrapper.batch import Batch, BatchRun
-    from wrapper.batchspec import (
+    from wrapper.core.config import OutputMode
+    from wrapper.fleet.batch import Batch, BatchRun
+    from wrapper.fleet.spec import (
         Places,
         SpecError,
         folder_names,
@@ -661,9 +662,8 @@ def _checked_batch(
         planned_places,
         shard,
     )
-    from wrapper.config import OutputMode
-    from wrapper.execution import resolve_output
-    from wrapper.prepare import RunUsageError, prepare_run
+    from wrapper.supervision.prepare import RunUsageError, prepare_run
+    from wrapper.supervision.run import resolve_output
 
     for flag, dest in (("--run-dir", "run_dir"), ("--result", "result"), ("--label", "label")):
         if getattr(args, dest) is not None:
@@ -730,7 +730,7 @@ def _checked_batch(
 
 def _ignored_by_git(runs_dir: Path) -> None:
     """The default root sits in the agent's working tree: keep it out of git."""
-    from wrapper.artifacts import ensure_dir, write_new
+    from wrapper.files.artifacts import ensure_dir, write_new
 
     try:
         ensure_dir(runs_dir.parent)
@@ -744,7 +744,7 @@ def _stopped_before_start(
 ) -> int:
     """A stop signal came while the spec was checked: no run starts, and the
     reports say so; the exit status is the signal's, as for a batch stopped later."""
-    from wrapper.batch import report_stopped_before_start
+    from wrapper.fleet.batch import report_stopped_before_start
 
     if not args.runs_dir:
         _ignored_by_git(runs_dir)
@@ -756,7 +756,7 @@ def _traced(environ: dict[str, str]) -> bool:
     the environment names OpenTelemetry at all)."""
     if not any(name.startswith("OTEL_") for name in environ):
         return False
-    from wrapper import telemetry
+    from wrapper.sinks import telemetry
 
     return telemetry.enabled(environ)
 
@@ -764,7 +764,7 @@ def _traced(environ: dict[str, str]) -> bool:
 def _flush_spans() -> None:
     """The runs' spans reach the collector, or it is given up on after the
     flush bound: the process ends with os._exit, which waits for nothing."""
-    telemetry = sys.modules.get("wrapper.telemetry")
+    telemetry = sys.modules.get("wrapper.sinks.telemetry")
     if telemetry is not None:
         lost = telemetry.flush()
         if lost is not None:

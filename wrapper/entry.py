@@ -2,7 +2,7 @@
 
 The one entry point. For a run, the guardian forks off first thing, with
 nothing imported yet that the worker would copy (see
-``wrapper.guardian.fork_for_run``); then the modules a run never uses are
+``wrapper.process.guardian.fork_for_run``); then the modules a run never uses are
 deferred, the command line runs, and the process ends without the
 interpreter's teardown.
 """
@@ -23,7 +23,7 @@ def main() -> None:
     """
     # Imported here, not at the top: the guardian forks before anything
     # heavier than the guardian module is loaded, so the worker copies nothing.
-    from wrapper.guardian import fork_for_run  # noqa: PLC0415
+    from wrapper.process.guardian import fork_for_run  # noqa: PLC0415
 
     fork_for_run()
     from wrapper.deferral import defer_unused_imports  # noqa: PLC0415

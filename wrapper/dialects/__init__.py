@@ -1,4 +1,4 @@
-"""Agent dialects: one module per agent CLI, listed in ``wrapper.registry``."""
+"""Agent dialects: one module per agent CLI, listed in ``wrapper.core.registry``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wrapper.core.events import Event, UnparsedLine, WarningEvent
+from wrapper.core.framing import Frame, Oversized
+from wrapper.core.registry import AGENTS, BY_NAME, detect, program
 from wrapper.dialects.base import (
     CannotResume,
     Dialect,
@@ -15,9 +18,6 @@ from wrapper.dialects.base import (
     decode_object,
     unparsed,
 )
-from wrapper.events import Event, UnparsedLine, WarningEvent
-from wrapper.framing import Frame, Oversized
-from wrapper.registry import AGENTS, BY_NAME, detect, program
 
 #: Executable basename -> dialect name, for the entries that need nothing more.
 EXECUTABLES = {
@@ -65,7 +65,7 @@ __all__ = [
 
 def dialect_for_command(command: Sequence[str]) -> type[Dialect] | None:
     """The dialect the command line names (its program, and for some agents
-    an option or subcommand: ``wrapper.registry``), if it is conclusive."""
+    an option or subcommand: ``wrapper.core.registry``), if it is conclusive."""
     agent = detect(command)
     return DIALECTS[agent.name] if agent is not None else None
 

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from wrapper.config import DEFAULT_GRACE, DEFAULT_SETTLE_GRACE
-from wrapper.events import (
+from wrapper.core.config import DEFAULT_GRACE, DEFAULT_SETTLE_GRACE
+from wrapper.core.events import (
     JSON_INT_MAX,
     JSON_INT_MIN,
     AssistantMessage,
@@ -28,7 +28,7 @@ from wrapper.events import (
     Usage,
     WarningEvent,
 )
-from wrapper.framing import Frame, Oversized
+from wrapper.core.framing import Frame, Oversized
 
 #: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
 #: pages including the terminating NUL).
@@ -398,7 +398,7 @@ class Dialect:
     ``handlers`` (one method per raw event type, which ``parse`` calls), and
     implement ``recognises`` and ``launch`` (``CommandLineDialect`` in
     ``_shared`` declares the argv instead); the program names an agent goes
-    by are in its ``wrapper.registry`` entry. State kept across lines is set
+    by are in its ``wrapper.core.registry`` entry. State kept across lines is set
     in ``_reset``, which ``on_exit`` calls after asking ``exit_final`` what
     the exit implies.
     """

@@ -12,9 +12,9 @@ from typing import Any
 
 import trio
 
-from wrapper.events import Compaction, Event, ToolEnded, ToolStarted, WarningEvent
+from wrapper.core.events import Compaction, Event, ToolEnded, ToolStarted, WarningEvent
+from wrapper.core.settings import OBSERVED_EVENTS, Handler, Settings
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
-from wrapper.settings import OBSERVED_EVENTS, Handler, Settings
 
 #: Observer handlers running at once.
 OBSERVER_CONCURRENCY = 4

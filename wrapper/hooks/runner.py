@@ -21,20 +21,20 @@ from typing import Any
 import orjson
 import trio
 
-from wrapper import proctree
-from wrapper.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
-from wrapper.child import Child
-from wrapper.events import Event, HookDecision, HookStarted, WarningEvent
-from wrapper.hooks.command import ShellSyntax, split_command
-from wrapper.hooks.protocol import (
+from wrapper.core.events import Event, HookDecision, HookStarted, WarningEvent
+from wrapper.core.hook_protocol import (
     Decision,
     HandlerResult,
     interpret_command,
     interpret_verdict,
 )
-from wrapper.invocation import wrapper_argv
-from wrapper.jsonout import dumps
-from wrapper.settings import Handler
+from wrapper.core.jsonout import dumps
+from wrapper.core.settings import Handler
+from wrapper.core.shellwords import ShellSyntax, split_command
+from wrapper.files.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
+from wrapper.process import proctree
+from wrapper.process.invocation import wrapper_argv
+from wrapper.process.spawn import Child
 
 #: Output kept from a handler, per stream; the rest is read and dropped.
 HANDLER_OUTPUT_BYTES = 1024 * 1024
