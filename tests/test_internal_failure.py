@@ -12,7 +12,7 @@ from tests.conftest import FAKE_PI, agent_env, read_result, write_scenario
 from wrapper.core.config import OutputMode, RunConfig
 from wrapper.core.events import Event
 from wrapper.dialects.pi import PiDialect
-from wrapper.supervision.run import execute
+from wrapper.fleet.owner import execute
 
 
 class ExplodingDialect(PiDialect):

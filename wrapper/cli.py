@@ -538,7 +538,7 @@ def _run(
 
     import trio
 
-    from wrapper.supervision.run import execute
+    from wrapper.fleet.owner import execute
 
     run = partial(
         execute,

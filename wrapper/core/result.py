@@ -11,6 +11,8 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from wrapper.core.completion import CompletionTracker
@@ -19,12 +21,15 @@ from wrapper.core.events import AssistantMessage
 from wrapper.core.outcome import ProcessExit, Verdict
 from wrapper.core.policy import StopPolicy
 from wrapper.core.registry import program_name
+from wrapper.core.signals import WRAPPER_KILLED_EXIT
 from wrapper.core.steering import Steering
 from wrapper.core.summary import RunSummary
 from wrapper.core.timefmt import iso
 
 #: How many of the agent's last stderr lines a failure's message may quote.
 STDERR_TAIL_LINES = 3
+#: The run directory's files that result.json's ``artifacts`` names when they exist.
+RUN_FILES = ("events.jsonl", "stdout.log", "stderr.log", "config.json")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -138,3 +143,127 @@ def build_result(
         "artifacts": artifacts,
         "artifactErrors": artifact_errors,
     }
+
+
+def wrapper_killed_result(
+    *,
+    run_id: str,
+    wrapper_pid: int,
+    run_dir: Path,
+    status: dict[str, Any],
+    config: dict[str, Any] | None,
+    signals_sent: list[dict[str, Any]],
+    survivors: list[str],
+    ended_at: float,
+    result_path: Path,
+    present: frozenset[str],
+    cwd: str,
+    exit_status: int = WRAPPER_KILLED_EXIT,
+    who: str | None = None,
+) -> dict[str, Any]:
+    """result.json for a run whose wrapper died (``error.kind:
+    wrapper_killed``), written by the guardian: what status.json and
+    config.json knew, ``null`` for what only the wrapper knew. ``present``:
+    which of ``RUN_FILES`` the run directory holds; ``signals_sent`` and
+    ``survivors``: what the guardian's sweeps sent and could not end."""
+    conf = config or {}
+    started = _epoch(status.get("startedAt")) or ended_at
+    known_attempt, known_pid = status.get("attempt"), status.get("pid")
+    attempt = known_attempt if isinstance(known_attempt, int) else 1
+    pid = known_pid if isinstance(known_pid, int) else None
+    forced = bool(signals_sent)
+    who = who or f"the wrapper (pid {wrapper_pid}) was killed"
+    message = (
+        f"{who} before it finished the run ({status.get('state')}, attempt {attempt}); "
+        "what remained of the wrapper ended the run's processes and wrote this result"
+    )
+    warnings = [{"code": "wrapper_killed", "message": message}]
+    if survivors:
+        warnings.append(
+            {
+                "code": "leftover_processes",
+                "message": "still running after the guardian's last SIGKILL: "
+                + ", ".join(survivors),
+            }
+        )
+
+    def artifact(name: str) -> str | None:
+        return str(run_dir / name) if name in present else None
+
+    dialect = conf.get("dialect")
+    command = conf.get("command") or []
+    attempts = []
+    if attempt == 1:  # a later attempt's start is known only to the wrapper
+        attempts.append(
+            {
+                "attempt": 1,
+                "pid": pid,
+                "startedAt": iso(started),
+                "endedAt": None if survivors else iso(ended_at),
+                "exitCode": None,
+                "exitSignal": None,
+                "signalsSent": signals_sent,
+                "forcedCleanup": forced,
+                "stopReason": None,
+                "rawStopReason": None,
+            }
+        )
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "runId": run_id,
+        "label": conf.get("label", status.get("label")),
+        "success": False,
+        "outcome": "aborted",
+        "exitStatus": exit_status,
+        "stopReason": None,
+        "rawStopReason": None,
+        "finalText": None,
+        # apiStatus: no failed API call of the agent's is known here.
+        "error": {"kind": "wrapper_killed", "message": message, "apiStatus": None},
+        "exitCode": None,
+        "exitSignal": None,
+        "forcedCleanup": forced,
+        "signalsSent": signals_sent,
+        "pid": pid,
+        "startedAt": iso(started),
+        "endedAt": iso(ended_at),
+        "durationMs": max(round((ended_at - started) * 1000), 0),
+        "usage": None,
+        "model": None,
+        "sessionId": None,
+        "toolsUsed": [],
+        "task": conf.get("task"),
+        "command": command,
+        "cwd": conf.get("cwd") or cwd,
+        "dialect": dialect if isinstance(dialect, str) and dialect != "auto" else None,
+        "agent": program_name([str(arg) for arg in command]) if isinstance(command, list) else None,
+        "attempts": attempts,
+        "stopAllowedBy": None,
+        "hookStopMessage": None,
+        "steerCount": max(attempt - 1, 0),
+        "maxSteers": conf.get("maxSteers", 0),
+        "steers": [],
+        "onStop": conf.get("onStop", "allow"),
+        "completionSignal": None,
+        "escalations": [],
+        "warnings": warnings,
+        "artifacts": {
+            "runDir": str(run_dir),
+            "result": str(result_path),
+            "status": str(run_dir / "status.json"),
+            "events": artifact("events.jsonl"),
+            "stdout": artifact("stdout.log"),
+            "stderr": artifact("stderr.log"),
+            "config": artifact("config.json"),
+        },
+        "artifactErrors": [],
+    }
+
+
+def _epoch(stamp: object) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None

@@ -14,3 +14,6 @@ import signal
 #: SIGTERM, SIGINT, SIGHUP, SIGQUIT: what a runner, a terminal or a person
 #: sends to end a process.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+#: The run's exit status as result.json reports it when the guardian was
+#: killed: 128 + SIGKILL, the way a process dies without a word.
+WRAPPER_KILLED_EXIT = 128 + signal.SIGKILL

@@ -31,6 +31,7 @@ from wrapper.core.events import Event
 from wrapper.core.signals import STOP_SIGNALS
 from wrapper.core.timefmt import iso
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
+from wrapper.fleet.owner import reap_orphans_on_sigchld, relay_signals
 from wrapper.fleet.report import RunEntry, batch_json, junit_xml
 from wrapper.process import guardian, proctree
 from wrapper.sinks.stream import OutputPump
@@ -38,8 +39,6 @@ from wrapper.supervision.prepare import PreparedRun
 from wrapper.supervision.run import (
     LiveOutput,
     Run,
-    reap_orphans_on_sigchld,
-    relay_signals,
     resolve_output,
 )
 

@@ -3,8 +3,8 @@
 A ``Run`` is one run and nothing else: its own cancel scopes, agent, sinks
 and result. What belongs to the whole process (the stop signals, reaping
 the orphans a subreaper adopts, the guardian) is set up once by whoever owns
-the process (``execute`` for the command line's one run, the batch for its
-many) and handed to each run: a signal reaches a run as ``Run.interrupt``.
+the process (``wrapper.fleet.owner.execute`` for the command line's one run,
+the batch for its many) and handed to each run: a signal reaches a run as ``Run.interrupt``.
 
 The wrapper's stop signals are caught from the first moment of the run to
 the last, result writing included, so that a signal can shorten the run but
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -42,7 +42,6 @@ from wrapper.core.events import (
     WarningEvent,
 )
 from wrapper.core.hook_protocol import Decision
-from wrapper.core.jsonout import dumps
 from wrapper.core.outcome import (
     EXIT_NO_RESULT,
     ErrorKind,
@@ -53,7 +52,6 @@ from wrapper.core.outcome import (
     quoting_stderr,
 )
 from wrapper.core.result import AttemptRecord, build_result
-from wrapper.core.signals import STOP_SIGNALS
 from wrapper.core.steering import AllowedBy
 from wrapper.core.summary import RunSummary
 from wrapper.dialects import Dialect, Launch, SniffingDialect, UsageError
@@ -63,7 +61,6 @@ from wrapper.files.artifacts import (
     StreamFile,
     atomic_write,
     dump_json,
-    ensure_dir,
     prepare_run_dir,
 )
 from wrapper.hooks.observers import Observers
@@ -72,11 +69,12 @@ from wrapper.hooks.stop_gate import StopGate
 from wrapper.process import proctree
 from wrapper.process.guardian import wrapper_pid
 from wrapper.process.invocation import wrapper_command
-from wrapper.process.proctree import RunClaim, owns_process, reap_orphans
+from wrapper.process.proctree import RunClaim
 from wrapper.process.spawn import EarlyStart
 from wrapper.sinks.pretty import TICK_SECONDS, PrettyView
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
+from wrapper.supervision.result_file import write_result
 
 if TYPE_CHECKING:
     from wrapper.dialects.acp.client import ToolInfo
@@ -107,56 +105,6 @@ def resolve_output(mode: OutputMode) -> OutputMode:
     if mode is OutputMode.AUTO:
         return OutputMode.PRETTY if os.isatty(1) else OutputMode.JSONL
     return mode
-
-
-async def execute(
-    config: RunConfig,
-    dialect: Dialect,
-    launch: Launch,
-    environ: Mapping[str, str],
-    early: EarlyStart | None = None,
-    *,
-    early_signals: list[signal.Signals] | None = None,
-    planned_ids: PlannedIds | None = None,
-) -> int:
-    """The command line's run: the process's duties around one ``Run``;
-    returns the run's exit status.
-
-    ``launch`` is the dialect's argv for the task (computed before the run, so
-    that a task the agent cannot take is a usage error, not a failed run).
-    ``early`` is what the command line already started; ``early_signals``
-    the stop signals it recorded when it started nothing. ``planned_ids``:
-    the trace ids the agent started early was given (``telemetry.plan_ids``).
-    """
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        run = Run(config, dialect, launch, environ, early, planned_ids=planned_ids)
-        if early is None and early_signals:
-            run.interrupts += early_signals
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(relay_signals, signals, lambda _sig: (run,))
-            if owns_process():
-                nursery.start_soon(reap_orphans_on_sigchld)
-            exit_status = await run.execute()
-            nursery.cancel_scope.cancel()
-    return exit_status
-
-
-async def relay_signals(signals: Any, runs: Callable[[signal.Signals], Iterable[Run]]) -> None:
-    """Hand each stop signal the process receives to every run ``runs``
-    names for it (told of the signal, it says which runs are going on)."""
-    async for signum in signals:
-        sig = signal.Signals(signum)
-        for run in runs(sig):
-            run.interrupt(sig)
-
-
-async def reap_orphans_on_sigchld() -> None:
-    """Reap the processes the wrapper adopted as they die (it is a subreaper),
-    so that a storm of short-lived orphans never piles up as zombies."""
-    with trio.open_signal_receiver(signal.SIGCHLD) as sigchld:
-        reap_orphans()
-        async for _ in sigchld:
-            reap_orphans()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -842,54 +790,3 @@ def _dialect_name(dialect: Dialect) -> str | None:
     if isinstance(dialect, SniffingDialect):
         return dialect.chosen.name if dialect.chosen is not None else None
     return dialect.name
-
-
-def write_result(
-    config: RunConfig,
-    render: Callable[[], dict[str, Any]],
-    errors: ArtifactErrors,
-    artifacts: dict[str, str | None],
-) -> str | None:
-    """Write result.json at --result, else in the run directory, else to stderr.
-
-    Returns the path written, or None when only stderr was left. ``render``
-    is called again after each failure so that the copy that lands records
-    the failures before it. A person reading stderr is told, in one line,
-    when result.json is not where it was asked for.
-    """
-    candidates = [config.result_path]
-    fallback = config.run_dir / "result.json"
-    if fallback != config.result_path:
-        candidates.append(fallback)
-    failed: list[str] = []
-    for path in candidates:
-        artifacts["result"] = str(path)
-        try:
-            ensure_dir(path.parent)
-            atomic_write(path, dump_json(render()))
-        except OSError as exc:
-            errors.record(f"result:{path}", path, exc)
-            failed.append(f"{path}: {exc.strerror or exc}")
-            continue
-        if failed:
-            _say(f"could not write result.json at {'; '.join(failed)}; wrote it to {path} instead")
-        return str(path)
-    artifacts["result"] = None
-    result = render()
-    # What this JSON says must match what the wrapper exits with.
-    result["exitStatus"] = EXIT_NO_RESULT
-    result["success"] = False
-    _say(
-        f"result.json could not be written anywhere ({'; '.join(failed)}); "
-        f"the result follows as JSON on the next line (exit status {EXIT_NO_RESULT}). "
-        "Give a writable --result or --run-dir."
-    )
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.buffer.write(dumps(result) + b"\n")
-        sys.stderr.buffer.flush()
-    return None
-
-
-def _say(line: str) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        print(f"agent-wrapper: {line}", file=sys.stderr, flush=True)
