@@ -27,8 +27,8 @@ from wrapper.dialects.acp.client import (
     PermissionRequested,
     TurnEnded,
 )
-from wrapper.dialects.acp.driver import AcpDriver
 from wrapper.dialects.acp.protocol_log import replay
+from wrapper.supervision.acp_session import AcpDriver
 
 FAKE = Path(__file__).resolve().parent.parent / "fixtures" / "fake_agent"
 

@@ -422,6 +422,9 @@ class Dialect:
     #: How the agent is run in the JSON streaming mode this dialect reads (told
     #: to a user whose agent's output had no line the dialect recognised).
     streaming_command: ClassVar[str] = ""
+    #: Whether the agent is driven on its stdin (a live session the
+    #: supervisor holds, ``AcpDialect.hold_session``) instead of only read.
+    two_way: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._reset()
@@ -501,6 +504,11 @@ class Dialect:
         message = self.exit_final(exit_code)
         self._reset()
         return [message] if message is not None else []
+
+    def tools_run_unasked(self) -> Sequence[str]:
+        """The tools a two-way agent ran without asking permission (its own
+        auto-approve mode): PreToolUse handlers could not decide on them."""
+        return ()
 
     def exit_final(self, exit_code: int | None) -> AssistantMessage | None:
         """The final message an exit with ``exit_code`` implies, given what the

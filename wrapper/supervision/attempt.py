@@ -52,6 +52,7 @@ from wrapper.core.timefmt import iso
 from wrapper.dialects import Dialect, SniffingDialect
 from wrapper.dialects.acp import jsonrpc
 from wrapper.dialects.acp.client import (
+    AcpClient,
     AcpOptions,
     PermissionRequested,
     PermissionWithdrawn,
@@ -95,7 +96,7 @@ SILENT_AGENT_HINT_AFTER = 5.0
 if TYPE_CHECKING:
     import psutil
 
-    from wrapper.dialects.acp.driver import AcpDriver
+    from wrapper.supervision.acp_session import AcpDriver
 
 _STATUS_BY_PHASE = {
     Phase.WORKING: "running",
@@ -267,20 +268,30 @@ class AttemptSupervisor:
 
     def _open_session(self, proc: Child, prompt: str | None) -> AcpDriver | None:
         """The live session of an agent driven over its stdin, if this one is."""
-        open_session = getattr(self.dialect, "open_session", None)
-        if prompt is None or open_session is None or proc.stdin is None:
+        dialect = self.dialect
+        if prompt is None or not dialect.two_way or proc.stdin is None:
             return None
+        # Loaded for a live session only: a run that reads the agent needs neither.
+        from wrapper.dialects.acp.dialect import AcpDialect  # noqa: PLC0415
+        from wrapper.supervision.acp_session import AcpDriver  # noqa: PLC0415
+
+        assert isinstance(dialect, AcpDialect)
         log = self.protocol_log
-        driver: AcpDriver = open_session(
-            AcpOptions(
-                task=prompt,
-                cwd=str(self.config.cwd),
-                auth_method=self.config.auth_method,
-                mcp_servers=self.config.settings.acp_mcp_servers,
-            ),
+        options = AcpOptions(
+            task=prompt,
+            cwd=str(self.config.cwd),
+            auth_method=self.config.auth_method,
+            mcp_servers=self.config.settings.acp_mcp_servers,
+        )
+        driver = AcpDriver(
+            AcpClient(options),
             proc.stdin,
-            lambda event: self._event(event, trio.current_time(), time.time()),
+            dialect.session_output,
             log.write if log is not None else None,
+        )
+        dialect.hold_session(
+            driver,
+            lambda event: self._event(event, trio.current_time(), time.time()),
             on_turn_end=self._turn_ended,
             on_permission=self._permission_requested,
             on_withdrawn=self._permission_withdrawn,

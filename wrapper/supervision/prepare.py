@@ -184,7 +184,7 @@ def prepare_run(
     settings = load_settings(
         options.settings,
         say_notes=say_notes,
-        enforces_pre_tool_use=getattr(dialect, "open_session", None) is not None,
+        enforces_pre_tool_use=dialect.two_way,
     )
     _check_hook_commands(settings, cwd, environ)
     run_id = run_id or new_run_id()

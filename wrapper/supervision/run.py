@@ -580,7 +580,7 @@ class Run:
         return resumed.prompt
 
     def _warn_unasked(self) -> None:
-        unasked = getattr(self.dialect, "unasked", None)
+        unasked = self.dialect.tools_run_unasked()
         if not unasked or not self.config.settings.pre_tool_use:
             return
         names = ", ".join(dict.fromkeys(unasked))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from wrapper.core.events import SESSION_FAILED, AssistantMessage, Event, StopReason, ToolEnded
 from wrapper.dialects.acp.client import (
@@ -31,10 +31,18 @@ from wrapper.dialects.acp.client import (
 )
 from wrapper.dialects.base import Dialect, Launch
 
-if TYPE_CHECKING:
-    import trio
 
-    from wrapper.dialects.acp.driver import AcpDriver
+class LiveSession(Protocol):
+    """What the dialect asks of the live session the supervisor holds: the
+    transport is the supervisor's, the dialect only feeds it lines and
+    answers."""
+
+    def feed(self, line: bytes) -> None: ...
+
+    def decide(self, request_id: Any, allow: bool, reason: str | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
 
 #: Seconds an ACP agent gets to exit by itself once its stdin is closed, before
 #: the usual SIGTERM / SIGKILL of its tree: Gemini CLI takes up to 4.2 s after
@@ -49,6 +57,7 @@ class AcpDialect(Dialect):
     streaming_command: ClassVar[str] = "AGENT --acp (or its acp subcommand)"
     default_grace: ClassVar[float] = CLOSE_GRACE
     needs_task: ClassVar[bool] = True
+    two_way: ClassVar[bool] = True
 
     def __init__(self) -> None:
         #: Tool calls the agent asked permission for, and the names of the ones
@@ -60,8 +69,8 @@ class AcpDialect(Dialect):
 
     def _reset(self) -> None:
         self._reader = AcpClient(AcpOptions(task="", cwd=""), passive=True)
-        #: The live session, while the supervisor holds one (see ``open_session``).
-        self.driver: AcpDriver | None = None
+        #: The live session, while the supervisor holds one (see ``hold_session``).
+        self.driver: LiveSession | None = None
         self._parsed: list[Event] | None = None
         self._emit: Callable[[Event], None] | None = None
         self._on_turn_end: Callable[[], None] | None = None
@@ -80,42 +89,41 @@ class AcpDialect(Dialect):
         finally:
             self._parsed = None
 
-    def open_session(
+    def hold_session(
         self,
-        options: AcpOptions,
-        stdin: trio.abc.SendStream,
+        session: LiveSession,
         emit: Callable[[Event], None],
-        log: Callable[[bytes], None] | None,
         *,
         on_turn_end: Callable[[], None] | None = None,
         on_permission: Callable[[PermissionRequested], None] | None = None,
         on_withdrawn: Callable[[PermissionWithdrawn], None] | None = None,
         on_stopped_answering: Callable[[StoppedAnswering], None] | None = None,
-    ) -> AcpDriver:
-        """Hold the live session of a started agent: its stdout lines (through
-        ``parse``) drive the core; events that come of something else (a
-        deadline) go to ``emit``. The caller runs ``driver.run``.
+    ) -> None:
+        """Hold the live session of a started agent, which the supervisor
+        opened with ``session_output`` as the receiver of its outputs: its
+        stdout lines (through ``parse``) drive the core; events that come of
+        something else (a deadline) go to ``emit``.
 
         At the end of each prompt turn ``on_turn_end`` is called (before the
         turn's final message is handed on) and the caller then sends the next
         prompt or closes the session; without it the session is closed after
         its first turn. A permission request goes to ``on_permission``, whose
-        owner answers it through ``driver.decide``; without it every request
+        owner answers it through ``session.decide``; without it every request
         is allowed; one the session answered by itself meanwhile (its turn
         ended) goes to ``on_withdrawn``. When the agent's output ends while
-        it owes an answer (the caller calls ``driver.output_ended``),
-        ``on_stopped_answering`` is told."""
-        from wrapper.dialects.acp.driver import AcpDriver  # noqa: PLC0415 - trio, for live runs only
-
+        it owes an answer, ``on_stopped_answering`` is told."""
         self._emit = emit
         self._on_turn_end = on_turn_end
         self._on_permission = on_permission
         self._on_withdrawn = on_withdrawn
         self._on_stopped_answering = on_stopped_answering
-        self.driver = AcpDriver(AcpClient(options), stdin, self._on_output, log)
-        return self.driver
+        self.driver = session
 
-    def _on_output(self, output: Output) -> None:
+    def tools_run_unasked(self) -> Sequence[str]:
+        return self.unasked
+
+    def session_output(self, output: Output) -> None:
+        """Receives what the live session's core returns (see ``hold_session``)."""
         driver = self.driver
         assert driver is not None
         if isinstance(output, Event):
