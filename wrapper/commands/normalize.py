@@ -1,7 +1,8 @@
 """``agent-wrapper normalize``: a saved raw stream (a run's ``stdout.log``, a
 capture) through a dialect, printed as normalized events or summed up.
 
-The same pure path as a live run: framer, dialect, completion tracker; the
+The same pure path as a live run (``StreamReader``: framer and dialect),
+then the summary and the completion tracker; the
 process's exit status, when given, is fed in as a live run would. A run's
 ``protocol.jsonl`` (an ACP session, both directions) is recognised by its
 first record and replayed through the ACP client core instead.
@@ -9,9 +10,10 @@ first record and replayed through the ACP client core instead.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -19,13 +21,14 @@ import orjson
 
 from wrapper.core.completion import CompletionTracker, Limits
 from wrapper.core.config import READ_CHUNK_BYTES
-from wrapper.core.events import AgentWarning, Event, TextDelta, WarningEvent
+from wrapper.core.events import AgentWarning, Event, TextDelta, WarningEvent, envelope
 from wrapper.core.framing import Frame, LineFramer
 from wrapper.core.jsonout import dumps
 from wrapper.core.summary import RunSummary, WarningCounter
 from wrapper.dialects import DIALECTS, Dialect, SniffingDialect
 from wrapper.dialects.acp.protocol_log import replay
 from wrapper.dialects.base import decode_object, recognised_any, unrecognised_output
+from wrapper.dialects.reading import StreamReader
 
 
 def normalize(
@@ -52,8 +55,7 @@ def normalize(
             warnings.append({"code": event.code, "message": event.message})
         seq += 1
         if not summary:
-            line = {"type": event.TYPE, "seq": seq, "source": event.SOURCE, **event.payload()}
-            out.write(dumps(line) + b"\n")
+            out.write(dumps(envelope(event, seq)) + b"\n")
 
     tally = _Tally()
     for event in _events(source, dialect, exit_code, max_line_bytes, tally):
@@ -110,34 +112,54 @@ class _Tally:
 def _events(
     source: BinaryIO, dialect: Dialect, exit_code: int | None, max_line_bytes: int, tally: _Tally
 ) -> Iterator[Event]:
+    chunks = _chunks(source)
+    # The first line tells a protocol.jsonl from an agent's stream: the
+    # chunks read to find it are read again by the path it picks.
+    probe = LineFramer(max_line_bytes)
+    held: list[bytes] = []
+    first: list[Frame] = []
+    for data in chunks:
+        held.append(data)
+        first = probe.feed(data)
+        if first or sum(map(len, held)) > max_line_bytes:
+            break
+    else:
+        first = probe.close()
+    stream = itertools.chain(held, chunks)
+    if first and _protocol_record(first[0]) is not None:
+        tally.protocol = True
+        yield from _replayed(stream, max_line_bytes, tally)
+        return
+    reader = StreamReader(dialect, max_line_bytes, coalesce=False)
+    for data in stream:
+        events, texts = reader.feed(data)
+        yield from events if texts is None else (TextDelta(text=text) for text in texts)
+    tail, unread = reader.close()
+    tally.lines, tally.recognised = reader.lines, reader.recognised
+    yield from tail
+    yield from unread
+    if exit_code is not None:
+        yield from dialect.on_exit(exit_code, None)
+
+
+def _chunks(source: BinaryIO) -> Iterator[bytes]:
+    while data := source.read(READ_CHUNK_BYTES):
+        yield data
+
+
+def _replayed(chunks: Iterable[bytes], max_line_bytes: int, tally: _Tally) -> Iterator[Event]:
+    """A run's protocol.jsonl, replayed through the ACP client core."""
     framer = LineFramer(max_line_bytes)
-    records: list[dict[str, Any]] | None = None
-
-    def frames() -> Iterator[Frame]:
-        while data := source.read(READ_CHUNK_BYTES):
-            yield from framer.feed(data)
-        yield from framer.close()
-
-    for frame in frames():
-        if records is None and tally.lines == 0 and _protocol_record(frame) is not None:
-            records = []
-            tally.protocol = True
-        if records is not None:
+    records: list[dict[str, Any]] = []
+    for frames in itertools.chain((framer.feed(data) for data in chunks), [framer.close()]):
+        for frame in frames:
             tally.lines += 1
             found = _protocol_record(frame)
             if found is not None:
                 records.append(found)
-            continue
-        yield from _line_events(dialect, frame, tally)
-    if records is not None:
-        events = [item for item in replay(records)[1] if isinstance(item, Event)]
-        tally.recognised = recognised_any(events)
-        yield from events
-        return
-    if isinstance(dialect, SniffingDialect):
-        yield from dialect.flush()
-    if exit_code is not None:
-        yield from dialect.on_exit(exit_code, None)
+    events = [item for item in replay(records)[1] if isinstance(item, Event)]
+    tally.recognised = recognised_any(events)
+    yield from events
 
 
 def _protocol_record(frame: Frame) -> dict[str, Any] | None:
@@ -148,13 +170,6 @@ def _protocol_record(frame: Frame) -> dict[str, Any] | None:
     if isinstance(obj, dict) and {"t", "dir", "msg"} <= obj.keys() and len(obj) == 3:
         return obj
     return None
-
-
-def _line_events(dialect: Dialect, frame: Frame, tally: _Tally) -> list[Event]:
-    events = dialect.parse(frame) if isinstance(frame, bytes) else dialect.oversized(frame)
-    tally.lines += 1
-    tally.recognised = tally.recognised or recognised_any(events)
-    return events
 
 
 def main(

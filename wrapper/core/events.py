@@ -168,6 +168,18 @@ class Event:
 #: wrapper's attempt), so an event type that declares one is refused.
 ENVELOPE_KEYS: frozenset[str] = frozenset({"type", "seq", "ts", "attempt", "source", "runId"})
 
+
+def envelope(event: Event, seq: int, **stamp: Any) -> dict[str, Any]:
+    """An event as one JSON object: its type and number, the ``stamp`` a
+    sink adds (a live run's ``ts`` and ``attempt``; ``normalize`` adds none),
+    its source, then its payload. The one encoding of an event."""
+    line: dict[str, Any] = {"type": event.TYPE, "seq": seq}
+    line.update(stamp)
+    line["source"] = event.SOURCE
+    line.update(event.payload())
+    return line
+
+
 _FIELD_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
 
 

@@ -19,7 +19,14 @@ from typing import Any
 import orjson
 import trio
 
-from wrapper.core.events import AgentWarning, Event, TextDelta, WarningEvent, payload_keys
+from wrapper.core.events import (
+    AgentWarning,
+    Event,
+    TextDelta,
+    WarningEvent,
+    envelope,
+    payload_keys,
+)
 from wrapper.core.jsonout import dumps
 from wrapper.core.summary import WarningCounter
 from wrapper.core.timefmt import iso
@@ -194,16 +201,9 @@ class EventStream:
 
     @staticmethod
     def _encode(event: Event, seq: int, now: float, attempt: int, **extra: Any) -> bytes:
-        envelope: dict[str, Any] = {
-            "type": event.TYPE,
-            "seq": seq,
-            "ts": iso(now),
-            "attempt": attempt,
-            "source": event.SOURCE,
-        }
-        envelope.update(event.payload())
-        envelope.update(extra)
-        return dumps(envelope) + b"\n"
+        line = envelope(event, seq, ts=iso(now), attempt=attempt)
+        line.update(extra)
+        return dumps(line) + b"\n"
 
     def _flush_pending(self) -> None:
         if self._pending is None:

@@ -59,7 +59,8 @@ from wrapper.dialects.acp.client import (
     StoppedAnswering,
     ToolInfo,
 )
-from wrapper.dialects.base import recognised_any, strip_escapes
+from wrapper.dialects.base import strip_escapes
+from wrapper.dialects.reading import StreamReader
 from wrapper.files.artifacts import StreamFile
 from wrapper.process import proctree
 from wrapper.process import spawn as child
@@ -137,6 +138,8 @@ class AttemptSupervisor:
         self.protocol_log = protocol_log
         #: The live session of an agent driven over its stdin, during an attempt.
         self._session: AcpDriver | None = None
+        #: The reader of the agent's stdout, once it is being read.
+        self._reader: StreamReader | None = None
         #: The permission requests being decided, to stop deciding when withdrawn.
         self._deciding: dict[jsonrpc.IdKey, trio.CancelScope] = {}
         #: What decides, at the end of a live session's turn, what comes next.
@@ -383,6 +386,9 @@ class AttemptSupervisor:
         number = previous.number + 1
         record = self.record = AttemptRecord(number=number, argv=previous.argv)
         record.pid, record.recognised = previous.pid, previous.recognised
+        if self._reader is not None:
+            # Lines are counted per attempt, and only until one is recognised.
+            self._reader.lines = 0
         tracker = self.tracker = CompletionTracker(self._limits, now)
         record.tracker = tracker
         self.stream.attempt = number
@@ -490,7 +496,9 @@ class AttemptSupervisor:
             status.on_held = None
 
     async def _read_stdout(self, stream: trio.abc.ReceiveStream) -> None:
-        framer = LineFramer(self.config.max_line_bytes)
+        reader = self._reader = StreamReader(
+            self.dialect, self.config.max_line_bytes, coalesce=self.coalesce_deltas
+        )
         record = self.record
         assert record is not None
         ended = False
@@ -502,10 +510,10 @@ class AttemptSupervisor:
                     cut = max(0, boundary - record.stdout_bytes)
                     if cut < len(data):
                         if cut:
-                            self._stdout_chunk(framer, data[:cut])
+                            self._stdout_chunk(reader, data[:cut])
                         self._late = True
                         data = data[cut:]
-                self._stdout_chunk(framer, data)
+                self._stdout_chunk(reader, data)
                 # A slow reader of the wrapper's own output may hold the agent
                 # back, but once the agent has exited its remaining output is
                 # drained at once.
@@ -516,47 +524,40 @@ class AttemptSupervisor:
             ended = True
         finally:
             now, wall = trio.current_time(), time.time()
-            tail = framer.close()
-            if not record.recognised:
-                record.stdout_lines += len(tail)
-            self._frames(tail, now, wall)
-            if isinstance(self.dialect, SniffingDialect):
-                for event in self.dialect.flush():
-                    self._event(event, now, wall)
+            tail, held = reader.close()
+            self._take_counts(reader)
+            self._events(tail, now, wall)
+            for event in held:
+                self._event(event, now, wall)
             self.stdout_log.flush()
         if ended and self._session is not None and record.exit is None:
             # An agent that closed its output can answer nothing more.
             self._session.output_ended()
 
-    def _stdout_chunk(self, framer: LineFramer, data: bytes | bytearray) -> None:
+    def _stdout_chunk(self, reader: StreamReader, data: bytes | bytearray) -> None:
         record = self.record
         assert record is not None
         self.stdout_log.write(data)
         record.stdout_bytes += len(data)
-        if not record.recognised:
-            # Counted only while no line was recognised: the count is told only then.
-            record.stdout_lines += data.count(b"\n")
         # One clock reading per chunk: its lines arrived together.
         now, wall = trio.current_time(), time.time()
         if self.tracker is not None:
             self.tracker.output_seen(now)
             self._refresh_baseline(now)
-        region = framer.feed_region(data)
-        if not isinstance(region, bytes):
-            self._frames(region, now, wall)
-            return
-        # When every delta is written out, a chunk of nothing but delta lines
-        # (most of a stream) goes out as texts, with no event per delta.
-        texts = None if self.coalesce_deltas else self.dialect.delta_texts(region)
-        if texts is not None:
-            record.recognised = True  # lines of the dialect's own delta layout
+        events, texts = reader.feed(data)
+        self._take_counts(reader)
         if texts is None:
-            self._events(
-                self.dialect.parse_region(region, coalesce=self.coalesce_deltas), now, wall
-            )
+            self._events(events, now, wall)
         elif texts:  # deltas of thinking alone are no events
             self.stream.emit_texts(texts, wall)
             self.status.touch(now, wall)
+
+    def _take_counts(self, reader: StreamReader) -> None:
+        """The attempt's record tells what the stream's reader counted."""
+        record = self.record
+        assert record is not None
+        record.recognised = reader.recognised
+        record.stdout_lines = reader.lines
 
     async def _read_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         framer = LineFramer(STDERR_LINE_BYTES)
@@ -585,13 +586,7 @@ class AttemptSupervisor:
             self.record.stderr_tail.append(plain + more)
         self.status.touch(trio.current_time(), time.time())
 
-    def _frames(self, frames: list[Frame], now: float, wall: float) -> None:
-        self._events(self.dialect.parse_frames(frames, coalesce=self.coalesce_deltas), now, wall)
-
     def _events(self, events: list[Event], now: float, wall: float) -> None:
-        record = self.record
-        if record is not None and not record.recognised:
-            record.recognised = recognised_any(events)
         run: list[TextDelta] = []
         for event in events:
             if type(event) is TextDelta:
