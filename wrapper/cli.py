@@ -512,7 +512,7 @@ def _run(
     guardian.announce(config.run_id, config.run_dir, config.result_path)
 
     from wrapper.process.proctree import become_subreaper
-    from wrapper.process.spawn import early_start
+    from wrapper.supervision.early import early_start
 
     # Orphans of the agent's tree come back to the wrapper and stay findable.
     become_subreaper()

@@ -18,7 +18,7 @@ from wrapper.core.config import RunConfig
 from wrapper.core.signals import STOP_SIGNALS
 from wrapper.dialects import Dialect, Launch
 from wrapper.process.proctree import owns_process, reap_orphans
-from wrapper.process.spawn import EarlyStart
+from wrapper.supervision.early import EarlyStart
 from wrapper.supervision.run import Run
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 The agent is started with plain ``subprocess`` (its own session and process
 group, stdin from ``/dev/null``), so that the command line can start it
 before the wrapper has imported trio: the agent's own start-up then overlaps
-the wrapper's (``early_start``). The supervisor watches it through
+the wrapper's (``wrapper.supervision.early``). The supervisor watches it through
 ``Child``, which imports trio only when it is first used, for the same
 reason.
 """
@@ -12,17 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from wrapper.core.config import RunConfig, child_depth, child_env
-from wrapper.files.artifacts import ArtifactErrors, atomic_write, dump_json, prepare_run_dir
 from wrapper.process import proctree
-from wrapper.process.guardian import wrapper_pid
 
 # The annotations need these only when checked.
 TYPE_CHECKING = False
@@ -64,65 +58,7 @@ def spawn_error(argv: Sequence[str], exc: OSError) -> str:
     return f"{name}: {exc.strerror or exc}"
 
 
-__all__ = ["Child", "EarlyStart", "early_start", "spawn", "spawn_error"]
-
-
-@dataclass(slots=True)
-class EarlyStart:
-    """What the command line did before the run proper: the run directory
-    prepared, the agent started, and the stop signals that arrived meanwhile
-    (recorded, to be acted on once the run is up)."""
-
-    errors: ArtifactErrors
-    dir_ok: bool
-    started: subprocess.Popen[bytes] | OSError
-    signals: list[signal.Signals] = field(default_factory=list)
-    #: When the run began (wall clock), for result.json and status.json.
-    started_at: float = field(default_factory=time.time)
-
-
-def early_start(
-    config: RunConfig,
-    launch_argv: Sequence[str],
-    files: Mapping[Path, str],
-    environ: Mapping[str, str],
-    early_signals: list[signal.Signals],
-) -> EarlyStart | None:
-    """Start the agent before the wrapper imports its heavy parts, when nothing
-    has to happen first (a refusal for nesting depth, prompt hooks that may
-    change or refuse the task). None when the run must start the usual way.
-    ``early_signals`` holds the stop signals received so far, and those to come
-    until the run is up (``guardian.record_stop_signals``)."""
-    settings = config.settings
-    if (
-        child_depth(environ) > config.max_depth
-        or settings.handlers("UserPromptSubmit")
-        or (config.subagent and settings.handlers("SubagentStart"))
-    ):
-        return None
-    started_at = time.time()
-    errors = ArtifactErrors()
-    dir_ok = prepare_run_dir(config.run_dir, config.runs_root, errors, config.run_id)
-    if dir_ok:
-        # Runners polling status.json see the run from its first moment; the
-        # run proper takes the file over once it is up. config.json tells the
-        # guardian what the run was, should the wrapper die before it is up.
-        status = config.starting_status(started_at, wrapper_pid())
-        with contextlib.suppress(OSError):
-            atomic_write(config.run_dir / "status.json", dump_json(status), durable=False)
-            atomic_write(config.run_dir / "config.json", dump_json(config.to_json()), durable=False)
-    try:
-        for path, text in files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, text.encode(), durable=False)
-    except OSError:
-        return None  # the run proper reports it
-    started: subprocess.Popen[bytes] | OSError
-    try:
-        started = spawn(launch_argv, child_env(config, 1, environ), config.cwd)
-    except OSError as exc:
-        started = exc
-    return EarlyStart(errors, dir_ok, started, early_signals, started_at)
+__all__ = ["Child", "spawn", "spawn_error"]
 
 
 class Child:

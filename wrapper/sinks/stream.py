@@ -271,6 +271,17 @@ class StatusWriter:
         elif self.on_held is not None:
             self.on_held()
 
+    def adopt(self, now: float, fields: dict[str, Any]) -> None:
+        """Go on from ``fields``, which the run's start just wrote (at ``now``);
+        where this writer writes nothing, they are only held, as ``update``
+        would hold them."""
+        self._fields.update(fields)
+        if not self._enabled or self._errors.failed("status"):
+            self._dirty = True
+            return
+        self._last = now
+        self._dirty = False
+
     @property
     def next_write(self) -> float:
         """When a change held back now may be written."""

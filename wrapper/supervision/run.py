@@ -60,8 +60,6 @@ from wrapper.files.artifacts import (
     ArtifactErrors,
     StreamFile,
     atomic_write,
-    dump_json,
-    prepare_run_dir,
 )
 from wrapper.hooks.observers import Observers
 from wrapper.hooks.runner import HookContext, run_chain
@@ -70,10 +68,10 @@ from wrapper.process import proctree
 from wrapper.process.guardian import wrapper_pid
 from wrapper.process.invocation import wrapper_command
 from wrapper.process.proctree import RunClaim
-from wrapper.process.spawn import EarlyStart
 from wrapper.sinks.pretty import TICK_SECONDS, PrettyView
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
+from wrapper.supervision.early import EarlyStart, begin_run
 from wrapper.supervision.result_file import write_result
 
 if TYPE_CHECKING:
@@ -166,9 +164,7 @@ class Run:
 
         run_dir = config.run_dir
         self.dir_ok = (
-            early.dir_ok
-            if early is not None
-            else prepare_run_dir(run_dir, config.runs_root, self.errors, config.run_id)
+            early.dir_ok if early is not None else begin_run(config, self.errors, self.started_at)
         )
         self.stdout_log = StreamFile(
             "stdout", run_dir / "stdout.log", self.errors, enabled=self.dir_ok
@@ -185,11 +181,6 @@ class Run:
             if launch.prompt is not None
             else None
         )
-        if self.dir_ok:
-            try:
-                atomic_write(run_dir / "config.json", dump_json(config.to_json()), durable=False)
-            except OSError as exc:
-                self.errors.record("config", run_dir / "config.json", exc)
 
         mode = self.output_mode = resolve_output(config.output)
         #: The run's own stdout output, which it runs itself; a shared one is its owner's.
@@ -241,9 +232,8 @@ class Run:
         self.status = StatusWriter(
             run_dir / "status.json", self.errors, STATUS_INTERVAL, enabled=self.dir_ok
         )
-        self.status.update(
-            self.clock_start, force=True, **config.starting_status(self.started_at, wrapper_pid())
-        )
+        # The run's start wrote the starting status; the writer goes on from it.
+        self.status.adopt(self.clock_start, config.starting_status(self.started_at, wrapper_pid()))
         self.gate = StopGate(
             config=config,
             dialect=dialect,
