@@ -17,19 +17,17 @@ result or ends the agent's tree). The command line gives all of those.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import difflib
 import logging
 import os
 import signal
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from wrapper.options import options_from, usage_errors
 from wrapper.supervision.prepare import RunUsageError, prepare_run
 
 if TYPE_CHECKING:
@@ -43,7 +41,6 @@ _LOG = logging.getLogger("wrapper")
 _LOG.addHandler(logging.NullHandler())
 
 #: Options that belong to the command line, not to a run made here.
-_NOT_OPTIONS = frozenset({"help", "subcommand"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,11 +153,11 @@ async def run_async(
     from wrapper.fleet.spec import check_command, check_cwd, check_env  # noqa: PLC0415
     from wrapper.supervision.run import Run  # noqa: PLC0415 - trio's part, once a run starts
 
-    with _usage_errors():
+    with usage_errors():
         argv = check_command("command", command)
         base = Path.cwd() if cwd is None else check_cwd("cwd", cwd, Path.cwd())
         environ = {**os.environ, **check_env("env", {} if env is None else env)}
-    namespace = run_options(
+    namespace = options_from(
         {
             "task": task,
             "dialect": dialect,
@@ -229,49 +226,3 @@ async def _execute(the_run: Run) -> bool:
     if failed:
         raise failed[0]
     return interrupted
-
-
-def run_options(values: Mapping[str, Any], cwd: Path) -> argparse.Namespace:
-    """The ``run`` parser's options with ``values`` (by their snake_case
-    names) over their defaults, each checked as the command line checks it."""
-    from wrapper.cli import _subparser, build_parser  # noqa: PLC0415
-    from wrapper.fleet.spec import one_value  # noqa: PLC0415
-
-    parser = _subparser(build_parser(), "run")
-    actions = {
-        action.dest: action
-        for action in parser._actions
-        if action.option_strings and action.dest not in _NOT_OPTIONS
-    }
-    namespace = parser.parse_args([])
-    for name, given in values.items():
-        action = actions.get(name)
-        if action is None:
-            close = difflib.get_close_matches(name, list(actions), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TypeError(f"unknown run option {name!r}{hint}")
-        value: Any = given
-        if isinstance(given, os.PathLike):
-            value = os.fspath(given)
-        elif isinstance(given, list | tuple):
-            value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in given]
-        with _usage_errors():
-            converted = one_value(name, value, action, cwd)
-        setattr(namespace, action.dest, converted)
-    if namespace.task is not None and namespace.task_file is not None:
-        raise RunUsageError("'task' and 'task_file' cannot both be given")
-    return namespace
-
-
-@contextlib.contextmanager
-def _usage_errors() -> Iterator[None]:
-    """The shared checks' errors as a Python caller expects them: a wrong
-    type is a ``TypeError``, a wrong value a ``RunUsageError``."""
-    from wrapper.fleet.spec import SpecError, WrongType  # noqa: PLC0415
-
-    try:
-        yield
-    except WrongType as exc:
-        raise TypeError(str(exc)) from None
-    except SpecError as exc:
-        raise RunUsageError(str(exc)) from None

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wrapper import __version__
+from wrapper import __version__, options
 
 if TYPE_CHECKING:
     import signal
@@ -23,43 +22,6 @@ if TYPE_CHECKING:
 # subcommands must not pay for what a run needs.
 
 PROG = "agent-wrapper"
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number of seconds, got {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = _seconds(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected more than 0 seconds")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run COMMAND (the agent with its own flags, JSON mode included, "
         "e.g. `pi --mode json -p`) and supervise it. The wrapper inserts only the task.",
     )
-    add_run_options(run)
+    options.add_run_options(run)
     batch = sub.add_parser(
         "batch",
         help="run the runs of a JSONL spec, several at once",
@@ -99,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument(
         "--jobs",
         metavar="N",
-        type=_positive_int,
+        type=options.positive_int,
         default=DEFAULT_JOBS,
         help=f"how many runs at once (default: the CPUs this process may use, here {DEFAULT_JOBS})",
     )
@@ -116,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only shard I of N (from 1): the lines whose place in the spec, from 0, "
         "is I-1 modulo N",
     )
-    add_run_options(batch)
+    options.add_run_options(batch)
     normalize = sub.add_parser(
         "normalize",
         help="print a saved raw stream as normalized events",
@@ -147,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     normalize.add_argument(
         "--max-line-bytes",
         metavar="N",
-        type=_positive_int,
+        type=options.positive_int,
         default=DEFAULT_MAX_LINE_BYTES,
         help=f"skip lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
     )
@@ -213,188 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a run, for ``run`` and (as the defaults of every line) ``batch``."""
-    from wrapper.core.config import (
-        CONTEXT_POLICIES,
-        DEFAULT_DRAIN_TIMEOUT,
-        DEFAULT_ESCALATION_TIMEOUT,
-        DEFAULT_GRACE,
-        DEFAULT_KILL_AFTER,
-        DEFAULT_MAX_DEPTH,
-        DEFAULT_MAX_STEERS,
-        DEFAULT_RUNS_ROOT,
-        DEFAULT_SETTLE_GRACE,
-        OutputMode,
-    )
-    from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
-    from wrapper.core.registry import BY_NAME
-
-    task = parser.add_mutually_exclusive_group()
-    task.add_argument(
-        "--task", metavar="TEXT", help="the prompt, placed where the agent expects it"
-    )
-    task.add_argument(
-        "--task-file", metavar="PATH", help="read the prompt from PATH (- for standard input)"
-    )
-    parser.add_argument(
-        "--dialect",
-        choices=["auto", *sorted(BY_NAME)],
-        default="auto",
-        help="the agent's stream format (default: auto, from the command line)",
-    )
-    parser.add_argument("--label", metavar="TEXT", help="a human name for the run")
-    parser.add_argument(
-        "--run-dir",
-        metavar="DIR",
-        help=f"where the run's files go (default: ./{DEFAULT_RUNS_ROOT}/RUN_ID)",
-    )
-    parser.add_argument(
-        "--result",
-        metavar="PATH",
-        type=Path,
-        help="where result.json goes (default: RUN_DIR/result.json)",
-    )
-    parser.add_argument(
-        "--grace",
-        metavar="SECONDS",
-        type=_seconds,
-        default=None,
-        help="how long the agent may keep running after its final message "
-        f"(default: the agent's, see README; {DEFAULT_GRACE:g} for an unknown agent "
-        "until its stream is recognised)",
-    )
-    parser.add_argument(
-        "--settle-grace",
-        metavar="SECONDS",
-        type=_seconds,
-        default=None,
-        help="the same, once the agent said it is completely done "
-        f"(default: the agent's, see README; {DEFAULT_SETTLE_GRACE:g} for an unknown agent "
-        "until its stream is recognised)",
-    )
-    parser.add_argument(
-        "--kill-after",
-        metavar="SECONDS",
-        type=_seconds,
-        default=DEFAULT_KILL_AFTER,
-        help=f"SIGTERM to SIGKILL (default {DEFAULT_KILL_AFTER:g})",
-    )
-    parser.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        help="hard limit on the whole run (default: none)",
-    )
-    parser.add_argument(
-        "--attempt-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        help="limit on each attempt; an expired attempt still goes through the Stop hooks "
-        "(default: none)",
-    )
-    parser.add_argument(
-        "--idle-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        help="end the run when the agent writes nothing for this long while no tool is "
-        "running (default: off)",
-    )
-    parser.add_argument(
-        "--settings",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="hooks and stop settings, in Claude Code's settings format (repeatable; "
-        "later files add hooks and replace other keys)",
-    )
-    parser.add_argument(
-        "--max-steers",
-        metavar="N",
-        type=_count,
-        help="how many times a blocked stop may send the agent back to work "
-        f"(default: stop.maxSteers from the settings, else {DEFAULT_MAX_STEERS})",
-    )
-    parser.add_argument(
-        "--hooks-fail-closed",
-        action="store_true",
-        help="a Stop handler that crashes, times out or answers garbage ends the run as "
-        "an error (hook_failed) instead of allowing the stop (default: stop.failClosed "
-        "from the settings, else fail open)",
-    )
-    parser.add_argument(
-        "--subagent",
-        action="store_true",
-        help="run as a subagent: stops fire SubagentStop handlers instead of Stop "
-        "(implied when the wrapper runs inside another wrapped agent)",
-    )
-    parser.add_argument(
-        "--on-stop",
-        choices=["allow", "signal", "idle", "escalate"],
-        help="what a stop the hooks allowed means: allow it; require an explicit "
-        "completion signal; treat it as idle (settings onIdle); or ask a person "
-        "(default: onStop from the settings, else by --context, else allow)",
-    )
-    parser.add_argument(
-        "--permissions",
-        choices=["allow", "deny"],
-        help="how a tool an ACP agent asks permission for is answered when no "
-        "PreToolUse handler decides (default: permissions from the settings, else allow)",
-    )
-    parser.add_argument(
-        "--auth-method",
-        metavar="ID",
-        help="the authenticate method given to an ACP agent that answers session/new "
-        "with 'authentication required' (default: acp.authMethod from the settings; "
-        "without one such a run fails, naming the agent's methods)",
-    )
-    parser.add_argument(
-        "--context",
-        choices=sorted(CONTEXT_POLICIES),
-        help="where the run happens: pipeline (default policy signal) or standalone "
-        "(default policy escalate)",
-    )
-    parser.add_argument(
-        "--escalation-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        default=DEFAULT_ESCALATION_TIMEOUT,
-        help="how long to wait for a person's reply before letting the agent stop "
-        f"(default {DEFAULT_ESCALATION_TIMEOUT:g})",
-    )
-    parser.add_argument(
-        "--drain-timeout",
-        metavar="SECONDS",
-        type=_seconds,
-        default=DEFAULT_DRAIN_TIMEOUT,
-        help="after the agent exits, how long to wait for its output to end; for an ACP "
-        "agent whose output ended mid-turn, how long it may take to exit "
-        f"(default {DEFAULT_DRAIN_TIMEOUT:g})",
-    )
-    parser.add_argument(
-        "--output",
-        choices=[mode.value for mode in OutputMode],
-        default=OutputMode.AUTO.value,
-        help="what to print on stdout: jsonl events, a pretty live view, or nothing "
-        "(default: auto, pretty on a terminal, jsonl otherwise)",
-    )
-    parser.add_argument(
-        "--max-depth",
-        metavar="N",
-        type=_positive_int,
-        default=DEFAULT_MAX_DEPTH,
-        help="refuse to start when nested deeper than N wrapped agents "
-        f"(default {DEFAULT_MAX_DEPTH})",
-    )
-    parser.add_argument(
-        "--max-line-bytes",
-        metavar="N",
-        type=_positive_int,
-        default=DEFAULT_MAX_LINE_BYTES,
-        help=f"skip output lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
-    )
-
-
 def _split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
     """Split ``run`` arguments at the first ``--``: options before, COMMAND after."""
     if "--" not in args:
@@ -410,12 +190,12 @@ def _unrecognized(
     import difflib
 
     words = " ".join(extras)
-    options = [name for action in sub._actions for name in action.option_strings]
+    flags = [name for action in sub._actions for name in action.option_strings]
     hints = []
     for word in extras:
         if word.startswith("-"):
             name = word.split("=", 1)[0]
-            close = difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+            close = difflib.get_close_matches(name, flags, n=1, cutoff=0.75)
             if close:
                 hints.append(f"{name}: did you mean {close[0]}?")
     if subcommand == "run" and not had_separator and not hints:
@@ -683,9 +463,8 @@ def _checked_batch(
         shard_of = parse_shard(args.shard) if args.shard else (1, 1)
     except SpecError as exc:
         parser.error(f"batch: {exc}")
-    run_parser = _subparser(parser, "run")
     try:
-        every = parse_spec(text, spec_path.parent.absolute(), run_parser, args)
+        every = parse_spec(text, spec_path.parent.absolute(), options.run_parser(), args)
     except SpecError as exc:
         parser.error(f"batch: {args.spec}: {exc}")
     selected = shard(every, *shard_of)
@@ -706,12 +485,12 @@ def _checked_batch(
             except SpecError as exc:
                 parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
             continue
-        options = copy.copy(run.options)
-        options.output = quiet_runs
+        run_options = copy.copy(run.options)
+        run_options.output = quiet_runs
         environ = {**os.environ, **run.env}
         try:
             prepared = prepare_run(
-                options,
+                run_options,
                 run.command,
                 cwd=run.cwd,
                 environ=environ,
