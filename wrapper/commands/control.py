@@ -39,7 +39,7 @@ def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
         )
     # Inside the agent's session the wrapper's environment names the run;
     # from outside, the run directory does.
-    run_id = (None if run_dir else os.environ.get("AGENT_WRAPPER_RUN_ID")) or mailbox.run_id_of(
+    run_id = (None if run_dir else os.environ.get("AGENT_WRAPPER_RUN_ID")) or mailbox.run_id_in(
         Path(folder)
     )
     if run_id is None:

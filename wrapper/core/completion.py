@@ -51,9 +51,11 @@ from wrapper.core.events import (
     ToolEnded,
     ToolStarted,
     TurnStarted,
+    WarningEvent,
     WrapperEvent,
     is_terminal,
 )
+from wrapper.core.limits import LATE_TEXT_CHARS
 
 
 class Phase(enum.Enum):
@@ -381,3 +383,25 @@ class CompletionTracker:
         self._deadline = now + self.limits.kill_after
         self.signalled = True
         return [SendSignal(signal.SIGTERM, reason)]
+
+
+#: status.json's ``state`` while the tracker is in each phase.
+STATUS_OF_PHASE = {
+    Phase.WORKING: "running",
+    Phase.GRACE: "grace",
+    Phase.TERMINATING: "terminating",
+    Phase.KILLING: "terminating",
+    Phase.EXITED: "terminating",
+}
+
+
+def late_final_message(event: AssistantMessage) -> WarningEvent:
+    """The warning for a final message written after the agent exited, by a
+    process it left holding its output: recorded, never the agent's answer."""
+    text = event.text if len(event.text) <= LATE_TEXT_CHARS else event.text[:LATE_TEXT_CHARS] + "…"
+    return WarningEvent(
+        code="late_final_message",
+        message=f"a final message ({event.stop_reason}) arrived after the agent "
+        f"exited, from a process it left holding its output; it is recorded "
+        f"but is not the agent's answer: {text!r}",
+    )

@@ -238,7 +238,7 @@ def dump_json(value: Any) -> bytes:
     return dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-def run_id_of(run_dir: Path) -> str | None:
+def marked_run_id(run_dir: Path) -> str | None:
     """The run id of the run that last used ``run_dir``: from its marker, or
     from the config.json of a run made before there were markers."""
     for name in (RUN_MARKER, "config.json"):
@@ -261,7 +261,7 @@ def run_dir_problem(run_dir: Path) -> str | None:
         entries = os.listdir(run_dir)
     except OSError:
         return None
-    if not entries or run_id_of(run_dir) is not None:
+    if not entries or marked_run_id(run_dir) is not None:
         return None
     return (
         f"{run_dir} is not empty and holds no agent-wrapper run; "
@@ -281,7 +281,7 @@ def prepare_run_dir(
             # Created exclusively: a symlink planted at the name (the root
             # sits in the agent's working tree) is left alone, not written through.
             write_new(runs_root.parent / ".gitignore", b"*\n")
-        if run_id_of(run_dir) is not None:
+        if marked_run_id(run_dir) is not None:
             for name in OWN_FILES:
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                     (run_dir / name).unlink()

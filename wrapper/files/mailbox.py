@@ -86,11 +86,11 @@ def read_json(
     return value
 
 
-def run_id_of(run_dir: Path) -> str | None:
+def run_id_in(run_dir: Path) -> str | None:
     """The id of the run in ``run_dir``: from status.json, else its marker."""
     status = read_json(run_dir / "status.json")
     run_id = status.get("runId") if status else None
-    return run_id if isinstance(run_id, str) and run_id else artifacts.run_id_of(run_dir)
+    return run_id if isinstance(run_id, str) and run_id else artifacts.marked_run_id(run_dir)
 
 
 # -- completion signals -------------------------------------------------------------

@@ -28,6 +28,7 @@ import trio
 
 from wrapper.core.config import OUTPUT_FLUSH_TIMEOUT, OutputMode
 from wrapper.core.events import Event
+from wrapper.core.limits import ORPHAN_KILL_AFTER, PROGRESS_TICK
 from wrapper.core.signals import STOP_SIGNALS
 from wrapper.core.timefmt import iso
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
@@ -41,12 +42,6 @@ from wrapper.supervision.run import (
     Run,
     resolve_output,
 )
-
-#: How often a terminal's progress line is redrawn (elapsed time moving).
-PROGRESS_TICK = 1.0
-#: What is left below the wrapper at the batch's end gets this long between
-#: SIGTERM and SIGKILL.
-ORPHAN_KILL_AFTER = 2.0
 
 
 @dataclass(slots=True, eq=False)

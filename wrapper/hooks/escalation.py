@@ -20,6 +20,7 @@ import trio
 from wrapper.core.config import RunConfig
 from wrapper.core.events import Event, WarningEvent
 from wrapper.core.jsonout import dumps
+from wrapper.core.limits import DESKTOP_TIMEOUT, NOTIFY_TIMEOUT, REPLY_POLL
 from wrapper.core.policy import EscalationRecord
 from wrapper.core.summary import RunSummary
 from wrapper.files import mailbox
@@ -30,11 +31,6 @@ from wrapper.process.invocation import wrapper_command
 QUESTION_CHARS = 800
 #: A summary longer than this is cut.
 SUMMARY_CHARS = 2000
-#: Time limits of the notifier command and of ``notify-send``.
-NOTIFY_TIMEOUT = 30.0
-DESKTOP_TIMEOUT = 5.0
-#: How often the run directory is checked for a reply.
-REPLY_POLL = 0.25
 
 
 def signal_help() -> str:

@@ -29,6 +29,7 @@ from wrapper.core.hook_protocol import (
     interpret_verdict,
 )
 from wrapper.core.jsonout import dumps
+from wrapper.core.limits import HANDLER_DRAIN_TIMEOUT, HANDLER_OUTPUT_BYTES, VERIFIER_MARGIN
 from wrapper.core.settings import Handler
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.files.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
@@ -36,14 +37,8 @@ from wrapper.process import proctree
 from wrapper.process.invocation import wrapper_argv
 from wrapper.process.spawn import Child
 
-#: Output kept from a handler, per stream; the rest is read and dropped.
-HANDLER_OUTPUT_BYTES = 1024 * 1024
-#: After a handler exits, how long a process it left behind may hold its pipes.
-HANDLER_DRAIN_TIMEOUT = 1.0
 #: The judge's prompt carries the hook input; beyond this it is cut.
 PROMPT_INPUT_CHARS = 100_000
-#: A verifier agent gets this long beyond its own limit to write its result.
-VERIFIER_MARGIN = 10.0
 
 
 @dataclass(slots=True)

@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from wrapper.core.limits import FREEZE_QUICK_LOOKS, FREEZE_ROUNDS
+
 if TYPE_CHECKING:
     import psutil
 
@@ -62,15 +64,6 @@ helpers_started = 0
 #: Spawns under way: their pid is not known yet (a thread may be forking),
 #: so ``reap_orphans`` holds off until they are registered.
 _spawning = 0
-
-#: How many times a tree being frozen is listed again for processes that
-#: appeared meanwhile, before giving up on catching all of them. Each look
-#: at the wrapper's direct children costs microseconds, a full listing a few
-#: milliseconds; a process that forks faster than that is still caught as a
-#: new child of the subreaper on one of the quick looks.
-FREEZE_ROUNDS = 200
-#: Quick looks at the wrapper's direct children per full listing while freezing.
-FREEZE_QUICK_LOOKS = 20
 
 
 def become_subreaper() -> bool:
@@ -250,10 +243,10 @@ class RunClaim:
                 return True
         except OSError:
             return False
-        return run_id_of(pid) == self.run_id
+        return process_run_id(pid) == self.run_id
 
 
-def run_id_of(pid: int) -> str | None:
+def process_run_id(pid: int) -> str | None:
     """The ``AGENT_WRAPPER_RUN_ID`` in ``pid``'s environment, if it can be read."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as file:

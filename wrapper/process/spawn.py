@@ -11,11 +11,15 @@ reason.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
+import sys
+import termios
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from wrapper.core.limits import EXIT_POLL, PIPE_BUFFER_BYTES
 from wrapper.process import proctree
 
 # The annotations need these only when checked.
@@ -24,9 +28,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     import trio
-
-#: How often a child is polled for its exit where there are no pidfds.
-EXIT_POLL = 0.02
 
 
 def spawn(
@@ -58,7 +59,7 @@ def spawn_error(argv: Sequence[str], exc: OSError) -> str:
     return f"{name}: {exc.strerror or exc}"
 
 
-__all__ = ["Child", "spawn", "spawn_error"]
+__all__ = ["Child", "spawn", "spawn_error", "unread_bytes", "widen_pipe"]
 
 
 class Child:
@@ -105,3 +106,25 @@ class Child:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+
+
+def unread_bytes(stream: object) -> int:
+    """How many bytes wait in the pipe behind ``stream`` (0 where unknown)."""
+    fileno = getattr(stream, "fileno", None)
+    if fileno is None:
+        return 0
+    try:
+        buf = fcntl.ioctl(fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int.from_bytes(buf, sys.byteorder)
+
+
+def widen_pipe(stream: object) -> None:
+    """Ask for a larger pipe buffer: fewer, larger reads for a chatty agent
+    (Linux; the default is 64 KiB; the size is only a hint)."""
+    setter = getattr(fcntl, "F_SETPIPE_SZ", None)
+    fileno = getattr(stream, "fileno", None)
+    if setter is not None and fileno is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fileno(), setter, PIPE_BUFFER_BYTES)

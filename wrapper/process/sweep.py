@@ -13,6 +13,13 @@ import os
 import signal
 import time
 
+from wrapper.core.limits import (
+    KILL_WAIT_SECONDS,
+    MAX_SIGNAL_SWEEPS,
+    QUIET_SECONDS,
+    SWEEP_PAUSE_SECONDS,
+    TERM_SECONDS,
+)
 from wrapper.core.signals import WRAPPER_KILLED_EXIT
 
 # typing costs the waiting guardian memory; the annotations need it only when checked.
@@ -23,20 +30,6 @@ if TYPE_CHECKING:
 
     import psutil
 
-#: SIGTERM to SIGKILL once the wrapper is gone: time for the agent to save
-#: its state, short enough that the run ends soon after its wrapper.
-TERM_SECONDS = 1.0
-#: After a SIGKILL, how long the processes get to leave the process table.
-KILL_WAIT_SECONDS = 0.2
-#: Pause between two sweeps that found nothing.
-SWEEP_PAUSE_SECONDS = 0.1
-#: The sweeps end once they have found nothing for this long: a process the
-#: wrapper forked just before it died may still be on its way to exec the
-#: agent (and to carry the run id); on a loaded machine that takes a moment.
-QUIET_SECONDS = 0.5
-#: At most this many sweeps send signals: the bound on the cleanup when
-#: processes keep appearing (a fork bomb) or cannot die (state D).
-MAX_SIGNAL_SWEEPS = 10
 #: The environment variable that marks every process of a run.
 RUN_ID_VARIABLE = "AGENT_WRAPPER_RUN_ID"
 

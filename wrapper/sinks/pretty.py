@@ -33,6 +33,7 @@ from wrapper.core.events import (
     WarningEvent,
     is_terminal,
 )
+from wrapper.core.limits import TICK_AFTER_SECONDS, TOOL_END_LINE_SECONDS
 
 _DIM, _BOLD, _RED, _GREEN, _YELLOW, _CYAN, _RESET = (
     "\x1b[2m",
@@ -60,12 +61,6 @@ _CONTROLS = re.compile(
 #: arguments (the executable, the task).
 HEADER_ARG_CHARS = 60
 HEADER_CHARS = 200
-#: A tool that ran at least this long gets a line when it ends, with its duration.
-TOOL_END_LINE_SECONDS = 1.0
-#: On a terminal, a tool running longer than this gets a status line with its
-#: elapsed time, redrawn every ``TICK_SECONDS`` (no faster: it is only a clock).
-TICK_AFTER_SECONDS = 2.0
-TICK_SECONDS = 1.0
 #: Carriage return and erase-line: replaces the status line in place.
 _ERASE_LINE = "\r\x1b[2K"
 

@@ -28,12 +28,11 @@ from wrapper.core.events import (
     payload_keys,
 )
 from wrapper.core.jsonout import dumps
+from wrapper.core.limits import OUTPUT_BACKLOG_BYTES
 from wrapper.core.summary import WarningCounter
 from wrapper.core.timefmt import iso
 from wrapper.files.artifacts import ArtifactErrors, StreamFile, atomic_write
 
-#: How much unwritten output may pile up before the stream waits for the reader.
-OUTPUT_BACKLOG_BYTES = 8 * 1024 * 1024
 #: A run of deltas is written as one event once it holds this much text, so
 #: that memory stays flat however long the agent streams without a message end.
 COALESCE_MAX_CHARS = 64 * 1024

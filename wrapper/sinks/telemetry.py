@@ -48,6 +48,7 @@ from wrapper.core.events import (
     ToolEnded,
     ToolStarted,
 )
+from wrapper.core.limits import FLUSH_TIMEOUT
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -57,10 +58,6 @@ if TYPE_CHECKING:
 #: The version of the OpenTelemetry semantic conventions the spans follow.
 SEMCONV_VERSION = "1.39.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
-#: How long the wrapper waits, at its end, for its spans to reach the
-#: collector: a collector that is down must not hold up whoever waits on the
-#: wrapper's exit for more than this.
-FLUSH_TIMEOUT = 2.0
 FLUSH_TIMEOUT_VARIABLE = "AGENT_WRAPPER_OTEL_FLUSH_TIMEOUT"
 INSTALL_HINT = "pip install 'agent-wrapper[otel]' (or scripts/setup --dev in a checkout)"
 

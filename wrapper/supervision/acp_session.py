@@ -15,16 +15,27 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
 from wrapper.core.timefmt import iso
 from wrapper.dialects.acp import jsonrpc
-from wrapper.dialects.acp.client import AcpClient, CloseInput, Output, Send
+from wrapper.dialects.acp.client import (
+    AcpClient,
+    CloseInput,
+    Output,
+    PermissionRequested,
+    PermissionWithdrawn,
+    Send,
+    ToolInfo,
+)
 from wrapper.dialects.acp.protocol_log import record, unparsed_line
 from wrapper.dialects.base import decode_object
+
+#: Decides whether the agent may run a tool: (allow, the reason of a refusal).
+PermissionGate = Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]]
 
 
 class AcpDriver:
@@ -130,3 +141,57 @@ class AcpDriver:
                 await trio.sleep_forever()
             self._timer = None
             self._apply(self.client.tick(trio.current_time()))
+
+
+class PermissionRequests:
+    """A live session's permission requests while they are decided: each
+    goes to the run's gate (``gate()`` gives it, or None to allow all) in the
+    attempt's background (``nursery()``; a hook may take a while: the agent
+    waits, and so does its idle limit, a tool being under way), and one the
+    session answered by itself meanwhile (its turn ended first) stops being
+    decided: a person asked about it is no longer (the question closes), and
+    the next question in line is asked. Once the attempt is over (no
+    ``session()`` or ``nursery()``) a request is left alone."""
+
+    def __init__(
+        self,
+        session: Callable[[], AcpDriver | None],
+        nursery: Callable[[], trio.Nursery | None],
+        gate: Callable[[], PermissionGate | None],
+    ) -> None:
+        self._session = session
+        self._nursery = nursery
+        self._gate = gate
+        self._deciding: dict[jsonrpc.IdKey, trio.CancelScope] = {}
+
+    def requested(self, request: PermissionRequested) -> None:
+        nursery, session = self._nursery(), self._session()
+        if nursery is None or session is None:
+            return
+        scope = trio.CancelScope()
+        key = jsonrpc.id_key(request.request_id)
+        if key is not None:
+            self._deciding[key] = scope
+        nursery.start_soon(self._answer, session, request, scope)
+
+    def withdrawn(self, withdrawn: PermissionWithdrawn) -> None:
+        key = jsonrpc.id_key(withdrawn.request_id)
+        scope = self._deciding.pop(key, None) if key is not None else None
+        if scope is not None:
+            scope.cancel()
+
+    async def _answer(
+        self, session: AcpDriver, request: PermissionRequested, scope: trio.CancelScope
+    ) -> None:
+        allow, reason = True, None
+        with scope:
+            gate = self._gate()
+            if gate is not None:
+                allow, reason = await gate(request.tool)
+        key = jsonrpc.id_key(request.request_id)
+        if key is not None:
+            self._deciding.pop(key, None)
+        if scope.cancelled_caught:
+            return
+        # A request cancelled meanwhile (session/cancel) is already answered.
+        session.decide(request.request_id, allow, reason)

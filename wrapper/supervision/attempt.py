@@ -8,13 +8,9 @@ shielded scope with a deadline on every wait.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import math
 import signal
 import subprocess
-import sys
-import termios
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -22,6 +18,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from wrapper.core.completion import (
+    STATUS_OF_PHASE,
     CancelTurn,
     CheckActivity,
     CompletionTracker,
@@ -29,6 +26,7 @@ from wrapper.core.completion import (
     Limits,
     Phase,
     SendSignal,
+    late_final_message,
 )
 from wrapper.core.config import READ_CHUNK_BYTES, STDERR_LINE_BYTES, RunConfig
 from wrapper.core.events import (
@@ -45,17 +43,20 @@ from wrapper.core.events import (
     is_terminal,
 )
 from wrapper.core.framing import Frame, LineFramer, Oversized
+from wrapper.core.limits import (
+    IDLE_BASELINE_SHARE,
+    IDLE_CPU_SHARE,
+    REAP_TIMEOUT,
+    SILENT_AGENT_HINT_AFTER,
+)
 from wrapper.core.outcome import ProcessExit
 from wrapper.core.result import AttemptRecord
 from wrapper.core.summary import RunSummary
 from wrapper.core.timefmt import iso
-from wrapper.dialects import Dialect, SniffingDialect
-from wrapper.dialects.acp import jsonrpc
+from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for
 from wrapper.dialects.acp.client import (
     AcpClient,
     AcpOptions,
-    PermissionRequested,
-    PermissionWithdrawn,
     StoppedAnswering,
     ToolInfo,
 )
@@ -64,48 +65,12 @@ from wrapper.dialects.reading import StreamReader
 from wrapper.files.artifacts import StreamFile
 from wrapper.process import proctree
 from wrapper.process import spawn as child
-from wrapper.process.spawn import Child
+from wrapper.process.spawn import Child, unread_bytes, widen_pipe
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
-
-#: How long a child that was sent SIGKILL may take to be reaped before the
-#: wrapper gives up waiting (it is then reported, never waited on forever).
-REAP_TIMEOUT = 5.0
-#: How often leftovers are checked while they are being terminated after the
-#: agent itself exited.
-LEFTOVER_POLL = 0.05
-#: The pipe buffer asked for the agent's stdout (Linux allows unprivileged
-#: processes up to /proc/sys/fs/pipe-max-size, 1 MiB by default).
-PIPE_BUFFER_BYTES = 1024 * 1024
-#: Rounds of leftover cleanup (SIGTERM, then SIGKILL) before giving up on
-#: processes that keep appearing.
-CLEANUP_ROUNDS = 4
-#: Work in the agent's process tree that counts as activity when the idle
-#: deadline comes due: CPU time spent over the silence, as a share of one
-#: core (an idle Node process with its timers stays well below it), or any
-#: new process.
-IDLE_CPU_SHARE = 0.05
-#: While output flows, the tree is looked at (for the idle check to compare
-#: with) at most once per this share of --idle-timeout.
-IDLE_BASELINE_SHARE = 0.25
-#: How much of a late final message's text its warning quotes.
-LATE_TEXT_CHARS = 200
-#: Seconds of total silence from an agent whose dialect is being guessed
-#: before the run says it may be an ACP agent waiting for a client: agents
-#: in a JSON streaming mode write their first line within a second or two.
-SILENT_AGENT_HINT_AFTER = 5.0
+from wrapper.supervision.leftovers import end_leftovers
 
 if TYPE_CHECKING:
-    import psutil
-
     from wrapper.supervision.acp_session import AcpDriver
-
-_STATUS_BY_PHASE = {
-    Phase.WORKING: "running",
-    Phase.GRACE: "grace",
-    Phase.TERMINATING: "terminating",
-    Phase.KILLING: "terminating",
-    Phase.EXITED: "terminating",
-}
 
 
 class AttemptSupervisor:
@@ -141,7 +106,6 @@ class AttemptSupervisor:
         #: The reader of the agent's stdout, once it is being read.
         self._reader: StreamReader | None = None
         #: The permission requests being decided, to stop deciding when withdrawn.
-        self._deciding: dict[jsonrpc.IdKey, trio.CancelScope] = {}
         #: What decides, at the end of a live session's turn, what comes next.
         self._at_turn_end: Callable[[AttemptRecord], Awaitable[str | None]] | None = None
         self._limits: Limits | None = None
@@ -204,7 +168,7 @@ class AttemptSupervisor:
         self._exit_boundary, self._late, self._late_warned = None, False, False
         self.stream.attempt = number
         now = trio.current_time()
-        grace, settle_grace = self._graces()
+        grace, settle_grace = graces_for(self.dialect, self.config)
         tracker = self.tracker = CompletionTracker(
             Limits(
                 grace=grace,
@@ -234,8 +198,8 @@ class AttemptSupervisor:
         record.pid = proc.pid
         if self.claim is not None:
             self.claim.agents.add(proc.pid)
-        _widen_pipe(proc.stdout)
-        self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=self._dialect_name()))
+        widen_pipe(proc.stdout)
+        self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=chosen_name(self.dialect)))
         self._session = self._open_session(proc, prompt)
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
         if self.config.idle_timeout is not None:
@@ -276,9 +240,12 @@ class AttemptSupervisor:
             return None
         # Loaded for a live session only: a run that reads the agent needs neither.
         from wrapper.dialects.acp.dialect import AcpDialect  # noqa: PLC0415
-        from wrapper.supervision.acp_session import AcpDriver  # noqa: PLC0415
+        from wrapper.supervision.acp_session import AcpDriver, PermissionRequests  # noqa: PLC0415
 
         assert isinstance(dialect, AcpDialect)
+        requests = PermissionRequests(
+            lambda: self._session, lambda: self._background, lambda: self.permission_gate
+        )
         log = self.protocol_log
         options = AcpOptions(
             task=prompt,
@@ -296,23 +263,11 @@ class AttemptSupervisor:
             driver,
             lambda event: self._event(event, trio.current_time(), time.time()),
             on_turn_end=self._turn_ended,
-            on_permission=self._permission_requested,
-            on_withdrawn=self._permission_withdrawn,
+            on_permission=requests.requested,
+            on_withdrawn=requests.withdrawn,
             on_stopped_answering=self._stopped_answering,
         )
         return driver
-
-    def _permission_requested(self, request: PermissionRequested) -> None:
-        """The agent asks before running a tool: ``permission_gate`` decides
-        (a hook may take a while; the agent waits, and so does its idle limit,
-        a tool being under way)."""
-        if self._background is None or self._session is None:
-            return
-        scope = trio.CancelScope()
-        key = jsonrpc.id_key(request.request_id)
-        if key is not None:
-            self._deciding[key] = scope
-        self._background.start_soon(self._answer_permission, self._session, request, scope)
 
     def _stopped_answering(self, stopped: StoppedAnswering) -> None:
         """The agent's output closed while it owed an answer: it has the drain
@@ -328,30 +283,6 @@ class AttemptSupervisor:
         )
         self.tracker.output_closed(trio.current_time())
         self._set_timer()
-
-    def _permission_withdrawn(self, withdrawn: PermissionWithdrawn) -> None:
-        """The session answered a request itself (its turn ended first): a
-        person asked about it is no longer (the question closes), and the
-        next question in line is asked."""
-        key = jsonrpc.id_key(withdrawn.request_id)
-        scope = self._deciding.pop(key, None) if key is not None else None
-        if scope is not None:
-            scope.cancel()
-
-    async def _answer_permission(
-        self, session: AcpDriver, request: PermissionRequested, scope: trio.CancelScope
-    ) -> None:
-        allow, reason = True, None
-        with scope:
-            if self.permission_gate is not None:
-                allow, reason = await self.permission_gate(request.tool)
-        key = jsonrpc.id_key(request.request_id)
-        if key is not None:
-            self._deciding.pop(key, None)
-        if scope.cancelled_caught:
-            return
-        # A request cancelled meanwhile (session/cancel) is already answered.
-        session.decide(request.request_id, allow, reason)
 
     def _turn_ended(self) -> None:
         """A prompt turn of the live session is over (its final message is
@@ -457,7 +388,7 @@ class AttemptSupervisor:
         # The agent's own output is what it wrote before it exited: what has
         # been read and what is in the pipe now. A process it left behind may
         # hold the pipe and write more; that is recorded but decides nothing.
-        self._exit_boundary = self.record.stdout_bytes + _unread_bytes(proc.stdout)
+        self._exit_boundary = self.record.stdout_bytes + unread_bytes(proc.stdout)
         tracker.process_exited()
         self._set_timer()
         if self._backpressure is not None:
@@ -644,19 +575,7 @@ class AttemptSupervisor:
             and not self._late_warned
         ):
             self._late_warned = True
-            text = (
-                event.text
-                if len(event.text) <= LATE_TEXT_CHARS
-                else event.text[:LATE_TEXT_CHARS] + "…"
-            )
-            self.emit(
-                WarningEvent(
-                    code="late_final_message",
-                    message=f"a final message ({event.stop_reason}) arrived after the agent "
-                    f"exited, from a process it left holding its output; it is recorded "
-                    f"but is not the agent's answer: {text!r}",
-                )
-            )
+            self.emit(late_final_message(event))
 
     # -- effects -------------------------------------------------------------------
 
@@ -688,7 +607,7 @@ class AttemptSupervisor:
             # The end may be near: the tools to end a lingering tree are
             # loaded now, in the grace, not when it has run out.
             proctree.prepare_to_signal()
-        state = _STATUS_BY_PHASE[phase]
+        state = STATUS_OF_PHASE[phase]
         self.status.update(trio.current_time(), force=True, state=state)
 
     def _refresh_baseline(self, now: float) -> None:
@@ -747,92 +666,21 @@ class AttemptSupervisor:
     async def _end_leftovers(
         self, pgid: int | None, who: str = "the agent exited but left"
     ) -> None:
-        """End what the agent left behind, also after a clean exit (MCP servers
-        and the like): its process group and, the wrapper being a subreaper,
-        every process below the wrapper that is not one of its own helpers.
-        SIGTERM, then rounds of freezing and SIGKILL until nothing is left; a
-        second wrapper signal skips the SIGTERM or cuts its wait short."""
-
-        def group_alive() -> bool:
-            return pgid is not None and proctree.group_alive(pgid)
-
-        warned = False
-        for round_ in range(CLEANUP_ROUNDS):
-            # A stopped process cannot fork: one that keeps changing its pid
-            # is caught by freezing the tree before signalling it.
-            if pgid is not None:
-                proctree.signal_group(pgid, signal.SIGSTOP)
-            procs, _converged = proctree.freeze(self._leftovers, self.claim)
-            procs = proctree.still_alive(procs)
-            if not procs and not group_alive():
-                return
-            if not warned:
-                warned = True
-                what = proctree.describe(procs) if procs else "processes in its group"
-                self.emit(
-                    WarningEvent(
-                        code="leftover_processes",
-                        message=f"{who} {what} running; terminating them",
-                    )
-                )
-            if round_ == 0 and not self._hurry.is_set():
-                sig, wait = signal.SIGTERM, self.config.kill_after
-            else:
-                sig, wait = signal.SIGKILL, REAP_TIMEOUT
-            pids = [pgid] if pgid is not None and proctree.signal_group(pgid, sig) else []
-            pids += proctree.signal_each(procs, sig)
-            if sig is signal.SIGTERM:
-                # Let them act on it (SIGKILL needs no such help).
-                if pgid is not None:
-                    proctree.signal_group(pgid, signal.SIGCONT)
-                proctree.signal_each(procs, signal.SIGCONT)
-            self._record_signal(sig, "leftover processes", list(dict.fromkeys(pids)))
-            with trio.move_on_after(wait):
-                async with trio.open_nursery() as watch:
-                    if sig is signal.SIGTERM:
-                        watch.start_soon(self._cancel_on_hurry, watch.cancel_scope)
-                    while True:
-                        await trio.sleep(LEFTOVER_POLL)
-                        procs = proctree.still_alive(procs)
-                        if not procs and not group_alive():
-                            watch.cancel_scope.cancel()
-                            break
-        left = self._leftovers()
-        if left:
-            self.emit(
-                WarningEvent(
-                    code="cleanup_incomplete",
-                    message=f"{proctree.describe(left)} could not be ended after "
-                    f"{CLEANUP_ROUNDS} rounds of cleanup and may still be running",
-                )
-            )
-
-    def _leftovers(self) -> list[psutil.Process]:
-        return proctree.leftovers(self.claim)
-
-    async def _cancel_on_hurry(self, scope: trio.CancelScope) -> None:
-        await self._hurry.wait()
-        scope.cancel()
+        await end_leftovers(
+            pgid,
+            who,
+            claim=self.claim,
+            hurry=self._hurry,
+            kill_after=self.config.kill_after,
+            emit=self.emit,
+            record_signal=self._record_signal,
+        )
 
     async def end_leftovers(self) -> None:
         """End whatever is still below the wrapper at the end of the run
         (what a hook or an observer left behind), like the agent's leftovers."""
         with trio.CancelScope(shield=True):
             await self._end_leftovers(None, "hook handlers or the agent left")
-
-    def _graces(self) -> tuple[float, float]:
-        """(grace, settle grace): the configured ones, except that a default
-        (the user gave none) gives way to that of the dialect recognised
-        from the stream, so that an agent known only by its output is not
-        signalled while it exits by itself as it normally does."""
-        config = self.config
-        chosen = self.dialect.chosen if isinstance(self.dialect, SniffingDialect) else None
-        if chosen is None:
-            return config.grace, config.settle_grace
-        return (
-            chosen.default_grace if config.grace_is_default else config.grace,
-            chosen.default_settle_grace if config.settle_grace_is_default else config.settle_grace,
-        )
 
     def _take_recognised_graces(self) -> None:
         """Once the stream's dialect is known, the tracker uses its graces
@@ -841,33 +689,5 @@ class AttemptSupervisor:
             return
         self._graces_pending = False
         if self.tracker is not None:
-            self.tracker.use_graces(*self._graces())
+            self.tracker.use_graces(*graces_for(self.dialect, self.config))
             self._limits = self.tracker.limits
-
-    def _dialect_name(self) -> str | None:
-        if isinstance(self.dialect, SniffingDialect):
-            chosen = self.dialect.chosen
-            return chosen.name if chosen is not None else None
-        return self.dialect.name
-
-
-def _unread_bytes(stream: trio.abc.ReceiveStream | None) -> int:
-    """How many bytes wait in the pipe behind ``stream`` (0 where unknown)."""
-    fileno = getattr(stream, "fileno", None)
-    if fileno is None:
-        return 0
-    try:
-        buf = fcntl.ioctl(fileno(), termios.FIONREAD, b"\0\0\0\0")
-    except OSError:
-        return 0
-    return int.from_bytes(buf, sys.byteorder)
-
-
-def _widen_pipe(stream: trio.abc.ReceiveStream | None) -> None:
-    """Ask for a larger pipe buffer: fewer, larger reads for a chatty agent
-    (Linux; the default is 64 KiB; the size is only a hint)."""
-    setter = getattr(fcntl, "F_SETPIPE_SZ", None)
-    fileno = getattr(stream, "fileno", None)
-    if setter is not None and fileno is not None:
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(fileno(), setter, PIPE_BUFFER_BYTES)

@@ -1,5 +1,6 @@
 """Writing result.json: where it was asked for, else in the run directory,
-else as JSON on stderr, so that a run never ends without its result."""
+else as JSON on stderr, so that a run never ends without its result; and
+what a person reading stderr is told once it is written."""
 
 from __future__ import annotations
 
@@ -12,6 +13,20 @@ from wrapper.core.config import RunConfig
 from wrapper.core.jsonout import dumps
 from wrapper.core.outcome import EXIT_NO_RESULT
 from wrapper.files.artifacts import ArtifactErrors, atomic_write, dump_json, ensure_dir
+
+#: Warnings repeated on stderr when the run ends, whatever the output mode: a
+#: quality gate that broke or a settings problem must show in a CI log even
+#: when nothing else is printed.
+WARNINGS_AT_END = frozenset(
+    {
+        "settings_note",
+        "hook_failed",
+        "hook_observers_cut",
+        "hook_observers_dropped",
+        "silent_agent",
+        "pre_tool_use_not_asked",
+    }
+)
 
 
 def write_result(
@@ -63,3 +78,17 @@ def write_result(
 def _say(line: str) -> None:
     with contextlib.suppress(OSError, ValueError):
         print(f"agent-wrapper: {line}", file=sys.stderr, flush=True)
+
+
+def say_at_end(
+    warnings: list[dict[str, Any]], outcome: str, error: dict[str, Any] | None, written: str | None
+) -> None:
+    """On stderr, where no live view showed them: the warnings of
+    ``WARNINGS_AT_END``, and a failed run's error with where its result is
+    (a CI job's log, a runner's capture get one line)."""
+    for warning in warnings:
+        if warning["code"] in WARNINGS_AT_END:
+            text = " ".join(str(warning["message"]).split())
+            _say(f"warning: {text}")
+    if error is not None and written is not None:
+        _say(f"{outcome}: {error['message']} (result: {written})")

@@ -41,7 +41,7 @@ from wrapper.core.events import (
     ResultWritten,
     WarningEvent,
 )
-from wrapper.core.hook_protocol import Decision
+from wrapper.core.limits import TICK_SECONDS
 from wrapper.core.outcome import (
     EXIT_NO_RESULT,
     ErrorKind,
@@ -54,7 +54,7 @@ from wrapper.core.outcome import (
 from wrapper.core.result import AttemptRecord, build_result
 from wrapper.core.steering import AllowedBy
 from wrapper.core.summary import RunSummary
-from wrapper.dialects import Dialect, Launch, SniffingDialect, UsageError
+from wrapper.dialects import Dialect, Launch, UsageError, chosen_name
 from wrapper.dialects.base import unrecognised_output
 from wrapper.files.artifacts import (
     ArtifactErrors,
@@ -62,41 +62,21 @@ from wrapper.files.artifacts import (
     atomic_write,
 )
 from wrapper.hooks.observers import Observers
-from wrapper.hooks.runner import HookContext, run_chain
+from wrapper.hooks.permission import PermissionGate
+from wrapper.hooks.runner import HookContext
 from wrapper.hooks.stop_gate import StopGate
 from wrapper.process import proctree
 from wrapper.process.guardian import wrapper_pid
 from wrapper.process.invocation import wrapper_command
 from wrapper.process.proctree import RunClaim
-from wrapper.sinks.pretty import TICK_SECONDS, PrettyView
+from wrapper.sinks.pretty import PrettyView
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.early import EarlyStart, begin_run
-from wrapper.supervision.result_file import write_result
+from wrapper.supervision.result_file import say_at_end, write_result
 
 if TYPE_CHECKING:
-    from wrapper.dialects.acp.client import ToolInfo
     from wrapper.sinks.telemetry import PlannedIds, RunTelemetry
-
-#: PreToolUse handler chains run at once for an ACP agent's permission
-#: requests (as many as observer handlers): an agent may ask about dozens
-#: of tools in one go, and each chain starts processes; the rest wait their
-#: turn, in the order they were asked.
-PERMISSION_HOOK_CONCURRENCY = 4
-
-#: Warnings repeated on stderr when the run ends, whatever the output mode: a
-#: quality gate that broke or a settings problem must show in a CI log even
-#: when nothing else is printed.
-WARNINGS_AT_END = frozenset(
-    {
-        "settings_note",
-        "hook_failed",
-        "hook_observers_cut",
-        "hook_observers_dropped",
-        "silent_agent",
-        "pre_tool_use_not_asked",
-    }
-)
 
 
 def resolve_output(mode: OutputMode) -> OutputMode:
@@ -219,7 +199,7 @@ class Run:
         self.telemetry = _telemetry(
             environ,
             run_id=config.run_id,
-            agent=_dialect_name(dialect) or os.path.basename(config.command[0]),
+            agent=chosen_name(dialect) or os.path.basename(config.command[0]),
             started_at=self.started_at,
             warn=lambda text: self.stream.emit(WarningEvent(code="telemetry", message=text)),
             trace_of_its_own=trace_of_its_own,
@@ -247,7 +227,7 @@ class Run:
         )
         self.steering = self.gate.steering
         self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
-        self._permission_hooks = trio.Semaphore(PERMISSION_HOOK_CONCURRENCY)
+        self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
 
     def status_written(self) -> bool:
         """Whether status.json is there: the run directory is usable and no
@@ -407,7 +387,7 @@ class Run:
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
             claim=self.claim,
         )
-        supervisor.permission_gate = self._permission
+        supervisor.permission_gate = self.permissions.decide
         for sig in self.interrupts:
             supervisor.interrupt(sig)
         number = 1
@@ -483,74 +463,6 @@ class Run:
         if launch.transcript is not None:
             self.gate.transcript = launch.transcript
         return record
-
-    async def _permission(self, tool: ToolInfo) -> tuple[bool, str | None]:
-        """A live session's agent asks before running ``tool``: its PreToolUse
-        handlers decide (Claude's protocol), else the permissions setting.
-        Returns (allow, the reason of a refusal)."""
-        handlers = self.config.settings.pre_tool_use_handlers(tool.name)
-        if handlers:
-            payload = self.gate.hook_input(
-                "PreToolUse",
-                tool_name=tool.name,
-                tool_input=tool.input,
-                tool_use_id=tool.tool_call_id,
-            )
-            async with self._permission_hooks:
-                results = await run_chain(
-                    handlers, "PreToolUse", payload, self.hook_ctx, blocking=True
-                )
-            for handler, result in zip(handlers, results, strict=False):
-                if result.updated_input:
-                    self.stream.emit(
-                        WarningEvent(
-                            code="updated_input_ignored",
-                            message=f"PreToolUse handler {handler.name} changed the input of "
-                            f"{tool.name!r}; an ACP agent cannot be given a changed input, "
-                            "so the tool was decided on as the agent asked for it",
-                        )
-                    )
-                if result.decision is Decision.ALLOW and result.permission != "allow":
-                    continue
-                if result.decision is Decision.ALLOW:
-                    return True, None
-                if result.permission == "ask":
-                    return await self._ask_about(tool, handler.name, result.reason)
-                return False, result.reason or f"denied by PreToolUse handler {handler.name}"
-        if self.config.permissions == "deny":
-            return False, "denied by the permissions setting (deny)"
-        return True, None
-
-    async def _ask_about(
-        self, tool: ToolInfo, handler: str, why: str | None
-    ) -> tuple[bool, str | None]:
-        """A PreToolUse handler asks for a person's approval of ``tool``: with
-        the ``escalate`` stop policy a person is asked (``reply --continue``
-        allows it; ``--stop``, a text or no answer refuses it); else it is denied."""
-        if self.config.on_stop != "escalate":
-            self.stream.emit(
-                WarningEvent(
-                    code="permission_ask_denied",
-                    message=f"PreToolUse handler {handler} asked for a person's approval of "
-                    f"{tool.name!r}; it was denied (a person is asked only with "
-                    "--on-stop escalate)",
-                )
-            )
-            return False, why or f"{handler} asked for a person's approval; nobody was asked"
-        what = tool.title or tool.name
-        question = (
-            f"The agent wants to run {tool.name}: {what}"
-            + (f" ({why})" if why else "")
-            + ". Allow it? (reply --continue to allow, --stop to refuse)"
-        )
-        record = await self.gate.ask_person(question, then="running")
-        if record.answer == "continue":
-            return True, None
-        if record.answer == "text":
-            return False, f"refused by a person: {record.text}"
-        if record.answer == "stop":
-            return False, "refused by a person"
-        return False, "nobody answered the question in time"
 
     async def _at_turn_end(self, record: AttemptRecord) -> str | None:
         """A live session's turn ended: the stop gate, as between attempts;
@@ -673,7 +585,7 @@ class Run:
                 verdict=verdict,
                 attempts=self.attempts,
                 summary=self.summary,
-                dialect=_dialect_name(self.dialect),
+                dialect=chosen_name(self.dialect),
                 started_at=self.started_at,
                 ended_at=ended_at,
                 warnings=self.stream.warnings,
@@ -706,25 +618,7 @@ class Run:
                 await pump.drain()
         if self.output_mode is not OutputMode.PRETTY and self.say_at_end:
             # The live view showed them as they came.
-            for warning in self.stream.warnings:
-                if warning["code"] in WARNINGS_AT_END:
-                    with contextlib.suppress(OSError, ValueError):
-                        text = " ".join(str(warning["message"]).split())
-                        print(f"agent-wrapper: warning: {text}", file=sys.stderr, flush=True)
-        if (
-            error is not None
-            and written is not None
-            and self.output_mode is not OutputMode.PRETTY
-            and self.say_at_end
-        ):
-            # The live view shows the error itself; elsewhere a person reading
-            # the log (a CI job, a runner's capture) gets one line on stderr.
-            with contextlib.suppress(OSError, ValueError):
-                print(
-                    f"agent-wrapper: {outcome}: {error['message']} (result: {written})",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            say_at_end(self.stream.warnings, outcome, error, written)
         return exit_status
 
 
@@ -774,9 +668,3 @@ def _innermost(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
-
-
-def _dialect_name(dialect: Dialect) -> str | None:
-    if isinstance(dialect, SniffingDialect):
-        return dialect.chosen.name if dialect.chosen is not None else None
-    return dialect.name
