@@ -19,14 +19,8 @@ import trio
 
 from wrapper.core.events import Event, ToolEnded
 from wrapper.core.framing import LineFramer
-from wrapper.dialects.acp.client import (
-    AcpClient,
-    AcpOptions,
-    Failed,
-    Output,
-    PermissionRequested,
-    TurnEnded,
-)
+from wrapper.dialects.acp.actions import AcpOptions, Failed, Output, PermissionRequested, TurnEnded
+from wrapper.dialects.acp.client import AcpClient
 from wrapper.dialects.acp.protocol_log import replay
 from wrapper.supervision.acp_session import AcpDriver
 

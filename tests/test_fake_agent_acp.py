@@ -25,8 +25,7 @@ import pytest
 
 from tests.acp_schema import check_conversation, require_schema
 from wrapper.core.events import Event, ToolEnded, ToolStarted
-from wrapper.dialects.acp.client import (
-    AcpClient,
+from wrapper.dialects.acp.actions import (
     AcpOptions,
     CloseInput,
     Failed,
@@ -35,6 +34,7 @@ from wrapper.dialects.acp.client import (
     Send,
     TurnEnded,
 )
+from wrapper.dialects.acp.client import AcpClient
 
 FAKE = Path(__file__).resolve().parent.parent / "fixtures" / "fake_agent"
 

@@ -4,8 +4,12 @@ imports included, and the lists kept twice for a reason agree."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
+import pytest
+
+from wrapper.core.registry import AGENTS
 from wrapper.core.signals import STOP_SIGNALS
 from wrapper.process import guardian_waiter as waiter
 
@@ -120,3 +124,72 @@ def test_no_module_of_the_package_imports_itself_back() -> None:
 def test_the_waiter_passes_on_the_stop_signals_everyone_else_uses() -> None:
     # The waiter runs without the signal module, so it keeps them as numbers.
     assert tuple(int(sig) for sig in STOP_SIGNALS) == waiter.STOP_SIGNALS
+
+
+ROOT = PACKAGE.parent
+#: Folders of the repository whose paths the documents name.
+NAMED_FOLDERS = ("wrapper", "tests", "fixtures", "scripts", "benchmarks", "examples", ".ci")
+
+
+def named_paths(text: str) -> set[str]:
+    """The repository paths a document names in inline code or in links
+    (fenced blocks hold examples and sample output, not references)."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    spans = re.findall(r"`([^`\n]+)`|\]\(([^)#\s]+)", prose)
+    found = set()
+    for code, link in spans:
+        for word in (code or link).split():
+            path = word.rstrip(".,:;)")
+            if path.split("/", 1)[0] in NAMED_FOLDERS and "/" in path:
+                found.add(path)
+    return found
+
+
+@pytest.mark.parametrize("document", ["README.md", "CONTRIBUTING.md"])
+def test_every_path_the_documents_name_exists(document: str) -> None:
+    named = named_paths((ROOT / document).read_text())
+    assert any(path.startswith("wrapper/") for path in named)
+    # A placeholder (<name>), a wildcard or a {a,b} list stands for the files it matches.
+    missing = [path for path in sorted(named) if not _matches(path)]
+    assert not missing, f"{document} names paths that do not exist: {missing}"
+
+
+def _matches(path: str) -> bool:
+    choices = re.fullmatch(r"(.*)\{([^}]*)\}(.*)", path)
+    if choices is not None:
+        head, options, tail = choices.groups()
+        return all(_matches(head + option + tail) for option in options.split(","))
+    return bool(list(ROOT.glob(re.sub(r"<[^>]*>", "*", path).rstrip("/"))))
+
+
+def test_the_architecture_section_names_every_subpackage() -> None:
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    section = text.split("## Architecture", 1)[1].split("\n## ", 1)[0]
+    subpackages = sorted(
+        path.parent.name for path in PACKAGE.glob("*/__init__.py") if path.parent.name != "schemas"
+    )
+    missing = [name for name in subpackages if f"`wrapper/{name}/`" not in section]
+    assert not missing, missing
+    modules = {
+        path.stem
+        for path in PACKAGE.rglob("*.py")
+        if path.stem != "__init__" and "schemas" not in path.parts
+    }
+    # One module per agent: the registry lists them, the section says so.
+    agents = {entry.dialect.split(":")[0].rsplit(".", 1)[1] for entry in AGENTS}
+    unnamed = sorted(name for name in modules - agents if name not in section)
+    assert not unnamed, f"modules the Architecture section does not name: {unnamed}"
+
+
+def test_every_module_is_one_concept_of_a_readable_size() -> None:
+    too_long, unexplained = [], []
+    for name, path in sorted(_modules().items()):
+        lines = len(path.read_text().splitlines())
+        if lines > 700:
+            too_long.append(f"{name} ({lines})")
+        elif lines > 600 and "One module, though long" not in (
+            ast.get_docstring(ast.parse(path.read_text())) or ""
+        ):
+            unexplained.append(f"{name} ({lines})")
+    assert not too_long, f"over 700 lines: {too_long}"
+    assert not unexplained, f"over 600 lines without saying why they are one concept: {unexplained}"

@@ -8,6 +8,9 @@ the problem; a key the wrapper has no use for is skipped with a note; a hook
 event it cannot enforce on a streaming agent is reported, never dropped
 silently. Several files merge in order: hook lists concatenate, any other
 key from a later file replaces the earlier value.
+
+One module, though long: it is the one schema of the settings, every key's
+check beside the value it makes, so that a key's meaning is read in one place.
 """
 
 from __future__ import annotations

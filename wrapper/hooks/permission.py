@@ -12,7 +12,7 @@ from wrapper.core.config import RunConfig
 from wrapper.core.events import Event, WarningEvent
 from wrapper.core.hook_protocol import Decision
 from wrapper.core.limits import PERMISSION_HOOK_CONCURRENCY
-from wrapper.dialects.acp.client import ToolInfo
+from wrapper.dialects.acp.actions import ToolInfo
 from wrapper.hooks.runner import HookContext, run_chain
 from wrapper.hooks.stop_gate import StopGate
 

@@ -24,6 +24,10 @@ caller's process (the Python API), whose stderr is not its to use. What a
 run should know goes into its warnings; what only the process can know
 (spans lost at the last flush) is returned to the process's owner, and the
 SDK's own messages go to ``logging`` alone.
+
+One module, though long: the whole mapping of a run onto spans (names,
+attributes, ids, export and flush) is one concept, and keeping it apart is
+what lets a run without the export import nothing of it.
 """
 
 from __future__ import annotations

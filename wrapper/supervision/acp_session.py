@@ -22,8 +22,7 @@ import trio
 
 from wrapper.core.timefmt import iso
 from wrapper.dialects.acp import jsonrpc
-from wrapper.dialects.acp.client import (
-    AcpClient,
+from wrapper.dialects.acp.actions import (
     CloseInput,
     Output,
     PermissionRequested,
@@ -31,6 +30,7 @@ from wrapper.dialects.acp.client import (
     Send,
     ToolInfo,
 )
+from wrapper.dialects.acp.client import AcpClient
 from wrapper.dialects.acp.protocol_log import record, unparsed_line
 from wrapper.dialects.base import decode_object
 

@@ -4,6 +4,11 @@ Every decision is the completion tracker's; this module only carries them
 out. Whatever happens, including cancellation of the wrapper itself, the
 child and what is left of its process group are ended and reaped under a
 shielded scope with a deadline on every wait.
+
+One module, though long: one attempt's tasks (readers, timers, the live
+session, cleanup) share its cancel scopes and its state, and read together
+as the lifecycle they carry out; the pure parts are in ``wrapper.core`` and
+``wrapper.dialects.reading``, the cleanup of leftovers in ``leftovers``.
 """
 
 from __future__ import annotations
@@ -54,12 +59,8 @@ from wrapper.core.result import AttemptRecord
 from wrapper.core.summary import RunSummary
 from wrapper.core.timefmt import iso
 from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for
-from wrapper.dialects.acp.client import (
-    AcpClient,
-    AcpOptions,
-    StoppedAnswering,
-    ToolInfo,
-)
+from wrapper.dialects.acp.actions import AcpOptions, StoppedAnswering, ToolInfo
+from wrapper.dialects.acp.client import AcpClient
 from wrapper.dialects.base import strip_escapes
 from wrapper.dialects.reading import StreamReader
 from wrapper.files.artifacts import StreamFile

@@ -4,11 +4,17 @@ A ``Run`` is one run and nothing else: its own cancel scopes, agent, sinks
 and result. What belongs to the whole process (the stop signals, reaping
 the orphans a subreaper adopts, the guardian) is set up once by whoever owns
 the process (``wrapper.fleet.owner.execute`` for the command line's one run,
-the batch for its many) and handed to each run: a signal reaches a run as ``Run.interrupt``.
+the batch for its many) and handed to each run: a signal reaches a run as
+``Run.interrupt``.
 
 The wrapper's stop signals are caught from the first moment of the run to
 the last, result writing included, so that a signal can shorten the run but
 never cost its result.json.
+
+One module, though long: ``Run`` is the one object that sees a run from its
+start to its result (attempts, stops, steering, the live session's turns);
+what it hands off (the attempt, the stop gate, the permission gate, the
+result file, the leftovers) lives in modules of its own.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """The wrapper as an Agent Client Protocol client: a state machine, no I/O.
 
+One module, though long: the session's states and their transitions are one
+table read together; what the core is given and returns is
+``wrapper.dialects.acp.actions``.
+
 The shell hands it the agent's stdout lines (``feed``), the time (``tick``)
 and its own decisions (``prompt``, ``decide_permission``, ``cancel``,
 ``close``); each call returns what came of it, in order: normalized events
@@ -45,14 +49,13 @@ Normalization:
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from wrapper.core.events import (
     AgentWarning,
     AssistantMessage,
-    Event,
     SessionStarted,
     StopReason,
     TextDelta,
@@ -63,6 +66,18 @@ from wrapper.core.events import (
     canonical_stop_reason,
 )
 from wrapper.dialects.acp import jsonrpc
+from wrapper.dialects.acp.actions import (
+    AcpOptions,
+    CloseInput,
+    Failed,
+    Output,
+    PermissionRequested,
+    PermissionWithdrawn,
+    Send,
+    StoppedAnswering,
+    ToolInfo,
+    TurnEnded,
+)
 from wrapper.dialects.base import as_count, as_str, decode_object, summarize_args, tool_result_text
 
 PROTOCOL_VERSION = 1
@@ -76,10 +91,6 @@ STOP_REASONS: Mapping[str, StopReason] = {
     "cancelled": StopReason.ABORTED,
 }
 
-#: Default seconds for each of ``initialize``, ``authenticate`` and
-#: ``session/new`` (a cold ``initialize`` takes seconds; a fresh opencode
-#: home up to 9 s on a loaded machine).
-DEFAULT_SETUP_TIMEOUT = 30.0
 
 #: Messages to the agent handed to the shell but not written yet, past
 #: which the error answers to the agent's own requests are dropped: its
@@ -111,100 +122,6 @@ class Phase(enum.Enum):
     IDLE = "idle"
     CLOSED = "closed"
     FAILED = "failed"
-
-
-# --- what the shell must do -------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    """Write ``message`` (one line) on the agent's stdin."""
-
-    message: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolInfo:
-    tool_call_id: str
-    #: The tool's name for ``toolsUsed`` and hook matchers: its ACP ``kind``.
-    name: str
-    title: str | None
-    input: Any
-
-
-@dataclass(frozen=True, slots=True)
-class PermissionRequested:
-    """The agent asks before running a tool: the shell decides (PreToolUse
-    hooks, then the permission setting) and calls ``decide_permission``."""
-
-    request_id: Any
-    tool: ToolInfo
-    #: The options offered, as (optionId, kind).
-    options: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PermissionWithdrawn:
-    """A ``PermissionRequested`` was answered by the core itself (the turn
-    ended or was cancelled first): whatever the shell still does to decide it
-    (a hook, a person asked) is moot and may stop."""
-
-    request_id: Any
-
-
-@dataclass(frozen=True, slots=True)
-class StoppedAnswering:
-    """The agent's output ended while the session awaited its answer: no
-    answer can come any more. ``message`` says so, for a person; the shell
-    gives the process the drain timeout to exit, then ends it."""
-
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class TurnEnded:
-    """A prompt turn is over (its ``AssistantMessage`` came just before):
-    the shell runs its stop gate, then sends ``prompt`` or ``close``."""
-
-    message: AssistantMessage
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """The session cannot go on; ``message`` says why, for a person."""
-
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class CloseInput:
-    """Close the agent's stdin: the session is over."""
-
-
-Action = (
-    Send
-    | PermissionRequested
-    | PermissionWithdrawn
-    | StoppedAnswering
-    | TurnEnded
-    | Failed
-    | CloseInput
-)
-Output = Event | Action
-
-
-@dataclass(frozen=True, slots=True)
-class AcpOptions:
-    task: str
-    cwd: str
-    #: The ``authenticate`` method to use when the agent requires one.
-    auth_method: str | None = None
-    mcp_servers: Sequence[Mapping[str, Any]] = ()
-    initialize_timeout: float = DEFAULT_SETUP_TIMEOUT
-    authenticate_timeout: float = DEFAULT_SETUP_TIMEOUT
-    session_timeout: float = DEFAULT_SETUP_TIMEOUT
-    client_name: str = "agent-wrapper"
-    client_version: str = "0"
 
 
 @dataclass(slots=True)

@@ -18,9 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from wrapper.core.events import SESSION_FAILED, AssistantMessage, Event, StopReason, ToolEnded
-from wrapper.dialects.acp.client import (
-    STOP_REASONS,
-    AcpClient,
+from wrapper.dialects.acp.actions import (
     AcpOptions,
     Failed,
     Output,
@@ -29,6 +27,7 @@ from wrapper.dialects.acp.client import (
     StoppedAnswering,
     TurnEnded,
 )
+from wrapper.dialects.acp.client import STOP_REASONS, AcpClient
 from wrapper.dialects.base import Dialect, Launch
 
 

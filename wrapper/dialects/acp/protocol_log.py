@@ -20,14 +20,8 @@ from typing import Any
 
 import orjson
 
-from wrapper.dialects.acp.client import (
-    AcpClient,
-    AcpOptions,
-    Output,
-    PermissionRequested,
-    Phase,
-    Send,
-)
+from wrapper.dialects.acp.actions import AcpOptions, Output, PermissionRequested, Send
+from wrapper.dialects.acp.client import AcpClient, Phase
 
 
 def record(t: float, way: str, message: Mapping[str, Any]) -> bytes:
