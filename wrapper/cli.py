@@ -25,9 +25,9 @@ PROG = "agent-wrapper"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from wrapper.core.config import DEFAULT_JOBS
     from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
     from wrapper.core.registry import BY_NAME
+    from wrapper.fleet.defaults import DEFAULT_JOBS
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -372,7 +372,7 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _report_places(args: argparse.Namespace) -> tuple[Path, Path | None]:
     """Where the batch's runs and batch.json go, and its JUnit report."""
-    from wrapper.core.config import DEFAULT_BATCHES_ROOT
+    from wrapper.fleet.defaults import DEFAULT_BATCHES_ROOT
     from wrapper.supervision.prepare import new_run_id
 
     cwd = Path.cwd()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,13 +37,6 @@ OUTPUT_FLUSH_TIMEOUT = 5.0
 READ_CHUNK_BYTES = 1024 * 1024
 #: Where runs go when --run-dir is not given, relative to the working directory.
 DEFAULT_RUNS_ROOT = Path(".agent-wrapper") / "runs"
-#: How many runs of a batch go on at once, unless --jobs says otherwise: one
-#: a CPU this process may use (an agent mostly waits on its model; its tools
-#: then want a core each).
-DEFAULT_JOBS = max(1, len(os.sched_getaffinity(0)))
-#: Where a batch's runs go when --runs-dir is not given, relative to the
-#: working directory (then ``batch-BATCH_ID`` below it).
-DEFAULT_BATCHES_ROOT = Path(".agent-wrapper") / "batches"
 #: Longest stderr line turned into one event (the log keeps every byte).
 STDERR_LINE_BYTES = 64 * 1024
 #: Longest task read from --task-file (a batch's taskFile, the API's
