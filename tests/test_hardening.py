@@ -289,10 +289,11 @@ def test_the_guardian_ends_only_the_processes_of_its_run(tmp_path: Path) -> None
 ORPHANED_MID_IMPORT = """
 import json, os, subprocess, sys, types
 from pathlib import Path
+from wrapper.core import environment
 from wrapper.process import guardian, sweep
 
 run_dir, run_id = Path(sys.argv[1]), sys.argv[2]
-env = {**os.environ, sweep.RUN_ID_VARIABLE: run_id}
+env = {**os.environ, environment.RUN_ID: run_id}
 agent = subprocess.Popen(
     [sys.executable, "-c", "import time; time.sleep(60)", sys.argv[3]],
     env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

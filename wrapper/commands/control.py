@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from wrapper.core import environment
 from wrapper.core.jsonout import dumps
 from wrapper.files import mailbox
 from wrapper.files.artifacts import RESULT_MAX_BYTES
@@ -30,7 +31,7 @@ def _warner(command: str) -> mailbox.Warn:
 
 def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
     """``agent-wrapper signal complete|escalate|continue [--message TEXT]``."""
-    folder = run_dir or os.environ.get("AGENT_WRAPPER_RUN_DIR")
+    folder = run_dir or os.environ.get(environment.RUN_DIR)
     if not folder:
         return _fail(
             "signal",
@@ -39,7 +40,7 @@ def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
         )
     # Inside the agent's session the wrapper's environment names the run;
     # from outside, the run directory does.
-    run_id = (None if run_dir else os.environ.get("AGENT_WRAPPER_RUN_ID")) or mailbox.run_id_in(
+    run_id = (None if run_dir else os.environ.get(environment.RUN_ID)) or mailbox.run_id_in(
         Path(folder)
     )
     if run_id is None:
@@ -55,9 +56,7 @@ def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
             f"run {run_id} is over (outcome {status.get('outcome')}): nobody reads a signal now",
         )
     try:
-        attempt = int(os.environ.get("AGENT_WRAPPER_ATTEMPT", "0")) or _current_attempt(
-            Path(folder)
-        )
+        attempt = int(os.environ.get(environment.ATTEMPT, "0")) or _current_attempt(Path(folder))
         mailbox.send_signal(Path(folder), kind, message, attempt, run_id)
     except (OSError, ValueError, mailbox.MailboxError) as exc:
         return _fail("signal", str(exc))

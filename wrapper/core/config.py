@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wrapper.core import environment
 from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
 from wrapper.core.settings import Settings
 from wrapper.core.timefmt import iso
@@ -173,7 +174,7 @@ class RunConfig:
 def child_depth(environ: Mapping[str, str]) -> int:
     """1 for a top-level run, one more for each wrapper the run is nested in."""
     try:
-        parent = int(environ.get("AGENT_WRAPPER_DEPTH", "0"))
+        parent = int(environ.get(environment.DEPTH, "0"))
     except ValueError:
         parent = 0
     return max(parent, 0) + 1
@@ -182,14 +183,14 @@ def child_depth(environ: Mapping[str, str]) -> int:
 def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[str, str]:
     """The environment for the agent: everything the wrapper has, plus the run's identity."""
     env = dict(base)
-    parent = base.get("AGENT_WRAPPER_RUN_ID")
-    env.pop("AGENT_WRAPPER_PARENT_RUN_ID", None)
+    parent = base.get(environment.RUN_ID)
+    env.pop(environment.PARENT_RUN_ID, None)
     if parent:
-        env["AGENT_WRAPPER_PARENT_RUN_ID"] = parent
-    env["AGENT_WRAPPER_RUN_ID"] = config.run_id
-    env["AGENT_WRAPPER_RUN_DIR"] = str(config.run_dir)
-    env["AGENT_WRAPPER_ATTEMPT"] = str(attempt)
-    env["AGENT_WRAPPER_DEPTH"] = str(child_depth(base))
+        env[environment.PARENT_RUN_ID] = parent
+    env[environment.RUN_ID] = config.run_id
+    env[environment.RUN_DIR] = str(config.run_dir)
+    env[environment.ATTEMPT] = str(attempt)
+    env[environment.DEPTH] = str(child_depth(base))
     # A shell keeps PWD in step with its directory; exec() does not, so the
     # inherited value would name the wrapper's caller's directory, and agents
     # that trust PWD over getcwd() would work (and write files) there.

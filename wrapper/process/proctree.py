@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from wrapper.core import environment
 from wrapper.core.limits import FREEZE_QUICK_LOOKS, FREEZE_ROUNDS
 
 if TYPE_CHECKING:
@@ -246,6 +247,10 @@ class RunClaim:
         return process_run_id(pid) == self.run_id
 
 
+#: How the run's id starts in /proc/PID/environ.
+_RUN_ID_ENTRY = environment.RUN_ID.encode() + b"="
+
+
 def process_run_id(pid: int) -> str | None:
     """The ``AGENT_WRAPPER_RUN_ID`` in ``pid``'s environment, if it can be read."""
     try:
@@ -254,7 +259,7 @@ def process_run_id(pid: int) -> str | None:
     except OSError:
         return None
     for entry in data.split(b"\0"):
-        if entry.startswith(b"AGENT_WRAPPER_RUN_ID="):
+        if entry.startswith(_RUN_ID_ENTRY):
             return entry.partition(b"=")[2].decode(errors="replace")
     return None
 

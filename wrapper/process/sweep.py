@@ -13,6 +13,7 @@ import os
 import signal
 import time
 
+from wrapper.core import environment
 from wrapper.core.limits import (
     KILL_WAIT_SECONDS,
     MAX_SIGNAL_SWEEPS,
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 
     import psutil
 
-#: The environment variable that marks every process of a run.
-RUN_ID_VARIABLE = "AGENT_WRAPPER_RUN_ID"
 
 _Known = dict[int, float]
 
@@ -159,7 +158,7 @@ def find_run(
             continue
         table[pid] = (proc, ppid, sid, pgid)
         with contextlib.suppress(psutil.Error):
-            if proc.environ().get(RUN_ID_VARIABLE) in run_ids:
+            if proc.environ().get(environment.RUN_ID) in run_ids:
                 marked.add(pid)
     for pid, created in known.items():
         entry = table.get(pid)

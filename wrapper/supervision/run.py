@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from wrapper.core import environment
 from wrapper.core.config import (
     OUTPUT_FLUSH_TIMEOUT,
     STATUS_INTERVAL,
@@ -398,7 +399,7 @@ class Run:
             supervisor.interrupt(sig)
         number = 1
         while True:
-            self.hook_ctx.env["AGENT_WRAPPER_ATTEMPT"] = str(number)
+            self.hook_ctx.env[environment.ATTEMPT] = str(number)
             record = await self._attempt(supervisor, number, launch, started)
             started = None
             if record.spawn_error is not None:
@@ -450,7 +451,7 @@ class Run:
             if launch.prompt is not None:
                 # One process takes every steer of a live session: the attempt
                 # a signal belongs to is the one the run is in (status.json).
-                env["AGENT_WRAPPER_ATTEMPT"] = "0"
+                env[environment.ATTEMPT] = "0"
             if self.telemetry is not None:
                 trace_env = self.telemetry.attempt_env(number, time.time())
                 env.update(trace_env)
@@ -482,7 +483,7 @@ class Run:
         if self.interrupts or self.timed_out or resumed is None:
             return None
         number = record.number + 1
-        self.hook_ctx.env["AGENT_WRAPPER_ATTEMPT"] = str(number)
+        self.hook_ctx.env[environment.ATTEMPT] = str(number)
         if self.telemetry is not None:
             self.hook_ctx.env.update(self.telemetry.attempt_env(number, time.time()))
         return resumed.prompt
