@@ -32,7 +32,7 @@ from benchmarks.streams import (
     write_pi_stream,
     write_scenario,
 )
-from wrapper.config import DEFAULT_KILL_AFTER
+from wrapper.core.config import DEFAULT_KILL_AFTER
 from wrapper.dialects.pi import GRACE as PI_GRACE
 from wrapper.dialects.pi import SETTLE_GRACE as PI_SETTLE_GRACE
 

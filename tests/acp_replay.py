@@ -9,9 +9,10 @@ from typing import Any
 
 import orjson
 
-from wrapper.acp.client import AcpClient, Output, Send, TurnEnded
-from wrapper.acp.protocol_log import replay as replay_records
-from wrapper.events import Event
+from wrapper.core.events import Event
+from wrapper.dialects.acp.actions import Output, Send, TurnEnded
+from wrapper.dialects.acp.client import AcpClient
+from wrapper.dialects.acp.protocol_log import replay as replay_records
 
 CAPTURES = Path(__file__).parent / "data" / "real" / "acp"
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
+from wrapper.core.events import AssistantMessage, Event, SessionStarted, is_terminal
+from wrapper.core.registry import BY_NAME
 from wrapper.dialects import DIALECTS
 from wrapper.dialects.base import Dialect
-from wrapper.events import AssistantMessage, Event, SessionStarted, is_terminal
-from wrapper.registry import BY_NAME
 
 #: The fake agent's one launcher; a link to it named like a CLI plays that CLI.
 FAKE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "fake_agent"

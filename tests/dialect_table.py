@@ -4,7 +4,7 @@ Each ``tests/test_dialect_<name>.py`` holds its dialect's row (``ROW``: a
 command line, the event types to fuzz, sample lines and where its task and
 session go) and the real captures it is checked against (``CAPTURES``);
 ``tests/test_dialect_common.py`` runs the same tests on every row, one for
-each dialect in ``wrapper/registry.py``.
+each dialect in ``wrapper/core/registry.py``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from types import ModuleType
 from hypothesis import strategies as st
 
 from tests.dialect_support import line, objects
+from wrapper.core.events import Usage
+from wrapper.core.registry import AGENTS
 from wrapper.dialects import DIALECTS, Dialect
-from wrapper.events import Usage
-from wrapper.registry import AGENTS
 
 #: Nothing beyond the generic lines.
 no_lines: st.SearchStrategy[list[bytes]] = st.just([])

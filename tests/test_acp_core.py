@@ -15,20 +15,7 @@ import orjson
 import pytest
 
 from tests.acp_replay import CAPTURES, replay, shape
-from wrapper.acp import client as acp_client
-from wrapper.acp import jsonrpc
-from wrapper.acp.client import (
-    AcpClient,
-    AcpOptions,
-    CloseInput,
-    Failed,
-    Output,
-    PermissionRequested,
-    Phase,
-    Send,
-    TurnEnded,
-)
-from wrapper.events import (
+from wrapper.core.events import (
     AgentWarning,
     SessionStarted,
     TextDelta,
@@ -37,6 +24,19 @@ from wrapper.events import (
     UnparsedLine,
     Usage,
 )
+from wrapper.dialects.acp import client as acp_client
+from wrapper.dialects.acp import jsonrpc
+from wrapper.dialects.acp.actions import (
+    AcpOptions,
+    CloseInput,
+    Failed,
+    Output,
+    PermissionRequested,
+    Send,
+    StoppedAnswering,
+    TurnEnded,
+)
+from wrapper.dialects.acp.client import AcpClient, Phase
 
 # capture -> the canonical stop reason of each prompt turn (none: the agent
 # was signalled before it answered), whether a tool ran and how it ended
@@ -633,12 +633,12 @@ def test_the_output_ending_mid_turn_means_the_agent_stopped_answering() -> None:
     client = _client()
     _in_session(client)
     (stopped,) = client.output_ended()
-    assert isinstance(stopped, acp_client.StoppedAnswering)
+    assert isinstance(stopped, StoppedAnswering)
     assert "session/prompt" in stopped.message
     # Between turns (or once closed) nothing is owed, until the next prompt.
     client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
     assert client.output_ended() == []
     _, stopped = client.prompt("more")
-    assert isinstance(stopped, acp_client.StoppedAnswering)
+    assert isinstance(stopped, StoppedAnswering)
     client.close()
     assert client.output_ended() == []

@@ -17,11 +17,12 @@ from typing import Any
 import orjson
 import trio
 
-from wrapper.acp.client import AcpClient, AcpOptions, Failed, Output, PermissionRequested, TurnEnded
-from wrapper.acp.driver import AcpDriver
-from wrapper.acp.protocol_log import replay
-from wrapper.events import Event, ToolEnded
-from wrapper.framing import LineFramer
+from wrapper.core.events import Event, ToolEnded
+from wrapper.core.framing import LineFramer
+from wrapper.dialects.acp.actions import AcpOptions, Failed, Output, PermissionRequested, TurnEnded
+from wrapper.dialects.acp.client import AcpClient
+from wrapper.dialects.acp.protocol_log import replay
+from wrapper.supervision.acp_session import AcpDriver
 
 FAKE = Path(__file__).resolve().parent.parent / "fixtures" / "fake_agent"
 

@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 import pytest
 
-from wrapper.acp.protocol_log import replay
-from wrapper.events import AssistantMessage
+from wrapper.core.events import AssistantMessage
+from wrapper.dialects.acp.protocol_log import replay
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "fixtures" / "fake_agent" / "gemini"

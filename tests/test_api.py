@@ -22,8 +22,8 @@ from tests.conftest import (
     wait_until,
     write_scenario,
 )
-from wrapper.config import MAX_TASK_BYTES
-from wrapper.sinks import StatusWriter
+from wrapper.core.config import MAX_TASK_BYTES
+from wrapper.sinks.stream import StatusWriter
 
 
 def fake_command(tmp_path: Path, steps: list[dict[str, Any]], name: str = "s") -> list[str]:

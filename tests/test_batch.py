@@ -24,7 +24,7 @@ from tests.conftest import (
     wait_until,
     write_scenario,
 )
-from wrapper.config import MAX_TASK_BYTES
+from wrapper.core.config import MAX_TASK_BYTES
 
 OK_STEPS: list[dict[str, Any]] = [{"assistant": {"text": "Done.", "stopReason": "stop"}}]
 

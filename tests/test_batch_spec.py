@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wrapper.batchreport import RunEntry, batch_json, junit_xml
-from wrapper.batchspec import (
+from wrapper.fleet.report import RunEntry, batch_json, junit_xml
+from wrapper.fleet.spec import (
     SpecError,
     SpecRun,
     folder_names,
@@ -23,9 +23,9 @@ from wrapper.batchspec import (
     parse_spec,
     shard,
 )
-from wrapper.cli import _subparser, build_parser
+from wrapper.options import run_parser
 
-RUN_PARSER = _subparser(build_parser(), "run")
+RUN_PARSER = run_parser()
 
 
 def spec(tmp_path: Path, *lines: Any, defaults: list[str] | None = None) -> list[SpecRun]:

@@ -21,8 +21,8 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
-from wrapper.config import MAX_TASK_BYTES
-from wrapper.prepare import RunUsageError, read_task_file
+from wrapper.core.config import MAX_TASK_BYTES
+from wrapper.supervision.prepare import RunUsageError, read_task_file
 
 FINAL: list[dict[str, Any]] = [
     {"assistant": {"text": "All done.", "stopReason": "stop"}},

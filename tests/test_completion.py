@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import signal
 
-from wrapper.completion import (
+from wrapper.core.completion import (
     CancelTurn,
     CheckActivity,
     CompletionTracker,
@@ -14,7 +14,7 @@ from wrapper.completion import (
     Phase,
     SendSignal,
 )
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AssistantMessage,
     Compaction,
@@ -346,7 +346,7 @@ def test_an_agent_whose_output_closed_and_that_exits_is_not_ended() -> None:
 
 
 def test_the_drain_timeout_default_is_the_command_lines() -> None:
-    from wrapper.config import DEFAULT_DRAIN_TIMEOUT
+    from wrapper.core.config import DEFAULT_DRAIN_TIMEOUT
 
     assert (
         Limits(grace=1.0, settle_grace=1.0, kill_after=1.0).drain_timeout == DEFAULT_DRAIN_TIMEOUT

@@ -59,7 +59,7 @@ def test_a_whole_run_loads_none_of_the_deferred_modules(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr.decode()
     assert read_result(tmp_path / "run" / "result.json")["outcome"] == "ok"
     loaded = {name for log in tmp_path.glob("imports.*") for name in log.read_text().splitlines()}
-    assert {"trio", "wrapper.execution"} <= loaded, "the run's own imports are seen"
+    assert {"trio", "wrapper.supervision.run"} <= loaded, "the run's own imports are seen"
     assert loaded.isdisjoint({*UNUSED_BY_A_RUN, *ALSO_UNLOADED}), sorted(
         loaded & {*UNUSED_BY_A_RUN, *ALSO_UNLOADED}
     )

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from wrapper.core.events import AssistantMessage, Event, TextDelta, UnparsedLine
+from wrapper.core.framing import LineFramer
 from wrapper.dialects.base import Dialect, merge_deltas
 from wrapper.dialects.claude import ClaudeDialect
 from wrapper.dialects.cursor import CursorDialect
 from wrapper.dialects.deltas import DeltaDialect, DeltaLines
 from wrapper.dialects.gemini import GeminiDialect
 from wrapper.dialects.pi import PiDialect
-from wrapper.events import AssistantMessage, Event, TextDelta, UnparsedLine
-from wrapper.framing import LineFramer
 
 #: Delta strings as JSON text: ordinary, escaped, non-ASCII, empty, a
 #: surrogate pair, and some no decoder takes (or only the standard one).

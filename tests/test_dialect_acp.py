@@ -14,12 +14,13 @@ from tests.acp_replay import records, replay
 from tests.dialect_support import line
 from tests.dialect_table import ANSWER, FAILURE, LS, Agent, Argv, Samples
 from tests.test_acp_core import EXPECTED
+from wrapper.core.events import AssistantMessage, SessionStarted, ToolEnded, ToolStarted
+from wrapper.core.hook_protocol import Decision, interpret_answer
+from wrapper.core.settings import SettingsError
 from wrapper.dialects import dialect_for_command, resolve_dialect
-from wrapper.dialects.acp import AcpDialect
+from wrapper.dialects.acp.dialect import AcpDialect
 from wrapper.dialects.base import UsageError
-from wrapper.events import AssistantMessage, SessionStarted, ToolEnded, ToolStarted
-from wrapper.hooks.protocol import Decision, interpret_answer
-from wrapper.settings import SettingsError, load_settings
+from wrapper.files.settings_file import load_settings
 
 SESSION = "0a5b2c1e-5b6f-4f0e-9a41-3a0d2f7c9e11"
 

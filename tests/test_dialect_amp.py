@@ -12,8 +12,8 @@ from tests.dialect_support import (
 )
 from tests.dialect_table import RESUMED, Agent, Argv, Capture
 from tests.test_dialect_claude import claude_samples
+from wrapper.core.events import AgentEnded, AssistantMessage, Usage, is_terminal
 from wrapper.dialects.amp import AmpDialect
-from wrapper.events import AgentEnded, AssistantMessage, Usage, is_terminal
 
 THREAD = "T-2775dc92-90ed-4f85-8b73-8f9766029e83"
 INIT = line(

@@ -16,10 +16,7 @@ from tests.dialect_support import (
     replay,
 )
 from tests.dialect_table import ANSWER, FAILURE, LS, RESUMED, Agent, Argv, Capture, Samples
-from wrapper.dialects import resolve_dialect
-from wrapper.dialects.claude import ClaudeDialect
-from wrapper.dialects.cursor import CursorDialect
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AssistantMessage,
     Compaction,
@@ -33,7 +30,10 @@ from wrapper.events import (
     Usage,
     is_terminal,
 )
-from wrapper.outcome import ProcessExit, RunFacts, decide
+from wrapper.core.outcome import ProcessExit, RunFacts, decide
+from wrapper.dialects import resolve_dialect
+from wrapper.dialects.claude import ClaudeDialect
+from wrapper.dialects.cursor import CursorDialect
 
 SESSION = "40e7b02d-c0f9-4876-9010-f514d4eb0603"
 

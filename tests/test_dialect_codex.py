@@ -13,8 +13,7 @@ from tests.dialect_support import (
     replay,
 )
 from tests.dialect_table import ANSWER, FAILURE, RESUMED, Agent, Argv, Capture, Samples
-from wrapper.dialects.codex import CodexDialect
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AgentWarning,
     AssistantMessage,
@@ -28,6 +27,7 @@ from wrapper.events import (
     TurnStarted,
     Usage,
 )
+from wrapper.dialects.codex import CodexDialect
 
 THREAD = "019a2d7a-6455-7170-a661-c6d8b94c630a"
 START = [

@@ -40,6 +40,15 @@ from tests.dialect_table import (
     exit_codes,
     rows,
 )
+from wrapper.core.events import (
+    AssistantMessage,
+    StopReason,
+    ToolEnded,
+    ToolStarted,
+    UnparsedLine,
+    is_terminal,
+)
+from wrapper.core.registry import BY_NAME
 from wrapper.dialects import (
     DIALECTS,
     CannotResume,
@@ -48,15 +57,6 @@ from wrapper.dialects import (
     resolve_dialect,
 )
 from wrapper.dialects.base import MAX_ARG_BYTES
-from wrapper.events import (
-    AssistantMessage,
-    StopReason,
-    ToolEnded,
-    ToolStarted,
-    UnparsedLine,
-    is_terminal,
-)
-from wrapper.registry import BY_NAME
 
 AGENTS = rows()
 CAPTURES = captures()

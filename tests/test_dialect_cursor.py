@@ -17,8 +17,7 @@ from tests.dialect_support import (
     session_id,
 )
 from tests.dialect_table import ANSWER, FAILURE, LS, RESUMED, Agent, Argv, Samples
-from wrapper.dialects.cursor import CursorDialect
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AssistantMessage,
     Event,
@@ -29,6 +28,7 @@ from wrapper.events import (
     Usage,
     is_terminal,
 )
+from wrapper.dialects.cursor import CursorDialect
 
 SESSION = "c6b62c6f-7ead-4fd6-9922-e952131177ff"
 

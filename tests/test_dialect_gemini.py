@@ -13,8 +13,7 @@ from tests.dialect_support import (
     replay,
 )
 from tests.dialect_table import ANSWER, FAILURE, LS, RESUMED, Agent, Argv, Capture, Samples
-from wrapper.dialects.gemini import GeminiDialect
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AgentWarning,
     AssistantMessage,
@@ -25,6 +24,7 @@ from wrapper.events import (
     ToolStarted,
     Usage,
 )
+from wrapper.dialects.gemini import GeminiDialect
 
 INIT = line({"type": "init", "timestamp": "t", "session_id": "s-1", "model": "gemini-x"})
 STATS = {

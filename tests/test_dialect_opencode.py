@@ -18,8 +18,7 @@ from tests.dialect_support import (
     session_id,
 )
 from tests.dialect_table import ANSWER, FAILURE, LS, RESUMED, Agent, Argv, Samples
-from wrapper.dialects.opencode import OpencodeDialect
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AssistantMessage,
     Event,
@@ -31,6 +30,7 @@ from wrapper.events import (
     Usage,
     is_terminal,
 )
+from wrapper.dialects.opencode import OpencodeDialect
 
 SESSION = "ses_236c713fcffel8QozOz4ca0AYK"
 

@@ -11,14 +11,7 @@ from hypothesis import strategies as st
 
 from tests.dialect_support import line
 from tests.dialect_table import ANSWER, FAILURE, LS, Agent, Argv, Samples
-from wrapper.dialects import (
-    SniffingDialect,
-    UsageError,
-    resolve_dialect,
-)
-from wrapper.dialects.base import MAX_ARG_BYTES, CannotResume, merge_deltas
-from wrapper.dialects.pi import PiDialect
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AssistantMessage,
     Compaction,
@@ -31,7 +24,14 @@ from wrapper.events import (
     UnparsedLine,
     is_terminal,
 )
-from wrapper.framing import LineFramer, Oversized
+from wrapper.core.framing import LineFramer, Oversized
+from wrapper.dialects import (
+    SniffingDialect,
+    UsageError,
+    resolve_dialect,
+)
+from wrapper.dialects.base import MAX_ARG_BYTES, CannotResume, merge_deltas
+from wrapper.dialects.pi import PiDialect
 
 
 def message_end(stop_reason: Any, text: str = "hi", **extra: Any) -> bytes:

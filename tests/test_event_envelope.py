@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from tests.conftest import validate
+from wrapper.core.events import ENVELOPE_KEYS, Event, Retry, Usage, event_types, payload_keys
 from wrapper.dialects.codex import CodexDialect
-from wrapper.events import ENVELOPE_KEYS, Event, Retry, Usage, event_types, payload_keys
-from wrapper.sinks import EventStream
+from wrapper.sinks.stream import EventStream
 
 #: A plausible value per field annotation, enough to build any event.
 _SAMPLES: dict[str, Any] = {

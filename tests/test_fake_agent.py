@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from tests.dialect_support import LAUNCHERS
+from wrapper.core.events import SessionStarted
 from wrapper.dialects import DIALECTS as DIALECT_CLASSES
-from wrapper.events import SessionStarted
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_DIR = ROOT / "fixtures" / "fake_agent"

@@ -24,8 +24,8 @@ import orjson
 import pytest
 
 from tests.acp_schema import check_conversation, require_schema
-from wrapper.acp.client import (
-    AcpClient,
+from wrapper.core.events import Event, ToolEnded, ToolStarted
+from wrapper.dialects.acp.actions import (
     AcpOptions,
     CloseInput,
     Failed,
@@ -34,7 +34,7 @@ from wrapper.acp.client import (
     Send,
     TurnEnded,
 )
-from wrapper.events import Event, ToolEnded, ToolStarted
+from wrapper.dialects.acp.client import AcpClient
 
 FAKE = Path(__file__).resolve().parent.parent / "fixtures" / "fake_agent"
 

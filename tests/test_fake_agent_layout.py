@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from wrapper.core.registry import AGENTS, detect
 from wrapper.dialects import DIALECTS
-from wrapper.registry import AGENTS, detect
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_DIR = ROOT / "fixtures" / "fake_agent"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wrapper.framing import (
+from wrapper.core.framing import (
     OVERSIZED_HEAD_BYTES,
     OVERSIZED_TAIL_BYTES,
     Frame,

@@ -30,10 +30,12 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
-from wrapper import guardian
+from wrapper.core.events import Event
+from wrapper.core.framing import LineFramer
+from wrapper.core.result import RUN_FILES, wrapper_killed_result
+from wrapper.core.signals import WRAPPER_KILLED_EXIT
 from wrapper.dialects.pi import PiDialect
-from wrapper.events import Event
-from wrapper.framing import LineFramer
+from wrapper.process import sweep
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -287,17 +289,18 @@ def test_the_guardian_ends_only_the_processes_of_its_run(tmp_path: Path) -> None
 ORPHANED_MID_IMPORT = """
 import json, os, subprocess, sys, types
 from pathlib import Path
-from wrapper import guardian
+from wrapper.core import environment
+from wrapper.process import guardian, sweep
 
 run_dir, run_id = Path(sys.argv[1]), sys.argv[2]
-env = {**os.environ, guardian.RUN_ID_VARIABLE: run_id}
+env = {**os.environ, environment.RUN_ID: run_id}
 agent = subprocess.Popen(
     [sys.executable, "-c", "import time; time.sleep(60)", sys.argv[3]],
     env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
 )
 guardian._guardian_pid, guardian._guardian_pgid = os.getppid(), os.getpgid(0)
 guardian._waiter_command = guardian.waiter_command()  # as the first announcement makes it
-guardian._watches.append(guardian.Watch(
+guardian._watches.append(sweep.Watch(
     wrapper_pid=os.getppid(), run_id=run_id, run_dir=run_dir,
     result_path=run_dir / "result.json",
 ))
@@ -322,7 +325,7 @@ def test_a_worker_orphaned_in_the_middle_of_an_import_still_ends_its_run(
         timeout=HANG_LIMIT,
         check=False,
     )
-    assert worker.returncode == guardian.WRAPPER_KILLED_EXIT, worker.stderr
+    assert worker.returncode == WRAPPER_KILLED_EXIT, worker.stderr
     assert wait_until(lambda: not marked(tmp_path), timeout=10), marked(tmp_path)
     result = read_result(run_dir / "result.json")
     assert result["error"]["kind"] == "wrapper_killed"
@@ -339,10 +342,10 @@ def test_the_guardian_never_replaces_the_result_its_wrapper_wrote(tmp_path: Path
     (run_dir / "status.json").write_text(json.dumps(status))
     own = {"runId": "r1", "outcome": "ok", "success": True}
     (run_dir / "result.json").write_text(json.dumps(own))
-    watch = guardian.Watch(
+    watch = sweep.Watch(
         wrapper_pid=1, run_id="r1", run_dir=run_dir, result_path=run_dir / "result.json"
     )
-    guardian.finish_run(watch, guardian.Cleanup())
+    sweep.finish_run(watch, sweep.Cleanup())
     assert json.loads((run_dir / "result.json").read_text()) == own
     final = json.loads((run_dir / "status.json").read_text())
     validate("status", final)
@@ -354,8 +357,8 @@ def test_the_guardian_replaces_another_runs_result_at_the_result_path(tmp_path: 
     run_dir.mkdir()
     (run_dir / "status.json").write_text(json.dumps(_starting_status("r2")))
     elsewhere.write_text(json.dumps({"runId": "yesterday", "outcome": "ok", "success": True}))
-    watch = guardian.Watch(wrapper_pid=1, run_id="r2", run_dir=run_dir, result_path=elsewhere)
-    guardian.finish_run(watch, guardian.Cleanup())
+    watch = sweep.Watch(wrapper_pid=1, run_id="r2", run_dir=run_dir, result_path=elsewhere)
+    sweep.finish_run(watch, sweep.Cleanup())
     result = read_result(elsewhere)
     assert (result["runId"], result["error"]["kind"]) == ("r2", "wrapper_killed")
     assert not (run_dir / "result.json").exists()
@@ -367,10 +370,10 @@ def test_the_guardian_leaves_a_directory_its_run_never_began_in(tmp_path: Path) 
     run_dir.mkdir()
     theirs = json.dumps(_starting_status("someone-else"))
     (run_dir / "status.json").write_text(theirs)
-    watch = guardian.Watch(
+    watch = sweep.Watch(
         wrapper_pid=1, run_id="r3", run_dir=run_dir, result_path=run_dir / "result.json"
     )
-    guardian.finish_run(watch, guardian.Cleanup())
+    sweep.finish_run(watch, sweep.Cleanup())
     assert not (run_dir / "result.json").exists()
     assert (run_dir / "status.json").read_text() == theirs
 
@@ -609,3 +612,34 @@ def test_a_signal_while_the_wrapper_starts_still_ends_everything(
         assert when != "agent started"
     assert wait_until(lambda: not marked(tmp_path), timeout=15)
     assert wait_until(lambda: not processes_matching(str(scenario)), timeout=15)
+
+
+def test_a_killed_runs_result_has_the_fields_of_any_other(tmp_path: Path) -> None:
+    # A runner reads both with the same code: the guardian's result may hold
+    # nulls where only the wrapper knew, never fewer or other fields.
+    normal = run_wrapper(
+        tmp_path,
+        [
+            {"assistant": {"text": "All done.", "stopReason": "stop"}},
+            {"agent_end": {"willRetry": False}},
+            {"agent_settled": {}},
+        ],
+    ).result
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    killed = wrapper_killed_result(
+        run_id=normal["runId"],
+        wrapper_pid=os.getpid(),
+        run_dir=tmp_path / "run",
+        status=status,
+        config=None,
+        signals_sent=[],
+        survivors=[],
+        ended_at=time.time(),
+        result_path=tmp_path / "run" / "result.json",
+        present=frozenset(RUN_FILES),
+        cwd=str(tmp_path),
+    )
+    validate("result", killed)
+    assert list(killed) == list(normal)
+    assert list(killed["attempts"][0]) == list(normal["attempts"][0])
+    assert list(killed["artifacts"]) == list(normal["artifacts"])

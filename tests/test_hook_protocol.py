@@ -11,8 +11,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from wrapper.hooks.command import ShellSyntax, split_command
-from wrapper.hooks.protocol import (
+from wrapper.core.hook_protocol import (
     Decision,
     HandlerResult,
     find_verdict,
@@ -20,18 +19,19 @@ from wrapper.hooks.protocol import (
     interpret_verdict,
     looks_like_failure,
 )
-from wrapper.hooks.steering import AllowedBy, Steering
-from wrapper.policy import Allow, Escalate, Fail, Nudge, StopPolicy
-from wrapper.settings import (
+from wrapper.core.policy import Allow, Escalate, Fail, Nudge, StopPolicy
+from wrapper.core.settings import (
     KNOWN_EVENTS,
     IdleSettings,
     MatcherGroup,
     SettingsError,
     edit_distance,
-    load_settings,
     near_miss,
 )
-from wrapper.transcript import TAIL_BLOCK_BYTES, last_assistant_message
+from wrapper.core.shellwords import ShellSyntax, split_command
+from wrapper.core.steering import AllowedBy, Steering
+from wrapper.files.settings_file import load_settings
+from wrapper.files.transcript import TAIL_BLOCK_BYTES, last_assistant_message
 
 # -- the answer of a command handler -------------------------------------------------
 
@@ -417,8 +417,8 @@ EVENT_KEYS = st.sampled_from(
 def test_hook_test_takes_any_json_without_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: object
 ) -> None:
-    from wrapper.hooks.hook_test import hook_test
-    from wrapper.settings import Settings
+    from wrapper.commands.hook_test import hook_test
+    from wrapper.core.settings import Settings
 
     path = tmp_path / "event.json"
     path.write_text(json.dumps(value))

@@ -1009,8 +1009,8 @@ def test_a_hook_being_started_is_never_taken_for_the_agents_leftovers(
     run reported as a leftover)."""
     import trio
 
-    from wrapper import proctree
     from wrapper.hooks.runner import run_process
+    from wrapper.process import proctree
 
     monkeypatch.setattr(proctree, "_subreaper", True)
     seen: list[int] = []

@@ -30,14 +30,14 @@ from tests.conftest import (
     write_scenario,
 )
 from tests.dialect_support import LAUNCHERS
-from wrapper.config import READ_CHUNK_BYTES
+from wrapper.commands.normalize import normalize
+from wrapper.core.config import READ_CHUNK_BYTES
+from wrapper.core.events import JSON_INT_MAX, JSON_INT_MIN, AssistantMessage, Usage, WarningEvent
+from wrapper.core.framing import LineFramer
+from wrapper.core.summary import USAGE_UNREPRESENTABLE, RunSummary
 from wrapper.dialects import SNIFF_BYTES, SNIFF_LINES, SniffingDialect
 from wrapper.dialects.base import Dialect, merge_deltas
 from wrapper.dialects.pi import PiDialect
-from wrapper.events import JSON_INT_MAX, JSON_INT_MIN, AssistantMessage, Usage, WarningEvent
-from wrapper.framing import LineFramer
-from wrapper.normalize import normalize
-from wrapper.summary import USAGE_UNREPRESENTABLE, RunSummary
 
 dialects = pytest.mark.parametrize("dialect", sorted(LAUNCHERS))
 
@@ -553,7 +553,7 @@ def test_the_framer_holds_a_long_line_at_about_twice_its_size() -> None:
 PEAK_PROBE = """
 import sys
 from wrapper.dialects.pi import PiDialect
-from wrapper.framing import LineFramer
+from wrapper.core.framing import LineFramer
 from tests.test_hostile import LINE_MIB, long_line_chunks
 
 def memory(key):

@@ -52,7 +52,8 @@ from tests.conftest import (
 )
 from tests.test_hardening import LONG_RUN, _assert_wrapper_killed_result, marked
 from tests.test_hooks import answer, judge_command, settings_file, stop_hooks
-from wrapper import guardian, waiter
+from wrapper.process import guardian
+from wrapper.process import guardian_waiter as waiter
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -160,7 +161,7 @@ def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Install | st
     shutil.copytree(
         ROOT / "wrapper", bundle / "wrapper", ignore=shutil.ignore_patterns("__pycache__")
     )
-    (bundle / "__main__.py").write_text("from wrapper.guardian import entry\n\nentry()\n")
+    (bundle / "__main__.py").write_text("from wrapper.entry import main\n\nmain()\n")
     archive = base / "agent-wrapper.pyz"
     zipapp.create_archive(bundle, archive)
     # All three at once: most of the time is spent waiting for the network.

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import FAKE_PI, agent_env, read_result, write_scenario
-from wrapper.config import OutputMode, RunConfig
+from wrapper.core.config import OutputMode, RunConfig
+from wrapper.core.events import Event
 from wrapper.dialects.pi import PiDialect
-from wrapper.events import Event
-from wrapper.execution import execute
+from wrapper.fleet.owner import execute
 
 
 class ExplodingDialect(PiDialect):

@@ -6,8 +6,8 @@ import signal
 
 import pytest
 
-from wrapper.events import AssistantMessage
-from wrapper.outcome import ErrorKind, Outcome, ProcessExit, RunError, RunFacts, decide
+from wrapper.core.events import AssistantMessage
+from wrapper.core.outcome import ErrorKind, Outcome, ProcessExit, RunError, RunFacts, decide
 
 
 def final(stop: str, error_message: str | None = None) -> AssistantMessage:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wrapper.events import (
+from wrapper.core.events import (
     AssistantMessage,
     Escalated,
     Event,
@@ -15,7 +15,7 @@ from wrapper.events import (
     ToolStarted,
     Usage,
 )
-from wrapper.pretty import HEADER_CHARS, PrettyView
+from wrapper.sinks.pretty import HEADER_CHARS, PrettyView
 
 
 def shown(events: Sequence[tuple[Event, float]], **options: str) -> str:

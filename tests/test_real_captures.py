@@ -13,8 +13,8 @@ import pytest
 
 from tests.real.clis import CLIS
 from tests.real.expectations import EXPECTED, expected
-from wrapper.framing import DEFAULT_MAX_LINE_BYTES
-from wrapper.normalize import normalize
+from wrapper.commands.normalize import normalize
+from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
 
 CAPTURES = Path(__file__).parent / "data" / "real"
 

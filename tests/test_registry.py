@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from wrapper import registry
+from wrapper.core import registry
+from wrapper.core.registry import AGENTS, Agent, detect, program
 from wrapper.dialects import DIALECTS, UsageError, resolve_dialect
-from wrapper.registry import AGENTS, Agent, detect, program
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -175,11 +175,12 @@ def run_python(code: str) -> list[str]:
 
 def test_the_registry_needs_nothing_but_the_standard_library() -> None:
     loaded = run_python(
-        "import sys, json; sys.path.insert(0, '.'); import wrapper.registry; "
+        "import sys, json; sys.path.insert(0, '.'); import wrapper.core.registry; "
         "print(json.dumps(sorted(m for m in sys.modules "
         "if m.split('.')[0] in {'wrapper', 'orjson', 'trio', 'psutil'})))"
     )
-    assert loaded == ["wrapper", "wrapper.registry"]
+    # The core package's __init__ is empty: it adds a name, never an import.
+    assert loaded == ["wrapper", "wrapper.core", "wrapper.core.registry"]
 
 
 def test_choosing_a_dialect_imports_that_dialect_alone() -> None:

@@ -29,9 +29,9 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
-from wrapper import artifacts, mailbox
-from wrapper.artifacts import RUN_FILE_MAX_BYTES, RUN_MARKER, atomic_write, write_new
-from wrapper.settings import SETTINGS_MAX_BYTES
+from wrapper.files import artifacts, mailbox
+from wrapper.files.artifacts import RUN_FILE_MAX_BYTES, RUN_MARKER, atomic_write, write_new
+from wrapper.files.settings_file import SETTINGS_MAX_BYTES
 
 END: list[dict[str, Any]] = [{"agent_end": {"willRetry": False}}, {"agent_settled": {}}]
 WRAPPER = [sys.executable, "-m", "wrapper"]

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import schema, validate
-from wrapper.artifacts import ArtifactErrors, StreamFile
-from wrapper.events import AgentWarning, Event, TextDelta, TurnStarted, WarningEvent
-from wrapper.sinks import COALESCE_MAX_CHARS, EventStream
+from wrapper.core.events import AgentWarning, Event, TextDelta, TurnStarted, WarningEvent
+from wrapper.files.artifacts import ArtifactErrors, StreamFile
+from wrapper.sinks.stream import COALESCE_MAX_CHARS, EventStream
 
 
 def open_stream(tmp_path: Path, live: list[bytes] | None = None) -> tuple[EventStream, Path]:

@@ -29,7 +29,7 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
-from wrapper import telemetry
+from wrapper.sinks import telemetry
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
@@ -237,7 +237,7 @@ if sys.argv[1] == "hide":
     sys.modules["opentelemetry"] = None
 from wrapper.cli import main
 status = main(sys.argv[2:])
-loaded = [n for n in sys.modules if n.startswith(("opentelemetry", "wrapper.telemetry"))]
+loaded = [n for n in sys.modules if n.startswith(("opentelemetry", "wrapper.sinks.telemetry"))]
 print("LOADED", len(loaded), file=sys.stderr)
 sys.exit(status)
 """

@@ -11,34 +11,39 @@ import importlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers see of the lazy names below
     from wrapper.api import RunResult, run, run_async
-    from wrapper.completion import CompletionTracker, Limits, SendSignal
-    from wrapper.events import TERMINAL_STOP_REASONS, StopReason, canonical_stop_reason, is_terminal
-    from wrapper.framing import LineFramer
-    from wrapper.outcome import ErrorKind, Outcome, RunFacts, Verdict, decide
-    from wrapper.prepare import RunUsageError
-    from wrapper.transcript import last_assistant_message
+    from wrapper.core.completion import CompletionTracker, Limits, SendSignal
+    from wrapper.core.events import (
+        TERMINAL_STOP_REASONS,
+        StopReason,
+        canonical_stop_reason,
+        is_terminal,
+    )
+    from wrapper.core.framing import LineFramer
+    from wrapper.core.outcome import ErrorKind, Outcome, RunFacts, Verdict, decide
+    from wrapper.files.transcript import last_assistant_message
+    from wrapper.supervision.prepare import RunUsageError
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "TERMINAL_STOP_REASONS": "wrapper.events",
-    "StopReason": "wrapper.events",
-    "canonical_stop_reason": "wrapper.events",
-    "is_terminal": "wrapper.events",
-    "CompletionTracker": "wrapper.completion",
-    "Limits": "wrapper.completion",
-    "SendSignal": "wrapper.completion",
-    "LineFramer": "wrapper.framing",
-    "ErrorKind": "wrapper.outcome",
-    "Outcome": "wrapper.outcome",
-    "RunFacts": "wrapper.outcome",
-    "Verdict": "wrapper.outcome",
-    "decide": "wrapper.outcome",
-    "last_assistant_message": "wrapper.transcript",
+    "TERMINAL_STOP_REASONS": "wrapper.core.events",
+    "StopReason": "wrapper.core.events",
+    "canonical_stop_reason": "wrapper.core.events",
+    "is_terminal": "wrapper.core.events",
+    "CompletionTracker": "wrapper.core.completion",
+    "Limits": "wrapper.core.completion",
+    "SendSignal": "wrapper.core.completion",
+    "LineFramer": "wrapper.core.framing",
+    "ErrorKind": "wrapper.core.outcome",
+    "Outcome": "wrapper.core.outcome",
+    "RunFacts": "wrapper.core.outcome",
+    "Verdict": "wrapper.core.outcome",
+    "decide": "wrapper.core.outcome",
+    "last_assistant_message": "wrapper.files.transcript",
     "run": "wrapper.api",
     "run_async": "wrapper.api",
     "RunResult": "wrapper.api",
-    "RunUsageError": "wrapper.prepare",
+    "RunUsageError": "wrapper.supervision.prepare",
 }
 
 __all__ = [  # noqa: RUF022 - the version first, then the lazy names as listed above

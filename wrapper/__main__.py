@@ -1,3 +1,3 @@
-from wrapper.guardian import entry
+from wrapper.entry import main
 
-entry()
+main()

@@ -17,23 +17,21 @@ result or ends the agent's tree). The command line gives all of those.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import difflib
 import logging
 import os
 import signal
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from wrapper.prepare import RunUsageError, prepare_run
+from wrapper.options import options_from, usage_errors
+from wrapper.supervision.prepare import RunUsageError, prepare_run
 
 if TYPE_CHECKING:
-    from wrapper.execution import Run
+    from wrapper.supervision.run import Run
 
 __all__ = ["RunResult", "RunUsageError", "run", "run_async"]
 
@@ -43,7 +41,6 @@ _LOG = logging.getLogger("wrapper")
 _LOG.addHandler(logging.NullHandler())
 
 #: Options that belong to the command line, not to a run made here.
-_NOT_OPTIONS = frozenset({"help", "subcommand"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,14 +150,14 @@ async def run_async(
     (``aborted``, the agent's tree ended, result.json written) before the
     cancellation goes on.
     """
-    from wrapper.batchspec import check_command, check_cwd, check_env  # noqa: PLC0415
-    from wrapper.execution import Run  # noqa: PLC0415 - trio's part, once a run starts
+    from wrapper.fleet.spec import check_command, check_cwd, check_env  # noqa: PLC0415
+    from wrapper.supervision.run import Run  # noqa: PLC0415 - trio's part, once a run starts
 
-    with _usage_errors():
+    with usage_errors():
         argv = check_command("command", command)
         base = Path.cwd() if cwd is None else check_cwd("cwd", cwd, Path.cwd())
         environ = {**os.environ, **check_env("env", {} if env is None else env)}
-    namespace = run_options(
+    namespace = options_from(
         {
             "task": task,
             "dialect": dialect,
@@ -175,7 +172,7 @@ async def run_async(
     the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ, say_at_end=False)
     interrupted = await _execute(the_run)
     if the_run.telemetry is not None:
-        from wrapper import telemetry  # noqa: PLC0415
+        from wrapper.sinks import telemetry  # noqa: PLC0415
 
         # Bounded: a collector that is down costs the caller that long at most.
         lost = await trio.to_thread.run_sync(telemetry.flush, environ)
@@ -195,7 +192,7 @@ async def _execute(the_run: Run) -> bool:
     the first stops it, a second hurries its cleanup, as on the command line.
     One that trio raised inside the run's own tasks has ended the run already
     (see ``Run.execute``) and counts the same."""
-    from wrapper.execution import only_keyboard_interrupts  # noqa: PLC0415
+    from wrapper.supervision.run import only_keyboard_interrupts  # noqa: PLC0415
 
     done = trio.Event()
     interrupted = False
@@ -229,49 +226,3 @@ async def _execute(the_run: Run) -> bool:
     if failed:
         raise failed[0]
     return interrupted
-
-
-def run_options(values: Mapping[str, Any], cwd: Path) -> argparse.Namespace:
-    """The ``run`` parser's options with ``values`` (by their snake_case
-    names) over their defaults, each checked as the command line checks it."""
-    from wrapper.batchspec import one_value  # noqa: PLC0415
-    from wrapper.cli import _subparser, build_parser  # noqa: PLC0415
-
-    parser = _subparser(build_parser(), "run")
-    actions = {
-        action.dest: action
-        for action in parser._actions
-        if action.option_strings and action.dest not in _NOT_OPTIONS
-    }
-    namespace = parser.parse_args([])
-    for name, given in values.items():
-        action = actions.get(name)
-        if action is None:
-            close = difflib.get_close_matches(name, list(actions), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TypeError(f"unknown run option {name!r}{hint}")
-        value: Any = given
-        if isinstance(given, os.PathLike):
-            value = os.fspath(given)
-        elif isinstance(given, list | tuple):
-            value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in given]
-        with _usage_errors():
-            converted = one_value(name, value, action, cwd)
-        setattr(namespace, action.dest, converted)
-    if namespace.task is not None and namespace.task_file is not None:
-        raise RunUsageError("'task' and 'task_file' cannot both be given")
-    return namespace
-
-
-@contextlib.contextmanager
-def _usage_errors() -> Iterator[None]:
-    """The shared checks' errors as a Python caller expects them: a wrong
-    type is a ``TypeError``, a wrong value a ``RunUsageError``."""
-    from wrapper.batchspec import SpecError, WrongType  # noqa: PLC0415
-
-    try:
-        yield
-    except WrongType as exc:
-        raise TypeError(str(exc)) from None
-    except SpecError as exc:
-        raise RunUsageError(str(exc)) from None

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wrapper import __version__
+from wrapper import __version__, options
 
 if TYPE_CHECKING:
     import signal
 
-    from wrapper.batch import Batch
-    from wrapper.settings import Settings
+    from wrapper.core.settings import Settings
+    from wrapper.fleet.batch import Batch
 
 # Everything else is imported where it is needed: ``--version`` and the small
 # subcommands must not pay for what a run needs.
@@ -25,47 +24,10 @@ if TYPE_CHECKING:
 PROG = "agent-wrapper"
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number of seconds, got {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = _seconds(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected more than 0 seconds")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from wrapper.config import DEFAULT_JOBS
-    from wrapper.framing import DEFAULT_MAX_LINE_BYTES
-    from wrapper.registry import BY_NAME
+    from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
+    from wrapper.core.registry import BY_NAME
+    from wrapper.fleet.defaults import DEFAULT_JOBS
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -83,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run COMMAND (the agent with its own flags, JSON mode included, "
         "e.g. `pi --mode json -p`) and supervise it. The wrapper inserts only the task.",
     )
-    add_run_options(run)
+    options.add_run_options(run)
     batch = sub.add_parser(
         "batch",
         help="run the runs of a JSONL spec, several at once",
@@ -99,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument(
         "--jobs",
         metavar="N",
-        type=_positive_int,
+        type=options.positive_int,
         default=DEFAULT_JOBS,
         help=f"how many runs at once (default: the CPUs this process may use, here {DEFAULT_JOBS})",
     )
@@ -116,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only shard I of N (from 1): the lines whose place in the spec, from 0, "
         "is I-1 modulo N",
     )
-    add_run_options(batch)
+    options.add_run_options(batch)
     normalize = sub.add_parser(
         "normalize",
         help="print a saved raw stream as normalized events",
@@ -147,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     normalize.add_argument(
         "--max-line-bytes",
         metavar="N",
-        type=_positive_int,
+        type=options.positive_int,
         default=DEFAULT_MAX_LINE_BYTES,
         help=f"skip lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
     )
@@ -213,188 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a run, for ``run`` and (as the defaults of every line) ``batch``."""
-    from wrapper.config import (
-        CONTEXT_POLICIES,
-        DEFAULT_DRAIN_TIMEOUT,
-        DEFAULT_ESCALATION_TIMEOUT,
-        DEFAULT_GRACE,
-        DEFAULT_KILL_AFTER,
-        DEFAULT_MAX_DEPTH,
-        DEFAULT_MAX_STEERS,
-        DEFAULT_RUNS_ROOT,
-        DEFAULT_SETTLE_GRACE,
-        OutputMode,
-    )
-    from wrapper.framing import DEFAULT_MAX_LINE_BYTES
-    from wrapper.registry import BY_NAME
-
-    task = parser.add_mutually_exclusive_group()
-    task.add_argument(
-        "--task", metavar="TEXT", help="the prompt, placed where the agent expects it"
-    )
-    task.add_argument(
-        "--task-file", metavar="PATH", help="read the prompt from PATH (- for standard input)"
-    )
-    parser.add_argument(
-        "--dialect",
-        choices=["auto", *sorted(BY_NAME)],
-        default="auto",
-        help="the agent's stream format (default: auto, from the command line)",
-    )
-    parser.add_argument("--label", metavar="TEXT", help="a human name for the run")
-    parser.add_argument(
-        "--run-dir",
-        metavar="DIR",
-        help=f"where the run's files go (default: ./{DEFAULT_RUNS_ROOT}/RUN_ID)",
-    )
-    parser.add_argument(
-        "--result",
-        metavar="PATH",
-        type=Path,
-        help="where result.json goes (default: RUN_DIR/result.json)",
-    )
-    parser.add_argument(
-        "--grace",
-        metavar="SECONDS",
-        type=_seconds,
-        default=None,
-        help="how long the agent may keep running after its final message "
-        f"(default: the agent's, see README; {DEFAULT_GRACE:g} for an unknown agent "
-        "until its stream is recognised)",
-    )
-    parser.add_argument(
-        "--settle-grace",
-        metavar="SECONDS",
-        type=_seconds,
-        default=None,
-        help="the same, once the agent said it is completely done "
-        f"(default: the agent's, see README; {DEFAULT_SETTLE_GRACE:g} for an unknown agent "
-        "until its stream is recognised)",
-    )
-    parser.add_argument(
-        "--kill-after",
-        metavar="SECONDS",
-        type=_seconds,
-        default=DEFAULT_KILL_AFTER,
-        help=f"SIGTERM to SIGKILL (default {DEFAULT_KILL_AFTER:g})",
-    )
-    parser.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        help="hard limit on the whole run (default: none)",
-    )
-    parser.add_argument(
-        "--attempt-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        help="limit on each attempt; an expired attempt still goes through the Stop hooks "
-        "(default: none)",
-    )
-    parser.add_argument(
-        "--idle-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        help="end the run when the agent writes nothing for this long while no tool is "
-        "running (default: off)",
-    )
-    parser.add_argument(
-        "--settings",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="hooks and stop settings, in Claude Code's settings format (repeatable; "
-        "later files add hooks and replace other keys)",
-    )
-    parser.add_argument(
-        "--max-steers",
-        metavar="N",
-        type=_count,
-        help="how many times a blocked stop may send the agent back to work "
-        f"(default: stop.maxSteers from the settings, else {DEFAULT_MAX_STEERS})",
-    )
-    parser.add_argument(
-        "--hooks-fail-closed",
-        action="store_true",
-        help="a Stop handler that crashes, times out or answers garbage ends the run as "
-        "an error (hook_failed) instead of allowing the stop (default: stop.failClosed "
-        "from the settings, else fail open)",
-    )
-    parser.add_argument(
-        "--subagent",
-        action="store_true",
-        help="run as a subagent: stops fire SubagentStop handlers instead of Stop "
-        "(implied when the wrapper runs inside another wrapped agent)",
-    )
-    parser.add_argument(
-        "--on-stop",
-        choices=["allow", "signal", "idle", "escalate"],
-        help="what a stop the hooks allowed means: allow it; require an explicit "
-        "completion signal; treat it as idle (settings onIdle); or ask a person "
-        "(default: onStop from the settings, else by --context, else allow)",
-    )
-    parser.add_argument(
-        "--permissions",
-        choices=["allow", "deny"],
-        help="how a tool an ACP agent asks permission for is answered when no "
-        "PreToolUse handler decides (default: permissions from the settings, else allow)",
-    )
-    parser.add_argument(
-        "--auth-method",
-        metavar="ID",
-        help="the authenticate method given to an ACP agent that answers session/new "
-        "with 'authentication required' (default: acp.authMethod from the settings; "
-        "without one such a run fails, naming the agent's methods)",
-    )
-    parser.add_argument(
-        "--context",
-        choices=sorted(CONTEXT_POLICIES),
-        help="where the run happens: pipeline (default policy signal) or standalone "
-        "(default policy escalate)",
-    )
-    parser.add_argument(
-        "--escalation-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        default=DEFAULT_ESCALATION_TIMEOUT,
-        help="how long to wait for a person's reply before letting the agent stop "
-        f"(default {DEFAULT_ESCALATION_TIMEOUT:g})",
-    )
-    parser.add_argument(
-        "--drain-timeout",
-        metavar="SECONDS",
-        type=_seconds,
-        default=DEFAULT_DRAIN_TIMEOUT,
-        help="after the agent exits, how long to wait for its output to end; for an ACP "
-        "agent whose output ended mid-turn, how long it may take to exit "
-        f"(default {DEFAULT_DRAIN_TIMEOUT:g})",
-    )
-    parser.add_argument(
-        "--output",
-        choices=[mode.value for mode in OutputMode],
-        default=OutputMode.AUTO.value,
-        help="what to print on stdout: jsonl events, a pretty live view, or nothing "
-        "(default: auto, pretty on a terminal, jsonl otherwise)",
-    )
-    parser.add_argument(
-        "--max-depth",
-        metavar="N",
-        type=_positive_int,
-        default=DEFAULT_MAX_DEPTH,
-        help="refuse to start when nested deeper than N wrapped agents "
-        f"(default {DEFAULT_MAX_DEPTH})",
-    )
-    parser.add_argument(
-        "--max-line-bytes",
-        metavar="N",
-        type=_positive_int,
-        default=DEFAULT_MAX_LINE_BYTES,
-        help=f"skip output lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
-    )
-
-
 def _split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
     """Split ``run`` arguments at the first ``--``: options before, COMMAND after."""
     if "--" not in args:
@@ -410,12 +190,12 @@ def _unrecognized(
     import difflib
 
     words = " ".join(extras)
-    options = [name for action in sub._actions for name in action.option_strings]
+    flags = [name for action in sub._actions for name in action.option_strings]
     hints = []
     for word in extras:
         if word.startswith("-"):
             name = word.split("=", 1)[0]
-            close = difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+            close = difflib.get_close_matches(name, flags, n=1, cutoff=0.75)
             if close:
                 hints.append(f"{name}: did you mean {close[0]}?")
     if subcommand == "run" and not had_separator and not hints:
@@ -435,7 +215,7 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 
 def _load_settings(parser: argparse.ArgumentParser, paths: list[str]) -> Settings:
-    from wrapper.prepare import RunUsageError, load_settings
+    from wrapper.supervision.prepare import RunUsageError, load_settings
 
     try:
         return load_settings(paths)
@@ -461,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.subcommand == "batch":
         return _batch(parser, args)
     if args.subcommand in ("signal", "reply", "status"):
-        from wrapper import tools
+        from wrapper.commands import control as tools
 
         if args.subcommand == "signal":
             return tools.signal_main(args.kind, args.message, args.run_dir)
@@ -475,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return tools.status_main(args.run_dir, args.json)
     if args.subcommand == "normalize":
-        from wrapper.normalize import main as normalize_main
+        from wrapper.commands.normalize import main as normalize_main
 
         return normalize_main(
             args.file,
@@ -485,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_line_bytes=args.max_line_bytes,
         )
     if args.subcommand == "hook-test":
-        from wrapper.hooks.hook_test import hook_test
+        from wrapper.commands.hook_test import hook_test
 
         settings = _load_settings(parser, args.settings)
         return hook_test(settings, args.event)
@@ -496,23 +276,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(
     parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str] | None
 ) -> int:
-    from wrapper.prepare import RunUsageError, prepare_run
+    from wrapper.supervision.prepare import RunUsageError, prepare_run
 
     try:
         prepared = prepare_run(args, command)
     except RunUsageError as exc:
         parser.error(str(exc))
     config, dialect, launch = prepared.config, prepared.dialect, prepared.launch
-    from wrapper import guardian
+    from wrapper.process import guardian
 
     # Stop signals from here on are acted on once the run is up.
     early_signals = guardian.record_stop_signals()
     # The guardian learns which run to end should this process die, before
-    # anything of it exists (see wrapper/guardian.py).
+    # anything of it exists (see wrapper/process/guardian.py).
     guardian.announce(config.run_id, config.run_dir, config.result_path)
 
-    from wrapper.child import early_start
-    from wrapper.proctree import become_subreaper
+    from wrapper.process.proctree import become_subreaper
+    from wrapper.supervision.early import early_start
 
     # Orphans of the agent's tree come back to the wrapper and stay findable.
     become_subreaper()
@@ -521,7 +301,7 @@ def _run(
     traced = _traced(environ)
     planned_ids = None
     if traced:
-        from wrapper import telemetry
+        from wrapper.sinks import telemetry
 
         planned_ids = telemetry.plan_ids(environ)
     early = None
@@ -538,7 +318,7 @@ def _run(
 
     import trio
 
-    from wrapper.execution import execute
+    from wrapper.fleet.owner import execute
 
     run = partial(
         execute,
@@ -572,10 +352,10 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _stopped_before_start(args, runs_dir, junit, stopped.sig)
     if not args.runs_dir:
         _ignored_by_git(runs_dir)
-    from wrapper import guardian
-    from wrapper.proctree import become_subreaper
+    from wrapper.process import guardian
+    from wrapper.process.proctree import become_subreaper
 
-    # The runs' guardian alone in the runner's process group (see wrapper/guardian.py).
+    # The runs' guardian alone in the runner's process group (see wrapper/process/guardian.py).
     guardian.leave_guardians_group()
     # Orphans of the agents' trees come back to the wrapper and stay findable.
     become_subreaper()
@@ -583,7 +363,7 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     import trio
 
-    from wrapper.batch import run_batch
+    from wrapper.fleet.batch import run_batch
 
     status: int = trio.run(partial(run_batch, batch, stop.received))
     _flush_spans()
@@ -592,8 +372,8 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _report_places(args: argparse.Namespace) -> tuple[Path, Path | None]:
     """Where the batch's runs and batch.json go, and its JUnit report."""
-    from wrapper.config import DEFAULT_BATCHES_ROOT
-    from wrapper.prepare import new_run_id
+    from wrapper.fleet.defaults import DEFAULT_BATCHES_ROOT
+    from wrapper.supervision.prepare import new_run_id
 
     cwd = Path.cwd()
     runs_dir = (cwd / (args.runs_dir or DEFAULT_BATCHES_ROOT / new_run_id())).absolute()
@@ -629,7 +409,7 @@ class _StopHandler:
     def install(cls) -> _StopHandler:
         import signal
 
-        from wrapper.guardian import STOP_SIGNALS
+        from wrapper.core.signals import STOP_SIGNALS
 
         handler = cls()
         for sig in STOP_SIGNALS:
@@ -651,8 +431,9 @@ def _checked_batch(
     usage error (exit 2) naming the first line that is wrong."""
     import copy
 
-    from wrapper.batch import Batch, BatchRun
-    from wrapper.batchspec import (
+    from wrapper.core.config import OutputMode
+    from wrapper.fleet.batch import Batch, BatchRun
+    from wrapper.fleet.spec import (
         Places,
         SpecError,
         folder_names,
@@ -661,9 +442,8 @@ def _checked_batch(
         planned_places,
         shard,
     )
-    from wrapper.config import OutputMode
-    from wrapper.execution import resolve_output
-    from wrapper.prepare import RunUsageError, prepare_run
+    from wrapper.supervision.prepare import RunUsageError, prepare_run
+    from wrapper.supervision.run import resolve_output
 
     for flag, dest in (("--run-dir", "run_dir"), ("--result", "result"), ("--label", "label")):
         if getattr(args, dest) is not None:
@@ -683,9 +463,8 @@ def _checked_batch(
         shard_of = parse_shard(args.shard) if args.shard else (1, 1)
     except SpecError as exc:
         parser.error(f"batch: {exc}")
-    run_parser = _subparser(parser, "run")
     try:
-        every = parse_spec(text, spec_path.parent.absolute(), run_parser, args)
+        every = parse_spec(text, spec_path.parent.absolute(), options.run_parser(), args)
     except SpecError as exc:
         parser.error(f"batch: {args.spec}: {exc}")
     selected = shard(every, *shard_of)
@@ -706,12 +485,12 @@ def _checked_batch(
             except SpecError as exc:
                 parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
             continue
-        options = copy.copy(run.options)
-        options.output = quiet_runs
+        run_options = copy.copy(run.options)
+        run_options.output = quiet_runs
         environ = {**os.environ, **run.env}
         try:
             prepared = prepare_run(
-                options,
+                run_options,
                 run.command,
                 cwd=run.cwd,
                 environ=environ,
@@ -730,7 +509,7 @@ def _checked_batch(
 
 def _ignored_by_git(runs_dir: Path) -> None:
     """The default root sits in the agent's working tree: keep it out of git."""
-    from wrapper.artifacts import ensure_dir, write_new
+    from wrapper.files.artifacts import ensure_dir, write_new
 
     try:
         ensure_dir(runs_dir.parent)
@@ -744,7 +523,7 @@ def _stopped_before_start(
 ) -> int:
     """A stop signal came while the spec was checked: no run starts, and the
     reports say so; the exit status is the signal's, as for a batch stopped later."""
-    from wrapper.batch import report_stopped_before_start
+    from wrapper.fleet.batch import report_stopped_before_start
 
     if not args.runs_dir:
         _ignored_by_git(runs_dir)
@@ -756,7 +535,7 @@ def _traced(environ: dict[str, str]) -> bool:
     the environment names OpenTelemetry at all)."""
     if not any(name.startswith("OTEL_") for name in environ):
         return False
-    from wrapper import telemetry
+    from wrapper.sinks import telemetry
 
     return telemetry.enabled(environ)
 
@@ -764,35 +543,9 @@ def _traced(environ: dict[str, str]) -> bool:
 def _flush_spans() -> None:
     """The runs' spans reach the collector, or it is given up on after the
     flush bound: the process ends with os._exit, which waits for nothing."""
-    telemetry = sys.modules.get("wrapper.telemetry")
+    telemetry = sys.modules.get("wrapper.sinks.telemetry")
     if telemetry is not None:
         lost = telemetry.flush()
         if lost is not None:
             with contextlib.suppress(OSError, ValueError):
                 print(f"agent-wrapper: warning: {lost}", file=sys.stderr, flush=True)
-
-
-def entry() -> None:
-    """The ``agent-wrapper`` command: ``main``, then a quick exit.
-
-    Everything the wrapper writes is closed by the time ``main`` returns, so
-    the interpreter's teardown (some 50 ms of freeing what is about to vanish
-    anyway) is skipped: the runner waiting on the wrapper gets its exit
-    status sooner. Library callers use ``main``.
-    """
-    from wrapper.deferral import defer_unused_imports
-    from wrapper.guardian import fork_for_run
-
-    # A run's guardian is the process the runner started; the run goes on
-    # in its child (``wrapper.guardian.entry`` forks before importing this module).
-    fork_for_run()
-    # Modules a run never uses stay unloaded (see wrapper/deferral.py).
-    defer_unused_imports()
-    status = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    entry()

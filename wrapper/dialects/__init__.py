@@ -1,4 +1,4 @@
-"""Agent dialects: one module per agent CLI, listed in ``wrapper.registry``."""
+"""Agent dialects: one module per agent CLI, listed in ``wrapper.core.registry``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wrapper.core.config import RunConfig
+from wrapper.core.events import Event, UnparsedLine, WarningEvent
+from wrapper.core.framing import Frame, Oversized
+from wrapper.core.registry import AGENTS, BY_NAME, detect, program
 from wrapper.dialects.base import (
     CannotResume,
     Dialect,
@@ -15,9 +19,6 @@ from wrapper.dialects.base import (
     decode_object,
     unparsed,
 )
-from wrapper.events import Event, UnparsedLine, WarningEvent
-from wrapper.framing import Frame, Oversized
-from wrapper.registry import AGENTS, BY_NAME, detect, program
 
 #: Executable basename -> dialect name, for the entries that need nothing more.
 EXECUTABLES = {
@@ -58,14 +59,16 @@ __all__ = [
     "Launch",
     "SniffingDialect",
     "UsageError",
+    "chosen_name",
     "dialect_for_command",
+    "graces_for",
     "resolve_dialect",
 ]
 
 
 def dialect_for_command(command: Sequence[str]) -> type[Dialect] | None:
     """The dialect the command line names (its program, and for some agents
-    an option or subcommand: ``wrapper.registry``), if it is conclusive."""
+    an option or subcommand: ``wrapper.core.registry``), if it is conclusive."""
     agent = detect(command)
     return DIALECTS[agent.name] if agent is not None else None
 
@@ -195,3 +198,25 @@ def decode_or_unparsed(line: bytes) -> UnparsedLine:
     if isinstance(obj, UnparsedLine):
         return obj
     return unparsed(line, "not recognised as any agent's event")
+
+
+def chosen_name(dialect: Dialect) -> str | None:
+    """The name of the dialect a run reads its agent with: the one a guess
+    settled on, None while it has not."""
+    if isinstance(dialect, SniffingDialect):
+        return dialect.chosen.name if dialect.chosen is not None else None
+    return dialect.name
+
+
+def graces_for(dialect: Dialect, config: RunConfig) -> tuple[float, float]:
+    """(grace, settle grace): the configured ones, except that a default
+    (the user gave none) gives way to that of the dialect recognised from
+    the stream, so that an agent known only by its output is not signalled
+    while it exits by itself as it normally does."""
+    chosen = dialect.chosen if isinstance(dialect, SniffingDialect) else None
+    if chosen is None:
+        return config.grace, config.settle_grace
+    return (
+        chosen.default_grace if config.grace_is_default else config.grace,
+        chosen.default_settle_grace if config.settle_grace_is_default else config.settle_grace,
+    )

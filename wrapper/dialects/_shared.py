@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from wrapper.core.events import AssistantMessage, StopReason, Usage
+from wrapper.core.registry import program
 from wrapper.dialects.base import MAX_ARG_BYTES, CannotResume, Dialect, Launch, UsageError
-from wrapper.events import AssistantMessage, StopReason, Usage
-from wrapper.registry import program
 
 #: Exit statuses of a process that handled SIGINT or SIGTERM and exited as
 #: ``128 + N``: the agent was interrupted, not broken.

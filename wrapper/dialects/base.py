@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from wrapper.config import DEFAULT_GRACE, DEFAULT_SETTLE_GRACE
-from wrapper.events import (
+from wrapper.core.config import DEFAULT_GRACE, DEFAULT_SETTLE_GRACE
+from wrapper.core.events import (
     JSON_INT_MAX,
     JSON_INT_MIN,
     AssistantMessage,
@@ -28,7 +28,7 @@ from wrapper.events import (
     Usage,
     WarningEvent,
 )
-from wrapper.framing import Frame, Oversized
+from wrapper.core.framing import Frame, Oversized
 
 #: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
 #: pages including the terminating NUL).
@@ -398,7 +398,7 @@ class Dialect:
     ``handlers`` (one method per raw event type, which ``parse`` calls), and
     implement ``recognises`` and ``launch`` (``CommandLineDialect`` in
     ``_shared`` declares the argv instead); the program names an agent goes
-    by are in its ``wrapper.registry`` entry. State kept across lines is set
+    by are in its ``wrapper.core.registry`` entry. State kept across lines is set
     in ``_reset``, which ``on_exit`` calls after asking ``exit_final`` what
     the exit implies.
     """
@@ -422,6 +422,9 @@ class Dialect:
     #: How the agent is run in the JSON streaming mode this dialect reads (told
     #: to a user whose agent's output had no line the dialect recognised).
     streaming_command: ClassVar[str] = ""
+    #: Whether the agent is driven on its stdin (a live session the
+    #: supervisor holds, ``AcpDialect.hold_session``) instead of only read.
+    two_way: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._reset()
@@ -501,6 +504,11 @@ class Dialect:
         message = self.exit_final(exit_code)
         self._reset()
         return [message] if message is not None else []
+
+    def tools_run_unasked(self) -> Sequence[str]:
+        """The tools a two-way agent ran without asking permission (its own
+        auto-approve mode): PreToolUse handlers could not decide on them."""
+        return ()
 
     def exit_final(self, exit_code: int | None) -> AssistantMessage | None:
         """The final message an exit with ``exit_code`` implies, given what the

@@ -62,6 +62,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from wrapper.core.events import (
+    AgentEnded,
+    AssistantMessage,
+    Compaction,
+    Event,
+    SessionStarted,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolEnded,
+    ToolStarted,
+    Usage,
+    canonical_stop_reason,
+    sum_usage,
+)
 from wrapper.dialects._shared import CommandLineDialect, exit_message
 from wrapper.dialects.base import (
     Handler,
@@ -79,21 +94,6 @@ from wrapper.dialects.deltas import (
     PLAIN_STRING,
     DeltaDialect,
     DeltaLines,
-)
-from wrapper.events import (
-    AgentEnded,
-    AssistantMessage,
-    Compaction,
-    Event,
-    SessionStarted,
-    StopReason,
-    TextDelta,
-    ToolCall,
-    ToolEnded,
-    ToolStarted,
-    Usage,
-    canonical_stop_reason,
-    sum_usage,
 )
 
 #: A session id that is safe in a file pattern (no path parts, no glob magic).

@@ -48,17 +48,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from wrapper.dialects._shared import CommandLineDialect, exit_message
-from wrapper.dialects.base import (
-    Handler,
-    as_count,
-    as_int,
-    as_str,
-    split_input,
-    summarize_args,
-    tool_result_text,
-)
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AgentWarning,
     AssistantMessage,
@@ -72,6 +62,16 @@ from wrapper.events import (
     TurnStarted,
     Usage,
     canonical_stop_reason,
+)
+from wrapper.dialects._shared import CommandLineDialect, exit_message
+from wrapper.dialects.base import (
+    Handler,
+    as_count,
+    as_int,
+    as_str,
+    split_input,
+    summarize_args,
+    tool_result_text,
 )
 
 #: Item types that are a tool at work.

@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from wrapper.core.events import Event, TextDelta, ToolEnded
 from wrapper.dialects.base import as_int, as_str, tool_result_text, tool_started
 from wrapper.dialects.claude import ClaudeDialect
-from wrapper.events import Event, TextDelta, ToolEnded
 
 #: Event types only Cursor's stream has.
 _CURSOR_TYPES = frozenset({"tool_call", "thinking", "interaction_query"})

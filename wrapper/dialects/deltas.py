@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 
 import orjson
 
+from wrapper.core.events import Event, TextDelta
+from wrapper.core.framing import Frame
 from wrapper.dialects.base import NOT_JSON, Dialect, decode_value, merge_deltas
-from wrapper.events import Event, TextDelta
-from wrapper.framing import Frame
 
 #: A JSON string as it is written on one line, escapes included; whether it
 #: is a valid one (no raw control characters, known escapes, UTF-8) is left

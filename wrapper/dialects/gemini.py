@@ -46,17 +46,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from wrapper.dialects._shared import INTERRUPTED_EXITS, CommandLineDialect, exit_message
-from wrapper.dialects.base import (
-    Handler,
-    as_count,
-    as_str,
-    split_input,
-    tool_result_text,
-    tool_started,
-)
-from wrapper.dialects.deltas import JSON_STRING, PLAIN_STRING, DeltaDialect, DeltaLines
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AgentWarning,
     AssistantMessage,
@@ -68,6 +58,16 @@ from wrapper.events import (
     Usage,
     canonical_stop_reason,
 )
+from wrapper.dialects._shared import INTERRUPTED_EXITS, CommandLineDialect, exit_message
+from wrapper.dialects.base import (
+    Handler,
+    as_count,
+    as_str,
+    split_input,
+    tool_result_text,
+    tool_started,
+)
+from wrapper.dialects.deltas import JSON_STRING, PLAIN_STRING, DeltaDialect, DeltaLines
 
 #: Gemini's exit status when the session turn limit was reached.
 EXIT_TURN_LIMIT = 53

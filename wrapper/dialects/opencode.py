@@ -40,17 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from wrapper.dialects._shared import CommandLineDialect, exit_message
-from wrapper.dialects.base import (
-    Handler,
-    as_count,
-    as_float,
-    as_int,
-    as_str,
-    tool_result_text,
-    tool_started,
-)
-from wrapper.events import (
+from wrapper.core.events import (
     AgentEnded,
     AssistantMessage,
     Event,
@@ -62,6 +52,16 @@ from wrapper.events import (
     Usage,
     canonical_stop_reason,
     is_terminal,
+)
+from wrapper.dialects._shared import CommandLineDialect, exit_message
+from wrapper.dialects.base import (
+    Handler,
+    as_count,
+    as_float,
+    as_int,
+    as_str,
+    tool_result_text,
+    tool_started,
 )
 
 #: Event types of ``run --format json``, for recognising a stream.

@@ -24,6 +24,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from wrapper.core.events import (
+    AgentEnded,
+    AssistantMessage,
+    Compaction,
+    Event,
+    Retry,
+    SessionStarted,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolEnded,
+    TurnStarted,
+    Usage,
+    canonical_stop_reason,
+)
+from wrapper.core.framing import Oversized
 from wrapper.dialects._shared import no_session
 from wrapper.dialects.base import (
     MAX_ARG_BYTES,
@@ -43,22 +59,6 @@ from wrapper.dialects.base import (
     tool_started,
 )
 from wrapper.dialects.deltas import JSON_STRING, NATURAL, DeltaDialect, DeltaLines
-from wrapper.events import (
-    AgentEnded,
-    AssistantMessage,
-    Compaction,
-    Event,
-    Retry,
-    SessionStarted,
-    StopReason,
-    TextDelta,
-    ToolCall,
-    ToolEnded,
-    TurnStarted,
-    Usage,
-    canonical_stop_reason,
-)
-from wrapper.framing import Oversized
 
 #: Event types that only pi emits, for recognising a stream with no header.
 _PI_TYPES = frozenset(

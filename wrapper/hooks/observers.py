@@ -12,14 +12,10 @@ from typing import Any
 
 import trio
 
-from wrapper.events import Compaction, Event, ToolEnded, ToolStarted, WarningEvent
+from wrapper.core.events import Compaction, Event, ToolEnded, ToolStarted, WarningEvent
+from wrapper.core.limits import OBSERVER_CONCURRENCY, OBSERVER_QUEUE
+from wrapper.core.settings import OBSERVED_EVENTS, Handler, Settings
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
-from wrapper.settings import OBSERVED_EVENTS, Handler, Settings
-
-#: Observer handlers running at once.
-OBSERVER_CONCURRENCY = 4
-#: Observer jobs waiting to run; beyond this new ones are dropped (and counted).
-OBSERVER_QUEUE = 256
 
 _Job = tuple[str, list[Handler], dict[str, Any]]
 

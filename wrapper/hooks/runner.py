@@ -10,10 +10,8 @@ an answer means beyond the protocol; the caller decides what to do with it.
 from __future__ import annotations
 
 import itertools
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,28 +21,24 @@ from typing import Any
 import orjson
 import trio
 
-from wrapper import proctree
-from wrapper.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
-from wrapper.events import Event, HookDecision, HookStarted, WarningEvent
-from wrapper.hooks.command import ShellSyntax, split_command
-from wrapper.hooks.protocol import (
+from wrapper.core.events import Event, HookDecision, HookStarted, WarningEvent
+from wrapper.core.hook_protocol import (
     Decision,
     HandlerResult,
     interpret_command,
     interpret_verdict,
 )
-from wrapper.jsonout import dumps
-from wrapper.settings import Handler
-from wrapper.supervisor import Child
+from wrapper.core.jsonout import dumps
+from wrapper.core.limits import HANDLER_DRAIN_TIMEOUT, HANDLER_OUTPUT_BYTES, VERIFIER_MARGIN
+from wrapper.core.settings import Handler
+from wrapper.core.shellwords import ShellSyntax, split_command
+from wrapper.files.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
+from wrapper.process import proctree
+from wrapper.process.invocation import wrapper_argv
+from wrapper.process.spawn import Child
 
-#: Output kept from a handler, per stream; the rest is read and dropped.
-HANDLER_OUTPUT_BYTES = 1024 * 1024
-#: After a handler exits, how long a process it left behind may hold its pipes.
-HANDLER_DRAIN_TIMEOUT = 1.0
 #: The judge's prompt carries the hook input; beyond this it is cut.
 PROMPT_INPUT_CHARS = 100_000
-#: A verifier agent gets this long beyond its own limit to write its result.
-VERIFIER_MARGIN = 10.0
 
 
 @dataclass(slots=True)
@@ -157,23 +151,6 @@ async def _prompt(handler: Handler, payload: dict[str, Any], ctx: HookContext) -
     if done.exit_code != 0:
         return _failed(f"the evaluator exited with status {done.exit_code}")
     return _judged(interpret_verdict(done.stdout.decode("utf-8", "replace")), "the evaluator")
-
-
-#: What holds the ``wrapper`` package (this file is its ``hooks/runner.py``):
-#: a directory on the path, or an archive (a zipapp); made absolute now, while
-#: the current directory is the one a relative path meant.
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-#: What this process was started as (the archive, for a zipapp).
-_STARTED_AS = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-
-
-def wrapper_argv() -> list[str]:
-    """How to start this very wrapper again, as an argument list: ``python
-    ARCHIVE`` when it runs from a zipapp (``-m wrapper`` would find no package
-    on that Python's own path), else ``python -m wrapper``."""
-    if _STARTED_AS == _PACKAGE_ROOT and os.path.isfile(_PACKAGE_ROOT):
-        return [sys.executable, _PACKAGE_ROOT]
-    return [sys.executable, "-m", "wrapper"]
 
 
 async def _agent(handler: Handler, payload: dict[str, Any], ctx: HookContext) -> HandlerResult:

@@ -1,1 +1,0 @@
-"""The Agent Client Protocol: the wrapper as the client of an agent's session."""

@@ -1,0 +1,213 @@
+"""The small subcommands around a running wrapper: ``signal`` (from inside the
+agent's session), ``reply`` and ``status`` (for a person). Exit 0 on
+success, 1 on failure, 2 on usage errors."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wrapper.core import environment
+from wrapper.core.jsonout import dumps
+from wrapper.files import mailbox
+from wrapper.files.artifacts import RESULT_MAX_BYTES
+
+PROG = "agent-wrapper"
+
+
+def _fail(command: str, message: str, status: int = 1) -> int:
+    print(f"{PROG} {command}: {message}", file=sys.stderr)
+    return status
+
+
+def _warner(command: str) -> mailbox.Warn:
+    return lambda message: print(f"{PROG} {command}: warning: {message}", file=sys.stderr)
+
+
+def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
+    """``agent-wrapper signal complete|escalate|continue [--message TEXT]``."""
+    folder = run_dir or os.environ.get(environment.RUN_DIR)
+    if not folder:
+        return _fail(
+            "signal",
+            "not inside a wrapped run (AGENT_WRAPPER_RUN_DIR is not set); "
+            "give --run-dir to signal a run from outside",
+        )
+    # Inside the agent's session the wrapper's environment names the run;
+    # from outside, the run directory does.
+    run_id = (None if run_dir else os.environ.get(environment.RUN_ID)) or mailbox.run_id_in(
+        Path(folder)
+    )
+    if run_id is None:
+        return _fail(
+            "signal",
+            f"{folder} holds no agent-wrapper run (no status.json or run marker names one); "
+            "give the --run-dir of a running wrapper",
+        )
+    status = mailbox.read_json(Path(folder) / "status.json", _warner("signal"))
+    if status and status.get("runId") == run_id and status.get("state") == "finished":
+        return _fail(
+            "signal",
+            f"run {run_id} is over (outcome {status.get('outcome')}): nobody reads a signal now",
+        )
+    try:
+        attempt = int(os.environ.get(environment.ATTEMPT, "0")) or _current_attempt(Path(folder))
+        mailbox.send_signal(Path(folder), kind, message, attempt, run_id)
+    except (OSError, ValueError, mailbox.MailboxError) as exc:
+        return _fail("signal", str(exc))
+    print(f"signalled {kind} to run {Path(folder).name} (attempt {attempt})")
+    return 0
+
+
+def _current_attempt(run_dir: Path) -> int:
+    status = mailbox.read_json(run_dir / "status.json", _warner("signal"))
+    attempt = status.get("attempt") if status else None
+    if not isinstance(attempt, int):
+        raise ValueError(f"{run_dir}: no status.json says which attempt is running")
+    return attempt
+
+
+def reply_main(
+    run_dir: str, text: str | None, *, go_on: bool, stop: bool, escalation: str | None = None
+) -> int:
+    """``agent-wrapper reply RUN_DIR TEXT | --continue | --stop [--escalation ID]``."""
+    if sum((text is not None, go_on, stop)) != 1:
+        return _fail("reply", "give exactly one of TEXT, --continue or --stop", 2)
+    folder = Path(run_dir)
+    warn = _warner("reply")
+    status = mailbox.read_json(folder / "status.json", warn)
+    run_id = status.get("runId") if status else None
+    if status is None or not isinstance(run_id, str):
+        return _fail("reply", f"{folder} is not the directory of a wrapped run (no status.json)")
+    target = escalation or mailbox.latest_escalation(folder, warn)
+    if target is None:
+        return _fail("reply", f"no question has been asked in {folder}")
+    if (
+        "/" in target
+        or target.startswith(".")
+        or mailbox.read_json(folder / "escalations" / target / "question.json", warn) is None
+    ):
+        return _fail("reply", f"{folder} has no escalation {target!r}")
+    earlier = mailbox.answer_of(folder, target, run_id, warn)
+    if earlier is None and not _alive(status.get("wrapperPid")):
+        return _fail(
+            "reply",
+            f"the wrapper of this run (pid {status.get('wrapperPid')}) is gone: "
+            f"nobody is waiting for an answer to {target}",
+        )
+    kind = "text" if text is not None else "continue" if go_on else "stop"
+    try:
+        first = earlier is None and mailbox.answer(folder, target, kind, run_id, text)
+    except (OSError, mailbox.MailboxError) as exc:
+        return _fail("reply", str(exc))
+    if not first:
+        return _fail(
+            "reply", _answered(target, earlier or mailbox.answer_of(folder, target, None, warn))
+        )
+    print(f"answered {target} ({kind})")
+    return 0
+
+
+def _answered(escalation: str, earlier: dict[str, object] | None) -> str:
+    """Why a reply to ``escalation`` came too late, from the answer that won."""
+    kind = earlier.get("kind") if earlier else None
+    if kind == "timeout":
+        return (
+            f"{escalation} was already answered: nobody replied within the escalation "
+            "timeout, so the agent was allowed to stop"
+        )
+    if kind == "closed":
+        return f"{escalation} was already answered: the run ended while it was waiting"
+    return f"{escalation} was already answered ({kind})"
+
+
+def status_main(run_dir: str, as_json: bool) -> int:
+    """``agent-wrapper status RUN_DIR [--json]``."""
+    folder = Path(run_dir)
+    warn = _warner("status")
+    status = mailbox.read_json(folder / "status.json", warn)
+    if status is None:
+        return _fail("status", f"{folder} has no readable status.json: not a run directory?")
+    result = _result_of(folder, status, warn) if status.get("state") == "finished" else None
+    wrapper_gone = status.get("state") != "finished" and not _alive(status.get("wrapperPid"))
+    error = result.get("error") if result else None
+    wrapper_killed = wrapper_gone or (
+        isinstance(error, dict) and error.get("kind") == "wrapper_killed"
+    )
+    # A run its wrapper did not live to finish is a failure a runner must see
+    # without parsing the text: the status command exits 1 for it.
+    exit_status = 1 if wrapper_killed else 0
+    if as_json:
+        out = {"status": status, "result": result}
+        sys.stdout.buffer.write(dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+        return exit_status
+    name = status.get("runId", folder.name)
+    if status.get("label"):
+        name = f"{name} ({status['label']})"
+    state = status.get("state")
+    if wrapper_killed and not wrapper_gone:
+        lines = [
+            f"{name}: ended because the wrapper (pid {status.get('wrapperPid')}) was killed; "
+            "what remained of it ended the run's processes and wrote the result (outcome "
+            f"{result.get('outcome') if result else status.get('outcome')})"
+        ]
+        if isinstance(error, dict) and error.get("message"):
+            lines.append(f"  {error['message']}")
+    elif state == "finished":
+        outcome = result.get("outcome") if result else status.get("outcome")
+        success = "success" if result and result.get("success") else "not a success"
+        lines = [f"{name}: finished, outcome {outcome} ({success})"]
+        if result and result.get("error"):
+            lines.append(f"  {result['error']['message']}")
+    elif wrapper_gone:
+        lines = [
+            f"{name}: ended without finishing ({state}, attempt {status.get('attempt')}): "
+            f"the wrapper (pid {status.get('wrapperPid')}) is gone and wrote no result"
+        ]
+    elif state == "waiting":
+        lines = [
+            f"{name}: waiting for a person (escalation {status.get('escalationId')})",
+            f"  question: {status.get('question') or '(none given)'}",
+            f"  answer with: {PROG} reply {folder} 'your answer'   (or --continue, --stop)",
+        ]
+    else:
+        tool = f", running tool {status['currentTool']}" if status.get("currentTool") else ""
+        agent = f", agent pid {status['pid']}" if status.get("pid") else ""
+        lines = [f"{name}: {state}, attempt {status.get('attempt')}{agent}{tool}"]
+    print("\n".join(lines))
+    return exit_status
+
+
+def _result_of(
+    folder: Path, status: dict[str, Any], warn: Callable[[str], None]
+) -> dict[str, Any] | None:
+    """The run's result.json: in the run directory, else where its config.json
+    says it went (``--result``), if that file is this run's."""
+    result = mailbox.read_json(folder / "result.json", warn, RESULT_MAX_BYTES)
+    if result is None:
+        config = mailbox.read_json(folder / "config.json", warn, RESULT_MAX_BYTES)
+        path = config.get("resultPath") if config else None
+        result = (
+            mailbox.read_json(Path(path), warn, RESULT_MAX_BYTES) if isinstance(path, str) else None
+        )
+    if result is not None and result.get("runId") != status.get("runId"):
+        return None
+    return result
+
+
+def _alive(pid: object) -> bool:
+    """Whether ``pid`` is a running process (unknown pids count as running)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

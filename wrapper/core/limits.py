@@ -1,0 +1,123 @@
+"""The wrapper's own timing defaults and limits, in one place.
+
+Every pause, poll, bound and buffer size the wrapper sets for itself is
+named here, with why it is that number; the modules that use one import it.
+What a user sets (the run options' defaults) is ``wrapper.core.config``;
+what an agent needs (its grace periods, its flags) its dialect declares.
+Standard library only: the guardian's cleanup reads these too.
+"""
+
+from __future__ import annotations
+
+# -- The agent's process and its leftovers ------------------------------------
+
+#: How long a child that was sent SIGKILL may take to be reaped before the
+#: wrapper gives up waiting (it is then reported, never waited on forever).
+REAP_TIMEOUT = 5.0
+#: How often leftovers are checked while they are being terminated after the
+#: agent itself exited.
+LEFTOVER_POLL = 0.05
+#: The pipe buffer asked for the agent's stdout (Linux allows unprivileged
+#: processes up to /proc/sys/fs/pipe-max-size, 1 MiB by default).
+PIPE_BUFFER_BYTES = 1024 * 1024
+#: Rounds of leftover cleanup (SIGTERM, then SIGKILL) before giving up on
+#: processes that keep appearing.
+CLEANUP_ROUNDS = 4
+#: Work in the agent's process tree that counts as activity when the idle
+#: deadline comes due: CPU time spent over the silence, as a share of one
+#: core (an idle Node process with its timers stays well below it), or any
+#: new process.
+IDLE_CPU_SHARE = 0.05
+#: While output flows, the tree is looked at (for the idle check to compare
+#: with) at most once per this share of --idle-timeout.
+IDLE_BASELINE_SHARE = 0.25
+#: Seconds of total silence from an agent whose dialect is being guessed
+#: before the run says it may be an ACP agent waiting for a client: agents
+#: in a JSON streaming mode write their first line within a second or two.
+SILENT_AGENT_HINT_AFTER = 5.0
+#: How much of a late final message's text its warning quotes.
+LATE_TEXT_CHARS = 200
+
+#: How often a child is polled for its exit where there are no pidfds.
+EXIT_POLL = 0.02
+
+#: How many times a tree being frozen is listed again for processes that
+#: appeared meanwhile, before giving up on catching all of them. Each look
+#: at the wrapper's direct children costs microseconds, a full listing a few
+#: milliseconds; a process that forks faster than that is still caught as a
+#: new child of the subreaper on one of the quick looks.
+FREEZE_ROUNDS = 200
+#: Quick looks at the wrapper's direct children per full listing while freezing.
+FREEZE_QUICK_LOOKS = 20
+
+
+# -- A run whose wrapper died: the guardian's sweeps --------------------------
+
+#: SIGTERM to SIGKILL once the wrapper is gone: time for the agent to save
+#: its state, short enough that the run ends soon after its wrapper.
+TERM_SECONDS = 1.0
+#: After a SIGKILL, how long the processes get to leave the process table.
+KILL_WAIT_SECONDS = 0.2
+#: Pause between two sweeps that found nothing.
+SWEEP_PAUSE_SECONDS = 0.1
+#: The sweeps end once they have found nothing for this long: a process the
+#: wrapper forked just before it died may still be on its way to exec the
+#: agent (and to carry the run id); on a loaded machine that takes a moment.
+QUIET_SECONDS = 0.5
+#: At most this many sweeps send signals: the bound on the cleanup when
+#: processes keep appearing (a fork bomb) or cannot die (state D).
+MAX_SIGNAL_SWEEPS = 10
+
+
+# -- Hooks, observers and escalations -----------------------------------------
+
+#: Output kept from a handler, per stream; the rest is read and dropped.
+HANDLER_OUTPUT_BYTES = 1024 * 1024
+#: After a handler exits, how long a process it left behind may hold its pipes.
+HANDLER_DRAIN_TIMEOUT = 1.0
+#: A verifier agent gets this long beyond its own limit to write its result.
+VERIFIER_MARGIN = 10.0
+
+#: Observer handlers running at once.
+OBSERVER_CONCURRENCY = 4
+#: Observer jobs waiting to run; beyond this new ones are dropped (and counted).
+OBSERVER_QUEUE = 256
+
+#: Time limits of the notifier command and of ``notify-send``.
+NOTIFY_TIMEOUT = 30.0
+DESKTOP_TIMEOUT = 5.0
+#: How often the run directory is checked for a reply.
+REPLY_POLL = 0.25
+
+#: PreToolUse handler chains run at once for an ACP agent's permission
+#: requests (as many as observer handlers): an agent may ask about dozens
+#: of tools in one go, and each chain starts processes; the rest wait their
+#: turn, in the order they were asked.
+PERMISSION_HOOK_CONCURRENCY = 4
+
+
+# -- What the wrapper writes --------------------------------------------------
+
+#: How much unwritten output may pile up before the stream waits for the reader.
+OUTPUT_BACKLOG_BYTES = 8 * 1024 * 1024
+
+#: A tool that ran at least this long gets a line when it ends, with its duration.
+TOOL_END_LINE_SECONDS = 1.0
+#: On a terminal, a tool running longer than this gets a status line with its
+#: elapsed time, redrawn every ``TICK_SECONDS`` (no faster: it is only a clock).
+TICK_AFTER_SECONDS = 2.0
+TICK_SECONDS = 1.0
+
+#: How long the wrapper waits, at its end, for its spans to reach the
+#: collector: a collector that is down must not hold up whoever waits on the
+#: wrapper's exit for more than this.
+FLUSH_TIMEOUT = 2.0
+
+
+# -- A batch ------------------------------------------------------------------
+
+#: How often a terminal's progress line is redrawn (elapsed time moving).
+PROGRESS_TICK = 1.0
+#: What is left below the wrapper at the batch's end gets this long between
+#: SIGTERM and SIGKILL.
+ORPHAN_KILL_AFTER = 2.0

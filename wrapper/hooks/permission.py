@@ -1,0 +1,103 @@
+"""Whether a live session's agent may run a tool it asks about: its
+PreToolUse handlers decide (Claude Code's protocol), a person when a
+handler asks for one, else the permissions setting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+from wrapper.core.config import RunConfig
+from wrapper.core.events import Event, WarningEvent
+from wrapper.core.hook_protocol import Decision
+from wrapper.core.limits import PERMISSION_HOOK_CONCURRENCY
+from wrapper.dialects.acp.actions import ToolInfo
+from wrapper.hooks.runner import HookContext, run_chain
+from wrapper.hooks.stop_gate import StopGate
+
+
+class PermissionGate:
+    """Decides the permission requests of one run's live session."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        gate: StopGate,
+        emit: Callable[[Event], None],
+        hook_ctx: HookContext,
+    ) -> None:
+        self._config = config
+        self._gate = gate
+        self._emit = emit
+        self._hook_ctx = hook_ctx
+        #: PreToolUse chains running at once (an agent may ask in parallel).
+        self._running = trio.Semaphore(PERMISSION_HOOK_CONCURRENCY)
+
+    async def decide(self, tool: ToolInfo) -> tuple[bool, str | None]:
+        """A live session's agent asks before running ``tool``: its PreToolUse
+        handlers decide (Claude's protocol), else the permissions setting.
+        Returns (allow, the reason of a refusal)."""
+        handlers = self._config.settings.pre_tool_use_handlers(tool.name)
+        if handlers:
+            payload = self._gate.hook_input(
+                "PreToolUse",
+                tool_name=tool.name,
+                tool_input=tool.input,
+                tool_use_id=tool.tool_call_id,
+            )
+            async with self._running:
+                results = await run_chain(
+                    handlers, "PreToolUse", payload, self._hook_ctx, blocking=True
+                )
+            for handler, result in zip(handlers, results, strict=False):
+                if result.updated_input:
+                    self._emit(
+                        WarningEvent(
+                            code="updated_input_ignored",
+                            message=f"PreToolUse handler {handler.name} changed the input of "
+                            f"{tool.name!r}; an ACP agent cannot be given a changed input, "
+                            "so the tool was decided on as the agent asked for it",
+                        )
+                    )
+                if result.decision is Decision.ALLOW and result.permission != "allow":
+                    continue
+                if result.decision is Decision.ALLOW:
+                    return True, None
+                if result.permission == "ask":
+                    return await self._ask_about(tool, handler.name, result.reason)
+                return False, result.reason or f"denied by PreToolUse handler {handler.name}"
+        if self._config.permissions == "deny":
+            return False, "denied by the permissions setting (deny)"
+        return True, None
+
+    async def _ask_about(
+        self, tool: ToolInfo, handler: str, why: str | None
+    ) -> tuple[bool, str | None]:
+        """A PreToolUse handler asks for a person's approval of ``tool``: with
+        the ``escalate`` stop policy a person is asked (``reply --continue``
+        allows it; ``--stop``, a text or no answer refuses it); else it is denied."""
+        if self._config.on_stop != "escalate":
+            self._emit(
+                WarningEvent(
+                    code="permission_ask_denied",
+                    message=f"PreToolUse handler {handler} asked for a person's approval of "
+                    f"{tool.name!r}; it was denied (a person is asked only with "
+                    "--on-stop escalate)",
+                )
+            )
+            return False, why or f"{handler} asked for a person's approval; nobody was asked"
+        what = tool.title or tool.name
+        question = (
+            f"The agent wants to run {tool.name}: {what}"
+            + (f" ({why})" if why else "")
+            + ". Allow it? (reply --continue to allow, --stop to refuse)"
+        )
+        record = await self._gate.ask_person(question, then="running")
+        if record.answer == "continue":
+            return True, None
+        if record.answer == "text":
+            return False, f"refused by a person: {record.text}"
+        if record.answer == "stop":
+            return False, "refused by a person"
+        return False, "nobody answered the question in time"

@@ -1,0 +1,366 @@
+"""The stop gate: what happens when the agent stops, and before each prompt.
+
+At a stop the built-in error retry and the Stop hooks go first; when they
+allow it, the ``onStop`` policy decides (escalating to a person if need be).
+A block becomes a steer: the agent's session resumed with the reason as its
+next prompt. Before every prompt (the task, each steer) the
+``UserPromptSubmit`` (and for a subagent's task ``SubagentStart``) handlers
+may add context or refuse it. The decisions are pure (``steering``,
+``policy``, ``protocol``); this class carries them out.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from wrapper.core.config import RunConfig
+from wrapper.core.events import Escalated, EscalationAnswered, Steer, WarningEvent
+from wrapper.core.hook_protocol import Decision, HandlerResult
+from wrapper.core.outcome import ErrorKind, RunFacts, decide
+from wrapper.core.policy import (
+    REPLY_HANDLER,
+    Allow,
+    Escalate,
+    EscalationRecord,
+    Fail,
+    Nudge,
+    StopPolicy,
+)
+from wrapper.core.settings import Handler
+from wrapper.core.steering import AllowedBy, Block, Steering
+from wrapper.core.summary import RunSummary
+from wrapper.dialects import CannotResume, Dialect, Launch
+from wrapper.files import mailbox
+from wrapper.hooks.escalation import notify_person, signal_help, wait_for_answer
+from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
+from wrapper.sinks.stream import EventStream, StatusWriter
+
+
+class StopGate:
+    def __init__(
+        self,
+        *,
+        config: RunConfig,
+        dialect: Dialect,
+        summary: RunSummary,
+        stream: EventStream,
+        status: StatusWriter,
+        hook_ctx: HookContext,
+        events_path: Path,
+        started_at: float,
+        transcript: Path | None,
+    ) -> None:
+        self.config = config
+        self.dialect = dialect
+        self.summary = summary
+        self.stream = stream
+        #: Run-directory files already reported as ignored: the reply wait
+        #: polls, and one warning per file is enough.
+        self._ignored: set[str] = set()
+        #: Held while a person is asked something (see ``ask_person``).
+        self._asking = trio.Lock()
+        self.status = status
+        self.hook_ctx = hook_ctx
+        self.events_path = events_path
+        self.started_at = started_at
+        #: The agent's own transcript, when the launch names one.
+        self.transcript = transcript
+        #: The agent's transcript found where the agent keeps it, by session id.
+        self._found_transcript: tuple[str, Path | None] | None = None
+        self.steering = Steering(max_steers=config.max_steers)
+        self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
+
+    async def at_stop(self, facts: RunFacts, number: int) -> Launch | None:
+        """The agent stopped: allow it, or return the launch that steers it back.
+
+        The built-in error retry and the Stop hooks go first; when they allow
+        the stop, the ``onStop`` policy decides (a ``continue: false`` from a
+        hook ends the run whatever the policy)."""
+        block = await self._stop_hooks(facts)
+        if block is not None:
+            return await self._steer(block, number + 1)
+        if self.steering.allowed_by in (AllowedBy.HOOK_CONTINUE_FALSE, AllowedBy.HOOK_FAILED):
+            return None
+        return await self._policy(number)
+
+    async def _stop_hooks(self, facts: RunFacts) -> Block | None:
+        settings, steering = self.config.settings, self.steering
+        event = self.config.stop_event
+        handlers = settings.handlers(event)
+        if not handlers and not settings.retry_on_error:
+            steering.allow(AllowedBy.NO_HANDLERS)
+            return None
+        if steering.at_limit:
+            steering.allow(AllowedBy.MAX_STEERS)
+            self.stream.emit(
+                WarningEvent(
+                    code="max_steers_reached",
+                    message=f"the steer limit ({steering.max_steers}) is reached; "
+                    f"{event} handlers were not run and the stop was allowed",
+                )
+            )
+            return None
+        last = self.summary.last_assistant
+        if settings.retry_on_error and last is not None:
+            retry = steering.retry_on_error(
+                f"{last.text}\n{last.error_message or ''}", settings.max_retries
+            )
+            if retry is not None:
+                return retry
+        if not handlers:
+            steering.allow(AllowedBy.NO_HANDLERS)
+            return None
+        self.status.update(trio.current_time(), force=True, state="stopping")
+        self.stream.flush()
+        verdict = decide(facts)
+        payload = self.hook_input(
+            event,
+            stop_hook_active=steering.steer_count > 0,
+            last_assistant_message=last.text if last is not None else None,
+            outcome=str(verdict.outcome),
+            stop_reason=facts.final.stop_reason if facts.final else None,
+            raw_stop_reason=facts.final.raw_stop_reason if facts.final else None,
+            error=verdict.error.to_json() if verdict.error is not None else None,
+            usage=self.summary.usage.to_json() if self.summary.usage else None,
+            duration_ms=round((time.time() - self.started_at) * 1000),
+            tools_used=self.summary.tools_used,
+            steer_count=steering.steer_count,
+            max_steers=steering.max_steers,
+        )
+        fail_closed = self.config.hooks_fail_closed
+        results = await run_chain(
+            handlers, event, payload, self.hook_ctx, blocking=True, stop_at_failure=fail_closed
+        )
+        failed = [(h, r.warning) for h, r in zip(handlers, results, strict=False) if r.warning]
+        if fail_closed and failed:
+            handler, warning = failed[0]
+            steering.allow(
+                AllowedBy.HOOK_FAILED,
+                f"{event} handler {handler.name} {warning}; hooks fail closed "
+                "(stop.failClosed, --hooks-fail-closed), so the run ends as an error",
+                ErrorKind.HOOK_FAILED,
+            )
+            return None
+        self._warn_failed(event, handlers, results, "the stop was allowed")
+        return steering.decide(results, [h.name for h in handlers])
+
+    async def _policy(self, number: int) -> Launch | None:
+        """The ``onStop`` policy's part in a stop the hooks allowed."""
+        last = self.summary.last_assistant
+        last_text = last.text if last is not None else None
+        action = self.policy.decide(
+            signals=mailbox.signals_of(
+                self.config.run_dir, number, self.config.run_id, self._ignored_file
+            ),
+            at_limit=self.steering.at_limit,
+            tool_runs=self.summary.tool_runs,
+            signal_help=signal_help(),
+            last_text=last_text,
+        )
+        if isinstance(action, Escalate):
+            action = await self._escalate(action.question)
+        if action is None:
+            return None
+        if isinstance(action, Allow):
+            self.steering.allow(action.by)
+            return None
+        if isinstance(action, Fail):
+            self.steering.allow(action.by, action.message, action.kind)
+            return None
+        if action.cooldown:
+            self.status.update(trio.current_time(), force=True, state="stopping")
+            await trio.sleep(action.cooldown)
+        return await self._steer(Block(action.handler, action.reason), number + 1)
+
+    async def _escalate(self, question: str | None) -> Allow | Nudge:
+        """Ask a person and wait for the answer (or the escalation timeout)."""
+        record = await self.ask_person(question)
+        if record.answer == "text":
+            return Nudge(REPLY_HANDLER, f"User answered: {record.text}")
+        if record.answer == "continue":
+            return Nudge(REPLY_HANDLER, "User wants you to continue")
+        if record.answer == "stop":
+            return Allow(AllowedBy.REPLY)
+        return Allow(AllowedBy.ESCALATION_TIMEOUT)
+
+    async def ask_person(self, question: str | None, *, then: str = "stopping") -> EscalationRecord:
+        """Open an escalation, tell a person and wait for the reply (or the
+        escalation timeout); the record holds the answer (None: none came).
+        status.json's state is ``then`` once it is answered.
+
+        One question at a time: another one (an ACP agent asking about two
+        tools at once) waits until this one is answered, then is asked in
+        its turn. status.json and ``reply`` show one question, the run's
+        latest; two open at once would leave one unseen to wait out its
+        timeout."""
+        async with self._asking:
+            return await self._ask_person(question, then)
+
+    async def _ask_person(self, question: str | None, then: str) -> EscalationRecord:
+        record = self.policy.open_escalation(question)
+        run_dir = self.config.run_dir
+        mailbox.open_escalation(run_dir, record.id, question)
+        self.status.update(
+            trio.current_time(),
+            force=True,
+            state="waiting",
+            question=question,
+            escalationId=record.id,
+        )
+        record.notified = await notify_person(
+            record, self.config, self.summary, self.hook_ctx, self.stream.emit
+        )
+        self.stream.emit(
+            Escalated(id=record.id, question=question, notified=tuple(record.notified))
+        )
+        try:
+            answer = await wait_for_answer(
+                run_dir,
+                record.id,
+                self.config.escalation_timeout,
+                self.config.run_id,
+                self._ignored_file,
+            )
+        except trio.Cancelled:
+            # Nobody needs the answer any more (the question was withdrawn,
+            # or the run is ending): status.json no longer shows it.
+            self.status.update(
+                trio.current_time(), force=True, state=then, question=None, escalationId=None
+            )
+            raise
+        finally:  # also when a signal or the run's deadline ends the wait
+            mailbox.close_escalation(run_dir, record.id, self.config.run_id)
+        record.answer, record.text = answer.get("kind"), answer.get("text")
+        record.answered_at = time.time()
+        self.stream.emit(
+            EscalationAnswered(id=record.id, answer=str(record.answer), text=record.text)
+        )
+        self.status.update(
+            trio.current_time(), force=True, state=then, question=None, escalationId=None
+        )
+        return record
+
+    async def _steer(self, block: Block, number: int) -> Launch | None:
+        config, steering = self.config, self.steering
+        blocked_by = f"the stop was blocked by {block.handler} ({_quote(block.reason)})"
+        if config.task is None:
+            steering.allow(
+                AllowedBy.CANNOT_STEER,
+                f"{blocked_by}, but the run has no --task: the wrapper does not own "
+                "the prompt, so it cannot steer the agent",
+            )
+            return None
+        try:
+            launch = self.dialect.resume(
+                config.command, block.reason, config.run_dir, self.summary.session_id
+            )
+        except CannotResume as exc:
+            steering.allow(AllowedBy.CANNOT_STEER, f"{blocked_by}, but it cannot steer: {exc}")
+            return None
+        prompt, refused = await self.before_prompt(block.reason, first=False)
+        if refused is not None:
+            steering.allow(
+                AllowedBy.PROMPT_BLOCKED,
+                f"{blocked_by}; the steer prompt {refused}",
+                ErrorKind.PROMPT_BLOCKED,
+            )
+            return None
+        if prompt != block.reason:
+            launch = self.dialect.resume(
+                config.command, prompt, config.run_dir, self.summary.session_id
+            )
+        steering.record(block, number)
+        self.stream.emit(Steer(next_attempt=number, handler=block.handler, reason=block.reason))
+        return launch
+
+    async def before_prompt(self, prompt: str, *, first: bool) -> tuple[str, str | None]:
+        """``SubagentStart`` (first prompt of a subagent) and ``UserPromptSubmit``
+        handlers: context they add is appended; a block refuses the prompt."""
+        settings, contexts = self.config.settings, []
+        if first and self.config.subagent:
+            handlers = settings.handlers("SubagentStart")
+            payload = self.hook_input("SubagentStart")
+            results = await run_chain(
+                handlers, "SubagentStart", payload, self.hook_ctx, blocking=False
+            )
+            self._warn_failed("SubagentStart", handlers, results, "it was skipped")
+            contexts += [r.context for r in results if r.context]
+        handlers = settings.handlers("UserPromptSubmit")
+        if handlers:
+            payload = self.hook_input("UserPromptSubmit", prompt=prompt)
+            results = await run_chain(
+                handlers, "UserPromptSubmit", payload, self.hook_ctx, blocking=True
+            )
+            self._warn_failed("UserPromptSubmit", handlers, results, "the prompt was sent")
+            for handler, result in zip(handlers, results, strict=False):
+                if result.decision is not Decision.ALLOW:
+                    why = f": {_quote(result.reason)}" if result.reason else ""
+                    return prompt, f"was blocked by UserPromptSubmit handler {handler.name}{why}"
+                if result.context:
+                    contexts.append(result.context)
+        return "\n\n".join([prompt, *contexts]), None
+
+    def hook_input(self, event: str, **extra: Any) -> dict[str, Any]:
+        config = self.config
+        transcript = self.transcript
+        if transcript is None or not transcript.is_file():
+            # a hook written for the agent reads the agent's own transcript;
+            # the wrapper's event log stands in only when there is none
+            transcript = self._agent_transcript() or self.events_path
+        return {
+            "session_id": self.summary.session_id,
+            "transcript_path": str(transcript),
+            "cwd": str(config.cwd),
+            "hook_event_name": event,
+            "run_id": config.run_id,
+            "agent_id": config.run_id,
+            "agent_type": config.label,
+            "task": config.task,
+            **extra,
+        }
+
+    def _agent_transcript(self) -> Path | None:
+        """The agent's own transcript of this session, where the agent keeps it."""
+        session_id = self.summary.session_id
+        if session_id is None:
+            return None
+        if self._found_transcript is not None and self._found_transcript[0] == session_id:
+            found = self._found_transcript[1]
+            if found is not None and found.is_file():
+                return found
+        search = self.dialect.transcript_search(session_id, self.hook_ctx.env)
+        if search is None:
+            return None
+        root, pattern = search
+        try:
+            matches = [path for path in root.glob(pattern) if path.is_file()]
+            newest = max(matches, key=lambda path: path.stat().st_mtime, default=None)
+        except OSError:
+            newest = None
+        if newest is not None:
+            self._found_transcript = (session_id, newest)
+        return newest
+
+    def _warn_failed(
+        self, event: str, handlers: list[Handler], results: list[HandlerResult], then: str
+    ) -> None:
+        for warning in failure_warnings(event, handlers, results, then):
+            self.stream.emit(warning)
+
+    def _ignored_file(self, message: str) -> None:
+        if message not in self._ignored:
+            self._ignored.add(message)
+            self.stream.emit(WarningEvent(code="run_file_ignored", message=message))
+
+
+#: A blocked stop's reason, quoted in messages, is cut to this length.
+QUOTE_CHARS = 200
+
+
+def _quote(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    return repr(text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…")

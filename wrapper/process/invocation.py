@@ -1,0 +1,43 @@
+"""How this very wrapper is started again: by a hook's verifier agent, and
+in the commands shown to the agent or a person (``signal``, ``reply``)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+
+def _package_root() -> str:
+    """What holds the ``wrapper`` package: a directory on the path, or an
+    archive (a zipapp). This module's depth in the package is read from its
+    name, so that it stays right wherever the module sits."""
+    where = os.path.abspath(__file__)
+    for _ in range(__name__.count(".") + 1):
+        where = os.path.dirname(where)
+    return where
+
+
+#: Made absolute now, while the current directory is the one a relative path meant.
+_PACKAGE_ROOT = _package_root()
+#: What this process was started as (the archive, for a zipapp).
+_STARTED_AS = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+
+
+def wrapper_argv() -> list[str]:
+    """How to start this very wrapper again, as an argument list: ``python
+    ARCHIVE`` when it runs from a zipapp (``-m wrapper`` would find no package
+    on that Python's own path), else ``python -m wrapper``."""
+    if _STARTED_AS == _PACKAGE_ROOT and os.path.isfile(_PACKAGE_ROOT):
+        return [sys.executable, _PACKAGE_ROOT]
+    return [sys.executable, "-m", "wrapper"]
+
+
+def wrapper_command() -> str:
+    """How the agent (or a person) runs this very wrapper, as a shell word list."""
+    argv = wrapper_argv()
+    sibling = Path(sys.executable).with_name("agent-wrapper")
+    if argv[1:] == ["-m", "wrapper"] and sibling.exists():
+        return shlex.quote(str(sibling))
+    return shlex.join(argv)

@@ -1,0 +1,241 @@
+"""From run options to a run: the checks every front end shares.
+
+The command line (``run``), the batch (each line of its spec) and the
+Python API all turn the same run options (the ``run`` parser's, as an
+``argparse.Namespace``) into the same ``PreparedRun``, or into the same
+usage error: one set of messages for a person, whichever way the run was
+asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from wrapper.core.config import (
+    CONTEXT_POLICIES,
+    DEFAULT_MAX_STEERS,
+    DEFAULT_RUNS_ROOT,
+    MAX_TASK_BYTES,
+    OutputMode,
+    RunConfig,
+    child_depth,
+)
+from wrapper.core.settings import Settings, SettingsError
+from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
+from wrapper.files.artifacts import run_dir_problem
+from wrapper.files.settings_file import check_commands
+from wrapper.files.settings_file import load_settings as load
+
+PROG = "agent-wrapper"
+
+
+class RunUsageError(ValueError):
+    """Run options that cannot make a run; the message is what the command
+    line prints after ``agent-wrapper: error:``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRun:
+    """A run ready to start: its configuration, the agent's dialect, and the
+    argv (and files) that give the agent its task."""
+
+    config: RunConfig
+    dialect: Dialect
+    launch: Launch
+
+
+#: A surrogate code point, which only a lone half of a pair can leave in a str.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be given to the system or written as UTF-8 (an
+    argument, a path, a variable, a name in result.json), or None."""
+    if "\0" in text:
+        return "contains a NUL character, which no argument, path or variable can hold"
+    if _SURROGATE.search(text):
+        return "is not valid Unicode text (it holds a lone surrogate)"
+    return None
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + os.urandom(3).hex()
+
+
+_T = TypeVar("_T")
+
+
+def _first(*values: _T | None) -> _T:
+    return next(value for value in values if value is not None)
+
+
+def _on_stop(*choices: str | None) -> str:
+    """The flag, else the settings, else the context's policy, else ``allow``."""
+    return next((choice for choice in choices if choice), "allow")
+
+
+def read_task_file(path: str, limit: int = MAX_TASK_BYTES) -> str:
+    """The task in ``path`` (``-``: standard input), as UTF-8 text with its
+    line ends read as a text file's are; a usage error when it cannot be read or holds
+    more than ``limit`` bytes (nothing past the limit is read)."""
+    try:
+        if path == "-":
+            if sys.stdin is None:
+                raise RunUsageError(f"--task-file {path}: this process has no standard input")
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(path, "rb") as file:
+                data = file.read(limit + 1)
+        if len(data) > limit:
+            raise RunUsageError(
+                f"--task-file {path}: longer than {_size(limit)}, the most a task may be"
+            )
+        task = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise RunUsageError(f"--task-file {path}: cannot read it: {reason}") from None
+    # What a shell pipe or here-document adds, not part of the task.
+    return task.removesuffix("\n") if path == "-" else task
+
+
+def _size(count: int) -> str:
+    """``count`` bytes for a person: ``64 MiB (67108864 bytes)``."""
+    mib = 1024 * 1024
+    if count >= mib and count % mib == 0:
+        return f"{count // mib} MiB ({count} bytes)"
+    return f"{count} bytes"
+
+
+def load_settings(
+    paths: list[str], *, say_notes: bool = True, enforces_pre_tool_use: bool = False
+) -> Settings:
+    """The settings files merged, or a usage error; their notes go to stderr
+    when ``say_notes``. ``enforces_pre_tool_use``: the agent asks the wrapper
+    before its tools run (ACP), so PreToolUse handlers are not ignored."""
+    try:
+        settings = load(paths)
+    except SettingsError as exc:
+        raise RunUsageError(f"--settings {exc}") from None
+    if enforces_pre_tool_use:
+        kept = tuple(n for n in settings.notes if n not in settings.pre_tool_use_notes)
+        settings = dataclasses.replace(settings, notes=kept)
+    if say_notes:
+        for note in settings.notes:
+            print(f"{PROG}: note: {note}", file=sys.stderr)
+    return settings
+
+
+def _check_hook_commands(settings: Settings, cwd: Path, environ: Mapping[str, str]) -> None:
+    """Hook programs and scripts must exist where the handlers will run."""
+    try:
+        check_commands(settings, {**environ, "CLAUDE_PROJECT_DIR": str(cwd)}, cwd)
+    except SettingsError as exc:
+        raise RunUsageError(f"--settings {exc}") from None
+
+
+def prepare_run(
+    options: argparse.Namespace,
+    command: Sequence[str] | None,
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    run_dir: Path | None = None,
+    say_notes: bool = True,
+) -> PreparedRun:
+    """Check run ``options`` (the ``run`` parser's) and ``command`` and make
+    the run of them, or raise ``RunUsageError`` with the command line's message.
+
+    ``cwd`` and ``environ`` are the run's (default: this process's);
+    ``run_dir``, when ``--run-dir`` is not given, is where the run's files
+    go instead of ``./.agent-wrapper/runs/RUN_ID``.
+    """
+    if not command:
+        raise RunUsageError(
+            "run: no COMMAND: put the agent's command after --, "
+            "e.g. agent-wrapper run --task 'Fix it' -- pi --mode json -p"
+        )
+    cwd = Path.cwd() if cwd is None else cwd
+    environ = os.environ if environ is None else environ
+    task = options.task if options.task_file is None else read_task_file(options.task_file)
+    source = "--task" if options.task_file is None else f"--task-file {options.task_file}"
+    problem = None if task is None else text_problem(task)
+    if problem is not None:
+        # The task reaches the agent as an argument or over a pipe, and result.json.
+        raise RunUsageError(f"run: {source}: the task {problem}")
+    if task is not None and not task.strip():
+        raise RunUsageError(
+            f"run: {source} is empty: give the agent something to do, or leave the "
+            "task out to run COMMAND as it is"
+        )
+    try:
+        dialect = resolve_dialect(options.dialect, list(command), task is not None)
+    except UsageError as exc:
+        raise RunUsageError(f"run: {exc}") from None
+    settings = load_settings(
+        options.settings,
+        say_notes=say_notes,
+        enforces_pre_tool_use=dialect.two_way,
+    )
+    _check_hook_commands(settings, cwd, environ)
+    run_id = run_id or new_run_id()
+    runs_root = None
+    if options.run_dir is None and run_dir is None:
+        runs_root = cwd / DEFAULT_RUNS_ROOT
+        run_dir = runs_root / run_id
+    else:
+        if options.run_dir is not None:
+            if not options.run_dir:
+                raise RunUsageError("run: --run-dir is empty: give a directory for the run's files")
+            run_dir = (cwd / options.run_dir).absolute()
+        assert run_dir is not None
+        problem = run_dir_problem(run_dir)
+        if problem is not None:
+            raise RunUsageError(f"run: --run-dir {problem}")
+    result_path = (cwd / options.result).absolute() if options.result else run_dir / "result.json"
+    config = RunConfig(
+        command=tuple(command),
+        task=task,
+        dialect=options.dialect,
+        label=options.label,
+        run_id=run_id,
+        run_dir=run_dir,
+        result_path=result_path,
+        runs_root=runs_root,
+        cwd=cwd,
+        grace=_first(options.grace, dialect.default_grace),
+        settle_grace=_first(options.settle_grace, dialect.default_settle_grace),
+        grace_is_default=options.grace is None,
+        settle_grace_is_default=options.settle_grace is None,
+        kill_after=options.kill_after,
+        timeout=options.timeout,
+        drain_timeout=options.drain_timeout,
+        output=OutputMode(options.output),
+        max_depth=options.max_depth,
+        max_line_bytes=options.max_line_bytes,
+        attempt_timeout=options.attempt_timeout,
+        idle_timeout=options.idle_timeout,
+        settings=settings,
+        max_steers=_first(options.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
+        hooks_fail_closed=options.hooks_fail_closed or settings.fail_closed,
+        subagent=options.subagent or child_depth(environ) > 1,
+        on_stop=_on_stop(options.on_stop, settings.on_stop, CONTEXT_POLICIES.get(options.context)),
+        context=options.context,
+        permissions=getattr(options, "permissions", None) or settings.permissions or "allow",
+        auth_method=getattr(options, "auth_method", None) or settings.acp_auth_method,
+        escalation_timeout=options.escalation_timeout,
+    )
+    try:
+        launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)
+    except UsageError as exc:
+        raise RunUsageError(f"run: {exc}") from None
+    return PreparedRun(config, dialect, launch)

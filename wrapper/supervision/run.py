@@ -1,0 +1,677 @@
+"""Runs: prepare the run directory, supervise the agent, write the result.
+
+A ``Run`` is one run and nothing else: its own cancel scopes, agent, sinks
+and result. What belongs to the whole process (the stop signals, reaping
+the orphans a subreaper adopts, the guardian) is set up once by whoever owns
+the process (``wrapper.fleet.owner.execute`` for the command line's one run,
+the batch for its many) and handed to each run: a signal reaches a run as
+``Run.interrupt``.
+
+The wrapper's stop signals are caught from the first moment of the run to
+the last, result writing included, so that a signal can shorten the run but
+never cost its result.json.
+
+One module, though long: ``Run`` is the one object that sees a run from its
+start to its result (attempts, stops, steering, the live session's turns);
+what it hands off (the attempt, the stop gate, the permission gate, the
+result file, the leftovers) lives in modules of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from wrapper.core import environment
+from wrapper.core.config import (
+    OUTPUT_FLUSH_TIMEOUT,
+    STATUS_INTERVAL,
+    OutputMode,
+    RunConfig,
+    child_depth,
+    child_env,
+)
+from wrapper.core.events import (
+    Event,
+    ResultWritten,
+    WarningEvent,
+)
+from wrapper.core.limits import TICK_SECONDS
+from wrapper.core.outcome import (
+    EXIT_NO_RESULT,
+    ErrorKind,
+    RunError,
+    RunFacts,
+    Verdict,
+    decide,
+    quoting_stderr,
+)
+from wrapper.core.result import AttemptRecord, build_result
+from wrapper.core.steering import AllowedBy
+from wrapper.core.summary import RunSummary
+from wrapper.dialects import Dialect, Launch, UsageError, chosen_name
+from wrapper.dialects.base import unrecognised_output
+from wrapper.files.artifacts import (
+    ArtifactErrors,
+    StreamFile,
+    atomic_write,
+)
+from wrapper.hooks.observers import Observers
+from wrapper.hooks.permission import PermissionGate
+from wrapper.hooks.runner import HookContext
+from wrapper.hooks.stop_gate import StopGate
+from wrapper.process import proctree
+from wrapper.process.guardian import wrapper_pid
+from wrapper.process.invocation import wrapper_command
+from wrapper.process.proctree import RunClaim
+from wrapper.sinks.pretty import PrettyView
+from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
+from wrapper.supervision.attempt import AttemptSupervisor
+from wrapper.supervision.early import EarlyStart, begin_run
+from wrapper.supervision.result_file import say_at_end, write_result
+
+if TYPE_CHECKING:
+    from wrapper.sinks.telemetry import PlannedIds, RunTelemetry
+
+
+def resolve_output(mode: OutputMode) -> OutputMode:
+    if mode is OutputMode.AUTO:
+        return OutputMode.PRETTY if os.isatty(1) else OutputMode.JSONL
+    return mode
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LiveOutput:
+    """Where a run shows its events as they come, when it shares the
+    process's stdout with other runs: ``show`` gets each event and its
+    JSON line; the pump is run by the owner."""
+
+    pump: OutputPump
+    show: Callable[[Event, bytes], None]
+
+
+class Run:
+    def __init__(
+        self,
+        config: RunConfig,
+        dialect: Dialect,
+        launch: Launch,
+        environ: Mapping[str, str],
+        early: EarlyStart | None = None,
+        *,
+        live: LiveOutput | None = None,
+        claim: RunClaim | None = None,
+        say_at_end: bool = True,
+        trace_of_its_own: bool = False,
+        planned_ids: PlannedIds | None = None,
+    ) -> None:
+        """``live``: a shared output (a batch's), instead of the run's own
+        by its ``--output``. ``claim``: which processes below the wrapper are
+        this run's, when other runs share the process (None: all of them).
+        ``say_at_end``: repeat the run's error and its gravest warnings on
+        stderr at its end (unless its live view showed them).
+        ``trace_of_its_own``: when exported as a trace, the run starts a new
+        one (linked to the caller's ``TRACEPARENT``, not a child of it).
+        ``planned_ids``: the ids its first spans must have (see ``execute``)."""
+        self.config = config
+        self.say_at_end = say_at_end
+        self.claim = claim
+        #: result.json as the run wrote it (or printed it), once it has.
+        self.result: dict[str, Any] | None = None
+        self.dialect = dialect
+        self.launch = launch
+        self.environ = environ
+        self.started_at = early.started_at if early is not None else time.time()
+        self.clock_start = trio.current_time()
+        self.errors = early.errors if early is not None else ArtifactErrors()
+        self.attempts: list[AttemptRecord] = []
+        self.summary = RunSummary()
+        #: The agent the command line started, for the first attempt.
+        self.early = early
+        self.interrupts: list[signal.Signals] = list(early.signals) if early else []
+        self.supervisor: AttemptSupervisor | None = None
+        #: When the whole run must end, on trio's clock.
+        self.deadline = self.clock_start + config.timeout if config.timeout else math.inf
+        #: Set when the run's deadline passed while no attempt was running.
+        self.timed_out = False
+        #: Hooks running between attempts, cancelled by the wrapper's signals.
+        self.between_attempts: trio.CancelScope | None = None
+
+        run_dir = config.run_dir
+        self.dir_ok = (
+            early.dir_ok if early is not None else begin_run(config, self.errors, self.started_at)
+        )
+        self.stdout_log = StreamFile(
+            "stdout", run_dir / "stdout.log", self.errors, enabled=self.dir_ok
+        )
+        self.stderr_log = StreamFile(
+            "stderr", run_dir / "stderr.log", self.errors, enabled=self.dir_ok
+        )
+        self.events_log = StreamFile(
+            "events", run_dir / "events.jsonl", self.errors, enabled=self.dir_ok
+        )
+        #: Both directions of an agent driven over its stdin (ACP), else None.
+        self.protocol_log = (
+            StreamFile("protocol", run_dir / "protocol.jsonl", self.errors, enabled=self.dir_ok)
+            if launch.prompt is not None
+            else None
+        )
+
+        mode = self.output_mode = resolve_output(config.output)
+        #: The run's own stdout output, which it runs itself; a shared one is its owner's.
+        self.own_pump = live is None
+        self.view: PrettyView | None = None
+        self.pump: OutputPump | None
+        if live is not None:
+            self.pump = live.pump
+            self.stream = EventStream(self.events_log, live.show)
+        else:
+            self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
+            self.view = (
+                PrettyView(
+                    color=os.isatty(1),
+                    label=config.label,
+                    reply=f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))}",
+                )
+                if mode is OutputMode.PRETTY
+                else None
+            )
+            live_lines = self.pump.write if self.pump is not None and self.view is None else None
+            self.stream = EventStream(self.events_log, self._live_output(), live_lines=live_lines)
+        self.hook_ctx = HookContext(
+            cwd=config.cwd,
+            env={
+                **child_env(config, 1, environ),
+                "CLAUDE_PROJECT_DIR": str(config.cwd),
+            },
+            run_dir=config.run_dir,
+            agent_command=config.command,
+            evaluator=config.settings.evaluator,
+            emit=self.stream.emit,
+        )
+        for note in config.settings.notes:
+            self.stream.emit(WarningEvent(code="settings_note", message=note))
+        self.telemetry = _telemetry(
+            environ,
+            run_id=config.run_id,
+            agent=chosen_name(dialect) or os.path.basename(config.command[0]),
+            started_at=self.started_at,
+            warn=lambda text: self.stream.emit(WarningEvent(code="telemetry", message=text)),
+            trace_of_its_own=trace_of_its_own,
+            planned=planned_ids,
+        )
+        if self.telemetry is not None:
+            self.stream.observer = self.telemetry.observe
+            # Hooks that trace join the run's trace (the current attempt's, once there is one).
+            self.hook_ctx.env.update(self.telemetry.context_env())
+        self.status = StatusWriter(
+            run_dir / "status.json", self.errors, STATUS_INTERVAL, enabled=self.dir_ok
+        )
+        # The run's start wrote the starting status; the writer goes on from it.
+        self.status.adopt(self.clock_start, config.starting_status(self.started_at, wrapper_pid()))
+        self.gate = StopGate(
+            config=config,
+            dialect=dialect,
+            summary=self.summary,
+            stream=self.stream,
+            status=self.status,
+            hook_ctx=self.hook_ctx,
+            events_path=self.events_log.path,
+            started_at=self.started_at,
+            transcript=launch.transcript,
+        )
+        self.steering = self.gate.steering
+        self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
+        self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
+
+    def status_written(self) -> bool:
+        """Whether status.json is there: the run directory is usable and no
+        write of it failed."""
+        return self.dir_ok and not self.errors.failed("status")
+
+    def _live_output(self) -> Callable[[Event, bytes], None] | None:
+        pump, view, start = self.pump, self.view, self.clock_start
+        if pump is None:
+            return None
+        if view is None:
+            return lambda event, line: pump.write(line)
+        return lambda event, line: pump.write(
+            view.render(event, trio.current_time() - start).encode(errors="replace")
+        )
+
+    async def tick_view(self) -> None:
+        """Keeps a long tool's elapsed time moving in the live view (terminals only)."""
+        view, pump = self.view, self.pump
+        if view is None or pump is None:
+            return
+        while True:
+            await trio.sleep(TICK_SECONDS)
+            pump.write(view.ticker(trio.current_time() - self.clock_start).encode(errors="replace"))
+
+    def interrupt(self, sig: signal.Signals) -> None:
+        """The wrapper received the stop signal ``sig`` (or the run's owner
+        stops it as if): the run ends ``aborted``, its result written."""
+        self.interrupts.append(sig)
+        if self.supervisor is not None:
+            self.supervisor.interrupt(sig)
+        if self.between_attempts is not None:
+            self.between_attempts.cancel()
+
+    async def execute(self) -> int:
+        """Do the run and write its result; returns its exit status.
+
+        Cancelled by its owner, the run ends as a stop signal would end it
+        (``aborted``, the agent's tree ended, result.json written) before
+        the cancellation goes on: the other runs of the process are not
+        touched."""
+        finished = trio.Event()
+
+        async def stop_when_cancelled() -> None:
+            try:
+                await finished.wait()
+            except trio.Cancelled:
+                self.interrupt(signal.SIGTERM)
+                raise
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_when_cancelled)
+            try:
+                with trio.CancelScope(shield=True):
+                    exit_status = await self._execute_with_output()
+            finally:
+                # An exception out of the run (a KeyboardInterrupt) is no
+                # cancellation: the run, ended, must not be signalled again.
+                finished.set()
+        return exit_status
+
+    async def _execute_with_output(self) -> int:
+        if not self.own_pump or self.pump is None:
+            return await self._execute()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.pump.run)
+            if self.view is not None and os.isatty(1):
+                nursery.start_soon(self.tick_view)
+            exit_status = await self._execute()
+            nursery.cancel_scope.cancel()
+        return exit_status
+
+    async def _execute(self) -> int:
+        keyboard_interrupt = False
+        try:
+            async with trio.open_nursery() as background:
+                if self.observers.wanted:
+                    background.start_soon(self.observers.run)
+                try:
+                    facts = await self._supervise()
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await self.observers.close()
+                        # What hooks and observers left running (a setsid'ed
+                        # child escapes their process group) goes with the run.
+                        if self.supervisor is not None and proctree.helpers_started:
+                            await self.supervisor.end_leftovers()
+        except Exception as exc:  # a bug must still end in an honest result.json
+            record = self.supervisor.record if self.supervisor is not None else None
+            if record is not None and record not in self.attempts:
+                self.attempts.append(record)
+            traceback.print_exception(exc, file=sys.stderr)
+            facts = RunFacts(
+                internal_error=f"the wrapper failed (please report it): {_innermost(exc)}",
+                **self._facts_so_far(),
+            )
+        except BaseException as exc:
+            if not only_keyboard_interrupts(exc):
+                raise
+            # Under a trio loop of the caller's, a Ctrl-C may be raised right
+            # in the run's code (trio raises it wherever code is unprotected),
+            # tearing the attempt down (the agent killed on the way out): the
+            # run ends as SIGINT would end it, its result written, and the
+            # interrupt goes on.
+            keyboard_interrupt = True
+            record = self.supervisor.record if self.supervisor is not None else None
+            if record is not None and record not in self.attempts:
+                self.attempts.append(record)
+            facts = RunFacts(**{**self._facts_so_far(), "interrupted_by": signal.SIGINT})
+        exit_status = await self._finish(decide(facts))
+        if keyboard_interrupt:
+            raise KeyboardInterrupt
+        return exit_status
+
+    async def _supervise(self) -> RunFacts:
+        config = self.config
+        depth = child_depth(self.environ)
+        if depth > config.max_depth:
+            return RunFacts(
+                refusal=RunError(
+                    ErrorKind.MAX_DEPTH,
+                    f"nesting depth {depth} would exceed --max-depth {config.max_depth}; "
+                    "this run is already inside wrapped agents",
+                )
+            )
+        started = self.early.started if self.early is not None else None
+        if self.interrupts and started is None:
+            return RunFacts(interrupted_by=self.interrupts[0])
+        launch = self.launch
+        # An agent started early had no prompt handlers to wait for; a signal
+        # that came meanwhile ends it through the supervisor like any other.
+        if config.task is not None and started is None:
+            with self._between_attempts():
+                task, blocked = await self.gate.before_prompt(config.task, first=True)
+            if self.interrupts or self.timed_out:
+                return self._stopped_between_attempts()
+            if blocked is not None:
+                return RunFacts(refusal=RunError(ErrorKind.PROMPT_BLOCKED, blocked))
+            if task != config.task:
+                try:
+                    launch = self.dialect.launch(
+                        config.command, task, config.run_dir, resumable=self.config.may_steer
+                    )
+                except UsageError as exc:
+                    return RunFacts(spawn_error=str(exc))
+        supervisor = self.supervisor = AttemptSupervisor(
+            config=config,
+            dialect=self.dialect,
+            stream=self.stream,
+            summary=self.summary,
+            status=self.status,
+            stdout_log=self.stdout_log,
+            stderr_log=self.stderr_log,
+            protocol_log=self.protocol_log,
+            output=self.pump,
+            on_event=self.observers.observe if self.observers.wanted else None,
+            coalesce_deltas=self.output_mode is not OutputMode.JSONL,
+            claim=self.claim,
+        )
+        supervisor.permission_gate = self.permissions.decide
+        for sig in self.interrupts:
+            supervisor.interrupt(sig)
+        number = 1
+        while True:
+            self.hook_ctx.env[environment.ATTEMPT] = str(number)
+            record = await self._attempt(supervisor, number, launch, started)
+            started = None
+            if record.spawn_error is not None:
+                if number == 1:
+                    return RunFacts(spawn_error=record.spawn_error)
+                self.steering.allow(
+                    AllowedBy.CANNOT_STEER,
+                    f"the agent could not be restarted to take the steer: {record.spawn_error}",
+                )
+                return RunFacts(**self._facts_so_far())
+            if launch.prompt is not None:
+                # A live session's stop gate ran at the end of each turn.
+                self._warn_unasked()
+                return RunFacts(**self._facts_so_far())
+            refused = _refused_resume(record) if number > 1 else None
+            if refused is not None:
+                self.steering.allow(AllowedBy.CANNOT_STEER, refused)
+                return RunFacts(**self._facts_so_far())
+            facts = RunFacts(**self._facts_so_far())
+            if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
+                return facts
+            with self._between_attempts():
+                resumed = await self.gate.at_stop(facts, number)
+            if self.interrupts or self.timed_out:
+                return self._stopped_between_attempts()
+            if resumed is None:
+                return RunFacts(**self._facts_so_far())
+            launch = resumed
+            number += 1
+
+    async def _attempt(
+        self,
+        supervisor: AttemptSupervisor,
+        number: int,
+        launch: Launch,
+        started: subprocess.Popen[bytes] | OSError | None = None,
+    ) -> AttemptRecord:
+        try:
+            for path, text in launch.files.items() if started is None else ():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(path, text.encode(), durable=False)
+        except OSError as exc:
+            record = AttemptRecord(number=number, argv=launch.argv)
+            record.spawn_error = f"could not write the prompt file {exc.filename}: " + (
+                exc.strerror or str(exc)
+            )
+        else:
+            env = child_env(self.config, number, self.environ)
+            if launch.prompt is not None:
+                # One process takes every steer of a live session: the attempt
+                # a signal belongs to is the one the run is in (status.json).
+                env[environment.ATTEMPT] = "0"
+            if self.telemetry is not None:
+                trace_env = self.telemetry.attempt_env(number, time.time())
+                env.update(trace_env)
+                self.hook_ctx.env.update(trace_env)
+            record = await supervisor.run(
+                number,
+                launch.argv,
+                env,
+                self.deadline,
+                started,
+                prompt=launch.prompt,
+                at_turn_end=self._at_turn_end,
+            )
+        if not any(done is record for done in self.attempts):  # a live session's turn is in
+            self.attempts.append(record)
+        if launch.transcript is not None:
+            self.gate.transcript = launch.transcript
+        return record
+
+    async def _at_turn_end(self, record: AttemptRecord) -> str | None:
+        """A live session's turn ended: the stop gate, as between attempts;
+        returns the next prompt on the session, or None to end the run."""
+        self.attempts.append(record)
+        facts = RunFacts(**self._facts_so_far())
+        if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
+            return None
+        with self._between_attempts():
+            resumed = await self.gate.at_stop(facts, record.number)
+        if self.interrupts or self.timed_out or resumed is None:
+            return None
+        number = record.number + 1
+        self.hook_ctx.env[environment.ATTEMPT] = str(number)
+        if self.telemetry is not None:
+            self.hook_ctx.env.update(self.telemetry.attempt_env(number, time.time()))
+        return resumed.prompt
+
+    def _warn_unasked(self) -> None:
+        unasked = self.dialect.tools_run_unasked()
+        if not unasked or not self.config.settings.pre_tool_use:
+            return
+        names = ", ".join(dict.fromkeys(unasked))
+        self.stream.emit(
+            WarningEvent(
+                code="pre_tool_use_not_asked",
+                message=f"the agent ran {len(unasked)} tool call(s) ({names}) without asking "
+                "permission (its own auto-approve mode?): the PreToolUse handlers could not "
+                "decide on them",
+            )
+        )
+
+    # -- stops, hooks and steering ---------------------------------------------------
+
+    @contextlib.contextmanager
+    def _between_attempts(self) -> Iterator[None]:
+        """Hooks between attempts end at the run's deadline or the wrapper's signal."""
+        with trio.CancelScope(deadline=self.deadline) as scope:
+            self.between_attempts = scope
+            if self.interrupts:
+                scope.cancel()
+            try:
+                yield
+            finally:
+                self.between_attempts = None
+        if scope.cancelled_caught and not self.interrupts:
+            self.timed_out = True
+
+    def _stopped_between_attempts(self) -> RunFacts:
+        facts = self._facts_so_far()
+        if self.interrupts:
+            facts["interrupted_by"] = self.interrupts[0]
+        else:
+            facts["timed_out"] = True
+        return RunFacts(**facts)
+
+    def _facts_so_far(self) -> dict[str, Any]:
+        ran = [record for record in self.attempts if record.pid is not None]
+        failure = None
+        if self.steering.failure is not None:
+            kind = ErrorKind(self.steering.failure_kind or ErrorKind.STEER_FAILED)
+            failure = RunError(kind, self.steering.failure)
+        if not ran:
+            return {
+                "interrupted_by": self.interrupts[0] if self.interrupts else None,
+                "steer_failure": failure,
+            }
+        record = ran[-1]
+        tracker = record.tracker
+        return {
+            "final": tracker.final if tracker else None,
+            "exit": record.exit,
+            "signalled": bool(tracker and tracker.signalled),
+            "timed_out": bool(tracker and tracker.timed_out),
+            "attempt_timed_out": bool(tracker and tracker.attempt_timed_out),
+            "idle_timed_out": bool(tracker and tracker.idle_timed_out),
+            "stopped_answering": bool(tracker and tracker.stopped_answering),
+            "drain_timeout": self.config.drain_timeout,
+            "idle_timeout": self.config.idle_timeout,
+            "interrupted_by": tracker.interrupted_by if tracker else None,
+            "timeout": self.config.timeout,
+            "attempt_timeout": self.config.attempt_timeout,
+            "steer_failure": failure,
+            "stderr_tail": record.stderr_excerpt(),
+            "unrecognised_output": None
+            if record.recognised
+            else unrecognised_output(self.dialect, record.stdout_lines),
+        }
+
+    async def _finish(self, verdict: Verdict) -> int:
+        ended_at = time.time()
+        pump = self.pump
+        if pump is not None and pump.broken is not None:
+            self.stream.warnings.append(
+                {
+                    "code": "output_broken",
+                    "message": f"stdout stopped accepting output: {pump.broken}",
+                }
+            )
+        if self.telemetry is not None:
+            self.telemetry.warn_undelivered()
+        self.stream.report_dropped_warnings()
+        self.stream.flush()
+        run_dir, dir_ok = self.config.run_dir, self.dir_ok
+        artifacts: dict[str, str | None] = {
+            "runDir": str(run_dir) if dir_ok else None,
+            "result": str(self.config.result_path),
+            "status": str(self.status.path) if self.status_written() else None,
+            "events": str(self.events_log.path) if self.events_log.ok else None,
+            "stdout": str(self.stdout_log.path) if self.stdout_log.ok else None,
+            "stderr": str(self.stderr_log.path) if self.stderr_log.ok else None,
+            "config": str(run_dir / "config.json")
+            if dir_ok and not self.errors.failed("config")
+            else None,
+        }
+
+        def render() -> dict[str, Any]:
+            return build_result(
+                config=self.config,
+                verdict=verdict,
+                attempts=self.attempts,
+                summary=self.summary,
+                dialect=chosen_name(self.dialect),
+                started_at=self.started_at,
+                ended_at=ended_at,
+                warnings=self.stream.warnings,
+                artifacts=artifacts,
+                artifact_errors=self.errors.entries,
+                steering=self.steering,
+                policy=self.gate.policy,
+            )
+
+        def render_kept() -> dict[str, Any]:
+            self.result = render()
+            return self.result
+
+        written = write_result(self.config, render_kept, self.errors, artifacts)
+        exit_status = verdict.exit_status if written is not None else EXIT_NO_RESULT
+        outcome = str(verdict.outcome)
+        error = verdict.error.to_json() if verdict.error is not None else None
+        self.stream.emit(
+            ResultWritten(path=written, outcome=outcome, exit_status=exit_status, error=error)
+        )
+        if self.telemetry is not None:
+            self.telemetry.finish(self.result, outcome, time.time())
+        self.stream.flush()
+        for log in (self.stdout_log, self.stderr_log, self.events_log, self.protocol_log):
+            if log is not None:
+                log.close()
+        self.status.update(trio.current_time(), force=True, state="finished", outcome=outcome)
+        if pump is not None:
+            with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):
+                await pump.drain()
+        if self.output_mode is not OutputMode.PRETTY and self.say_at_end:
+            # The live view showed them as they came.
+            say_at_end(self.stream.warnings, outcome, error, written)
+        return exit_status
+
+
+def _telemetry(environ: Mapping[str, str], **run: Any) -> RunTelemetry | None:
+    """The run's telemetry (see ``wrapper.sinks.telemetry.for_run``), or None. A run
+    that cannot export does not even import the module: only the standard
+    environment (``OTEL_*``) or an exporter set through the module turns it on."""
+    if "wrapper.sinks.telemetry" not in sys.modules and not any(
+        name.startswith("OTEL_") for name in environ
+    ):
+        return None
+    from wrapper.sinks import telemetry  # noqa: PLC0415
+
+    return telemetry.for_run(environ, **run)
+
+
+def _refused_resume(record: AttemptRecord) -> str | None:
+    """Why a resumed agent never took the steer: it exited non-zero on its own
+    without writing a byte (a session it no longer holds, say); else None."""
+    exit_, tracker = record.exit, record.tracker
+    if (
+        record.stdout_bytes
+        or exit_ is None
+        or not exit_.code
+        or (tracker is not None and tracker.signalled)
+    ):
+        return None
+    return quoting_stderr(
+        f"the agent could not be resumed to take the steer: it {exit_.describe()} "
+        "without writing anything",
+        record.stderr_excerpt(),
+    )
+
+
+def only_keyboard_interrupts(exc: BaseException) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt, or a group of nothing else
+    (as it comes out of the nurseries it went through)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = exc.split(KeyboardInterrupt)
+        return matched is not None and rest is None
+    return False
+
+
+def _innermost(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
