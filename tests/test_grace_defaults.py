@@ -6,13 +6,17 @@ lingers is still ended at once."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_LIMIT, ROOT, agent_env, read_result, write_scenario
 from tests.dialect_support import LAUNCHERS
 from tests.test_dialects_e2e import END, final, run_in
 from wrapper.dialects import DIALECTS
+from wrapper.dialects.claude import QWEN_GRACE
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -66,3 +70,33 @@ def test_settled_pi_that_lingers_is_ended_quickly(tmp_path: Path) -> None:
     assert [e["seconds"] for e in events if e["type"] == "grace_started"][-1] == 0.2
     assert result["forcedCleanup"] is True
     assert result["signalsSent"][0]["signal"] == "SIGTERM"
+
+
+def test_qwen_code_in_claudes_format_gets_its_own_grace(tmp_path: Path) -> None:
+    # Qwen Code writes Claude Code's stream but takes longer to exit after
+    # its result line: the fake, as `qwen`, exits 3 s after it.
+    agent = tmp_path / "bin" / "qwen"
+    agent.parent.mkdir()
+    agent.symlink_to(ROOT / "fixtures" / "fake_agent" / "fake-agent")
+    scenario = write_scenario(tmp_path, [final("Fixed it."), *END, {"sleep": 3}])
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "wrapper", "run", "--output", "quiet"),
+            *("--run-dir", str(run_dir), "--task", "Fix the parser", "--", str(agent)),
+            *("--dialect", "claude", "-o", "stream-json", "--scenario", str(scenario)),
+        ],
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = read_result(run_dir / "result.json")
+    config = json.loads((run_dir / "config.json").read_text())
+    assert (result["dialect"], result["agent"]) == ("claude", "qwen")
+    assert (config["grace"], config["settleGrace"]) == (QWEN_GRACE, QWEN_GRACE)
+    assert result["signalsSent"] == [], "an agent exiting by itself is not signalled"
+    assert DIALECTS["claude"].graces(["claude", "-p"]) == (2.0, 2.0)

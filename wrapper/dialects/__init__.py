@@ -216,7 +216,8 @@ def graces_for(dialect: Dialect, config: RunConfig) -> tuple[float, float]:
     chosen = dialect.chosen if isinstance(dialect, SniffingDialect) else None
     if chosen is None:
         return config.grace, config.settle_grace
+    grace, settle_grace = chosen.graces(config.command)
     return (
-        chosen.default_grace if config.grace_is_default else config.grace,
-        chosen.default_settle_grace if config.settle_grace_is_default else config.settle_grace,
+        grace if config.grace_is_default else config.grace,
+        settle_grace if config.settle_grace_is_default else config.settle_grace,
     )

@@ -29,6 +29,7 @@ from wrapper.core.events import (
     WarningEvent,
 )
 from wrapper.core.framing import Frame, Oversized
+from wrapper.core.registry import program_name
 
 #: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
 #: pages including the terminating NUL).
@@ -412,6 +413,16 @@ class Dialect:
     #: shutting down normally is never signalled.
     default_grace: ClassVar[float] = DEFAULT_GRACE
     default_settle_grace: ClassVar[float] = DEFAULT_SETTLE_GRACE
+    #: Programs that write this dialect's stream but take their own time to
+    #: exit after its end: program name -> (grace, settle grace).
+    graces_by_program: ClassVar[Mapping[str, tuple[float, float]]] = {}
+
+    @classmethod
+    def graces(cls, command: Sequence[str]) -> tuple[float, float]:
+        """(grace, settle grace) by default for the program ``command`` runs."""
+        return cls.graces_by_program.get(
+            program_name(command) or "", (cls.default_grace, cls.default_settle_grace)
+        )
 
     #: Whether a run must have a task (an agent driven over a protocol
     #: waits for its prompt; without one it would sit silent).

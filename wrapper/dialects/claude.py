@@ -135,6 +135,9 @@ _DELTA_LINES = DeltaLines(
 #: run); 0.2 s left it no margin on a loaded machine.
 GRACE = 2.0
 SETTLE_GRACE = 2.0
+#: Qwen Code in this format exits 1.2-1.7 s after its ``result`` line when
+#: its turn ran a shell tool, and over 2 s on a loaded 2-core machine.
+QWEN_GRACE = 5.0
 
 
 class ClaudeDialect(CommandLineDialect, DeltaDialect):
@@ -173,6 +176,10 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
     task_flags_by_program: ClassVar[Mapping[str, tuple[tuple[str, ...], bool]]] = {
         "qwen": (("-p",), True),
         "qwen-code": (("-p",), True),
+    }
+    graces_by_program: ClassVar[Mapping[str, tuple[float, float]]] = {
+        "qwen": (QWEN_GRACE, QWEN_GRACE),
+        "qwen-code": (QWEN_GRACE, QWEN_GRACE),
     }
     #: The variable naming the agent's config directory, and its default under
     #: $HOME, where session transcripts are kept; None when there are none.

@@ -202,6 +202,7 @@ def prepare_run(
         if problem is not None:
             raise RunUsageError(f"run: --run-dir {problem}")
     result_path = (cwd / options.result).absolute() if options.result else run_dir / "result.json"
+    graces = dialect.graces(command)
     config = RunConfig(
         command=tuple(command),
         task=task,
@@ -212,8 +213,8 @@ def prepare_run(
         result_path=result_path,
         runs_root=runs_root,
         cwd=cwd,
-        grace=_first(options.grace, dialect.default_grace),
-        settle_grace=_first(options.settle_grace, dialect.default_settle_grace),
+        grace=_first(options.grace, graces[0]),
+        settle_grace=_first(options.settle_grace, graces[1]),
         grace_is_default=options.grace is None,
         settle_grace_is_default=options.settle_grace is None,
         kill_after=options.kill_after,
