@@ -163,9 +163,75 @@ def test_a_hook_that_always_blocks_stops_at_the_steer_limit(tmp_path: Path) -> N
     assert result["steerCount"] == 2
     assert result["stopAllowedBy"] == "max_steers"
     assert result["success"] is True, "the agent's own answer was fine; the limit allowed it"
+    assert run.returncode == 0
     assert any(w["code"] == "max_steers_reached" for w in result["warnings"])
     assert len(records(tmp_path)) == 3
-    assert [e["decision"] for e in run.events if e["type"] == "hook_decision"] == ["block"] * 2
+    # the handlers run once more at the limit, only to learn that the gate did not pass
+    assert [e["decision"] for e in run.events if e["type"] == "hook_decision"] == ["block"] * 3
+    (line,) = [ln for ln in run.stderr.splitlines() if "never passed" in ln]
+    assert "Not good enough yet." in line
+    assert "--fail-on-max-steers" in line
+
+
+def test_fail_on_max_steers_makes_a_gate_that_never_passed_a_failure(tmp_path: Path) -> None:
+    gate = hook_script(tmp_path, "gate.py", ALWAYS_BLOCK)
+    run = run_with(
+        tmp_path,
+        stop_hooks(command(gate)),
+        answer("Done."),
+        options=("--max-steers", "1", "--fail-on-max-steers"),
+    )
+    assert run.returncode == 1
+    assert run.result["outcome"] == "error"
+    assert run.result["error"]["kind"] == "gate_not_passed"
+    assert "Not good enough yet." in run.result["error"]["message"]
+    assert run.result["steerCount"] == 1
+    assert "never passed" in run.stderr.splitlines()[-1]
+
+    again = tmp_path / "settings"
+    again.mkdir()
+    settings = {**stop_hooks(command(gate)), "stop": {"maxSteers": 0, "failOnMaxSteers": True}}
+    run = run_with(again, settings, answer("Done."))
+    assert (run.returncode, run.result["error"]["kind"]) == (1, "gate_not_passed")
+    assert len(run.result["attempts"]) == 1
+
+
+def test_a_gate_that_passes_at_the_steer_limit_ends_ok_without_a_warning(
+    tmp_path: Path,
+) -> None:
+    gate = hook_script(tmp_path, "gate.py", BLOCK_ONCE)
+    run = run_with(
+        tmp_path,
+        stop_hooks(command(gate)),
+        answer("Done."),
+        options=("--max-steers", "1", "--fail-on-max-steers"),
+    )
+    assert (run.returncode, run.result["outcome"]) == (0, "ok")
+    assert run.result["stopAllowedBy"] == "handlers"
+    assert not [w for w in run.result["warnings"] if w["code"] == "max_steers_reached"]
+    assert "never passed" not in run.stderr
+
+
+def test_the_live_view_says_the_gate_never_passed(tmp_path: Path) -> None:
+    gate = hook_script(tmp_path, "gate.py", ALWAYS_BLOCK)
+    scenario = write_scenario(tmp_path, answer("Done."))
+    options = ["--max-steers", "1", "--output", "pretty"]
+    options += ["--settings", str(settings_file(tmp_path, stop_hooks(command(gate))))]
+    proc = subprocess.run(
+        wrapper_argv(tmp_path / "run", scenario, task="Fix it", options=options),
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0
+    shown = proc.stdout.decode()
+    (line,) = [ln for ln in shown.splitlines() if "never passed" in ln]
+    assert "--fail-on-max-steers" in line
+    assert "■ ok" in shown
+    assert b"never passed" not in proc.stderr, "the live view already said it"
 
 
 def test_settings_max_steers_is_overridden_by_the_flag(tmp_path: Path) -> None:
