@@ -176,8 +176,8 @@ class StopGate:
         self.stream.emit(
             WarningEvent(
                 code="max_steers_reached",
-                message=f"{what}; the run still ends ok "
-                "(--fail-on-max-steers or stop.failOnMaxSteers makes this a failure)",
+                message=f"{what}; this alone does not fail the run "
+                "(--fail-on-max-steers or stop.failOnMaxSteers makes it a failure)",
             )
         )
 
