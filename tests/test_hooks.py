@@ -1003,7 +1003,7 @@ def test_hook_test_prints_the_decision(tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"stop_hook_active": False, "transcript_path": str(transcript)}))
     proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(event))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["event"], report["decision"]) == ("Stop", "block")
     assert report["reason"] == "You did not run the tests."
@@ -1011,11 +1011,60 @@ def test_hook_test_prints_the_decision(tmp_path: Path) -> None:
     event.write_text(json.dumps({"stop_hook_active": True}))
     proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(event))
     assert json.loads(proc.stdout)["decision"] == "allow"
+    assert (proc.returncode, proc.stderr) == (0, "")
 
     event.write_text("[1]")
     proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(event))
     assert proc.returncode == 2
     assert "not a JSON object" in proc.stderr
+
+
+def test_hook_test_checks_the_handlers_as_a_run_does(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text("{}")
+    missing = settings_file(
+        tmp_path, stop_hooks(command(f"{sys.executable} gone.py")), "missing.json"
+    )
+    proc = run_cli(tmp_path, "hook-test", "--settings", str(missing), "--event", str(event))
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "its script gone.py does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+    script = tmp_path / "gate.sh"
+    script.write_text('#!/bin/sh\necho \'{"decision": "block", "reason": "no"}\'\n')
+    locked = settings_file(tmp_path, stop_hooks(command("./gate.sh")), "locked.json")
+    proc = run_cli(tmp_path, "hook-test", "--settings", str(locked), "--event", str(event))
+    assert proc.returncode == 2
+    assert "./gate.sh is not executable" in proc.stderr
+
+
+def test_hook_test_exit_status_is_the_decision(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text("{}")
+
+    def hook_test_with(name: str, settings: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        path = settings_file(tmp_path, settings, f"{name}.json")
+        return run_cli(tmp_path, "hook-test", "--settings", str(path), "--event", str(event))
+
+    blocks = hook_script(tmp_path, "block.py", ALWAYS_BLOCK)
+    assert hook_test_with("block", stop_hooks(command(blocks))).returncode == 1
+    ends = hook_script(tmp_path, "end.py", 'print(json.dumps({"continue": False}))')
+    proc = hook_test_with("end", stop_hooks(command(ends)))
+    assert (proc.returncode, json.loads(proc.stdout)["decision"]) == (1, "end")
+    proc = hook_test_with("none", stop_hooks(command(blocks), event="SubagentStop"))
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["note"] == "no handler is configured for Stop"
+
+    crashes = hook_script(tmp_path, "crash.py", "raise RuntimeError('boom')")
+    proc = hook_test_with("crash", stop_hooks(command(crashes)))
+    assert (proc.returncode, json.loads(proc.stdout)["decision"]) == (0, "allow")
+    (warning,) = proc.stderr.splitlines()
+    assert warning.startswith("agent-wrapper hook-test: warning: Stop handler ")
+    assert "exited with status 1" in warning
+
+    proc = hook_test_with("closed", {**stop_hooks(command(crashes)), "stop": {"failClosed": True}})
+    assert (proc.returncode, json.loads(proc.stdout)["decision"]) == (1, "end")
 
 
 @pytest.mark.parametrize(
