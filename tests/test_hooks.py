@@ -537,6 +537,34 @@ def test_a_signal_during_a_hook_aborts_the_run(tmp_path: Path) -> None:
 # -- hook input, events, matching ----------------------------------------------------------
 
 
+def test_hook_input_says_the_permission_mode_claudes_command_line_gives(tmp_path: Path) -> None:
+    dump = tmp_path / "input.json"
+    gate = hook_script(tmp_path, "dump.py", f"open({str(dump)!r}, 'w').write(sys.stdin.read())\n")
+    scenario = write_scenario(tmp_path, answer("Done."))
+    settings = settings_file(tmp_path, stop_hooks(command(gate)))
+    argv = wrapper_argv(
+        tmp_path / "run",
+        scenario,
+        options=["--settings", str(settings)],
+        agent=ROOT / "fixtures" / "fake_agent" / "claude",
+    )
+    for flags, mode in (
+        (["--permission-mode", "acceptEdits"], "acceptEdits"),
+        (["--dangerously-skip-permissions"], "bypassPermissions"),
+    ):
+        proc = subprocess.run(
+            [*argv, *flags],
+            capture_output=True,
+            timeout=HANG_LIMIT,
+            env=agent_env(tmp_path),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(dump.read_text())["permission_mode"] == mode
+
+
 def test_stop_hook_input_carries_the_claude_and_wrapper_fields(tmp_path: Path) -> None:
     dump = tmp_path / "input.json"
     gate = hook_script(
@@ -557,6 +585,7 @@ def test_stop_hook_input_carries_the_claude_and_wrapper_fields(tmp_path: Path) -
     )
     data = json.loads(dump.read_text())
     assert data["hook_event_name"] == "Stop"
+    assert data["permission_mode"] == "default"
     assert data["stop_hook_active"] is False
     assert data["last_assistant_message"] == "All 12 tests pass."
     assert data["session_id"] == run.result["sessionId"]

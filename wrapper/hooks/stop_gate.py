@@ -348,6 +348,7 @@ class StopGate:
             "session_id": self.summary.session_id,
             "transcript_path": str(transcript),
             "cwd": str(config.cwd),
+            "permission_mode": self.dialect.permission_mode(config.command),
             "hook_event_name": event,
             "run_id": config.run_id,
             "agent_id": config.run_id,
