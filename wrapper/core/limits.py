@@ -113,10 +113,6 @@ TICK_SECONDS = 1.0
 #: wrapper's exit for more than this.
 FLUSH_TIMEOUT = 2.0
 
-#: How much of a Stop handler's reason the "gate never passed" line quotes:
-#: it is one line on stderr, and the whole reason is in events.jsonl.
-GATE_REASON_CHARS = 200
-
 
 # -- A batch ------------------------------------------------------------------
 

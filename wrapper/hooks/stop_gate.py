@@ -20,7 +20,6 @@ import trio
 from wrapper.core.config import RunConfig
 from wrapper.core.events import Escalated, EscalationAnswered, Steer, WarningEvent
 from wrapper.core.hook_protocol import Decision, HandlerResult
-from wrapper.core.limits import GATE_REASON_CHARS
 from wrapper.core.outcome import ErrorKind, RunFacts, decide
 from wrapper.core.policy import (
     REPLY_HANDLER,
@@ -168,7 +167,7 @@ class StopGate:
         what = (
             f"the {event} gate never passed: {block.handler} still blocks after "
             f"{steering.steer_count} steer{'s' if steering.steer_count != 1 else ''} "
-            f"(the limit): {' '.join(block.reason.split())[:GATE_REASON_CHARS]}"
+            f"(the limit): {_quote(block.reason)}"
         )
         if self.config.fail_on_max_steers:
             steering.allow(AllowedBy.MAX_STEERS, what, ErrorKind.GATE_NOT_PASSED)
