@@ -147,6 +147,51 @@ def test_a_failing_run_fails_the_batch_and_its_junit_case(tmp_path: Path) -> Non
     assert failure.get("type") == "exited_early"
 
 
+def test_a_gate_that_never_passed_shows_in_the_batch_and_junit(tmp_path: Path) -> None:
+    gate = tmp_path / "gate.py"
+    gate.write_text(
+        "import json, sys\njson.load(sys.stdin)\n"
+        "print(json.dumps({'decision': 'block', 'reason': 'Not good enough yet.'}))\n"
+    )
+    hooks = {
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": f"{sys.executable} {gate}"}]}]}
+    }
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(hooks))
+    common = {"settings": [str(settings)], "maxSteers": 0}
+    spec = write_spec(
+        tmp_path,
+        [
+            line(scenario(tmp_path, "warned", OK_STEPS), label="warned", **common),
+            line(
+                scenario(tmp_path, "failed", OK_STEPS),
+                label="failed",
+                failOnMaxSteers=True,
+                **common,
+            ),
+        ],
+    )
+    proc = run_batch(
+        tmp_path, spec, "--runs-dir", "runs", "--junit", "junit.xml", "--output", "quiet"
+    )
+    assert proc.returncode == 1
+    report = read_report(tmp_path / "runs")
+    assert [(e["label"], e["outcome"]) for e in report["results"]] == [
+        ("warned", "ok"),
+        ("failed", "error"),
+    ]
+    assert report["results"][1]["error"]["kind"] == "gate_not_passed"
+    cases = {case.get("name"): case for case in ET.parse(tmp_path / "junit.xml").iter("testcase")}
+    assert cases["warned"].find("failure") is None
+    said = cases["warned"].find("system-err")
+    assert said is not None
+    assert "never passed" in (said.text or "")
+    failure = cases["failed"].find("failure")
+    assert failure is not None
+    assert failure.get("type") == "gate_not_passed"
+    assert "Not good enough yet." in (failure.get("message") or "")
+
+
 @pytest.mark.usefixtures("no_leaks")
 def test_shards_run_every_line_exactly_once(tmp_path: Path) -> None:
     path = scenario(tmp_path, "ok", OK_STEPS)

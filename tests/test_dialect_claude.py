@@ -393,6 +393,28 @@ def test_the_text_of_a_tool_calling_message_is_never_the_final_text() -> None:
 # -- where Claude Code keeps its transcript --------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("command", "mode"),
+    [
+        (["claude", "-p", "--output-format", "stream-json"], "default"),
+        (["claude", "-p", "--permission-mode", "plan"], "plan"),
+        (["claude", "-p", "--permission-mode=acceptEdits"], "acceptEdits"),
+        (["claude", "--dangerously-skip-permissions", "-p"], "bypassPermissions"),
+        (["claude", "--dangerously-skip-permissions", "--permission-mode", "plan"], "plan"),
+        (["claude", "-p", "--permission-mode"], "default"),
+        (["claude", "-p", "--", "--permission-mode", "plan"], "default"),
+    ],
+)
+def test_permission_mode_is_read_from_claudes_command_line(command: list[str], mode: str) -> None:
+    assert ClaudeDialect().permission_mode(command) == mode
+
+
+def test_permission_mode_is_default_for_agents_without_claudes_options() -> None:
+    for name in ("pi", "amp", "codex"):
+        dialect = resolve_dialect(name, [name], has_task=True)
+        assert dialect.permission_mode([name, "--dangerously-skip-permissions"]) == "default"
+
+
 def test_the_transcript_is_searched_under_the_agents_config_dir() -> None:
     dialect = ClaudeDialect()
     configured = {"CLAUDE_CONFIG_DIR": "/cfg", "HOME": "/home/me"}

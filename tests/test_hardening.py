@@ -378,7 +378,9 @@ def test_the_guardian_leaves_a_directory_its_run_never_began_in(tmp_path: Path) 
     assert (run_dir / "status.json").read_text() == theirs
 
 
-def test_status_exits_1_only_for_a_run_its_wrapper_did_not_finish(tmp_path: Path) -> None:
+def test_status_exits_1_for_a_run_its_wrapper_did_not_finish_or_that_failed(
+    tmp_path: Path,
+) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a pid that no longer runs
     run_dir = tmp_path / "run"
@@ -388,14 +390,17 @@ def test_status_exits_1_only_for_a_run_its_wrapper_did_not_finish(tmp_path: Path
     shown = _status_command(run_dir)
     assert shown.returncode == 1
     assert "ended without finishing" in shown.stdout
-    # A run its wrapper finished, even as a failure, is reported with exit 0.
+    # A run its wrapper finished as a failure is a failure too.
     failed = {"runId": "r4", "outcome": "error", "success": False, "error": None}
     (run_dir / "result.json").write_text(json.dumps(failed))
     finished = {**status, "state": "finished", "outcome": "error"}
     (run_dir / "status.json").write_text(json.dumps(finished))
     shown = _status_command(run_dir)
-    assert shown.returncode == 0
+    assert shown.returncode == 1
     assert "finished, outcome error" in shown.stdout
+    (run_dir / "result.json").write_text(json.dumps({**failed, "outcome": "ok", "success": True}))
+    (run_dir / "status.json").write_text(json.dumps({**finished, "outcome": "ok"}))
+    assert _status_command(run_dir).returncode == 0
 
 
 def _starting_status(run_id: str) -> dict[str, Any]:

@@ -146,6 +146,24 @@ def test_steering_records_end_and_allow() -> None:
     assert steering.allowed_by is AllowedBy.HANDLERS
 
 
+def test_at_the_limit_a_block_says_the_gate_failed_and_steers_nothing() -> None:
+    steering = Steering(max_steers=0)
+    results = [
+        HandlerResult(decision=Decision.ALLOW, extend_max_steers=4),
+        HandlerResult(decision=Decision.BLOCK, reason="still no tests"),
+    ]
+    block = steering.decide_at_limit(results, ["a", "b"])
+    assert block is not None
+    assert (block.handler, block.reason) == ("b", "still no tests")
+    assert (steering.allowed_by, steering.steer_count) == (AllowedBy.MAX_STEERS, 0)
+    assert steering.max_steers == 0, "a block at the limit cannot buy more steers"
+    assert steering.decide_at_limit([HandlerResult(decision=Decision.ALLOW)], ["a"]) is None
+    assert steering.allowed_by is AllowedBy.HANDLERS
+    ended = steering.decide_at_limit([HandlerResult(decision=Decision.END, reason="bye")], ["a"])
+    assert ended is None
+    assert (steering.allowed_by, steering.stop_message) == (AllowedBy.HOOK_CONTINUE_FALSE, "bye")
+
+
 def test_error_retry_is_bounded_by_max_retries() -> None:
     steering = Steering(max_steers=5)
     block = steering.retry_on_error("Traceback: failed", max_retries=1)

@@ -163,9 +163,75 @@ def test_a_hook_that_always_blocks_stops_at_the_steer_limit(tmp_path: Path) -> N
     assert result["steerCount"] == 2
     assert result["stopAllowedBy"] == "max_steers"
     assert result["success"] is True, "the agent's own answer was fine; the limit allowed it"
+    assert run.returncode == 0
     assert any(w["code"] == "max_steers_reached" for w in result["warnings"])
     assert len(records(tmp_path)) == 3
-    assert [e["decision"] for e in run.events if e["type"] == "hook_decision"] == ["block"] * 2
+    # the handlers run once more at the limit, only to learn that the gate did not pass
+    assert [e["decision"] for e in run.events if e["type"] == "hook_decision"] == ["block"] * 3
+    (line,) = [ln for ln in run.stderr.splitlines() if "never passed" in ln]
+    assert "Not good enough yet." in line
+    assert "--fail-on-max-steers" in line
+
+
+def test_fail_on_max_steers_makes_a_gate_that_never_passed_a_failure(tmp_path: Path) -> None:
+    gate = hook_script(tmp_path, "gate.py", ALWAYS_BLOCK)
+    run = run_with(
+        tmp_path,
+        stop_hooks(command(gate)),
+        answer("Done."),
+        options=("--max-steers", "1", "--fail-on-max-steers"),
+    )
+    assert run.returncode == 1
+    assert run.result["outcome"] == "error"
+    assert run.result["error"]["kind"] == "gate_not_passed"
+    assert "Not good enough yet." in run.result["error"]["message"]
+    assert run.result["steerCount"] == 1
+    assert "never passed" in run.stderr.splitlines()[-1]
+
+    again = tmp_path / "settings"
+    again.mkdir()
+    settings = {**stop_hooks(command(gate)), "stop": {"maxSteers": 0, "failOnMaxSteers": True}}
+    run = run_with(again, settings, answer("Done."))
+    assert (run.returncode, run.result["error"]["kind"]) == (1, "gate_not_passed")
+    assert len(run.result["attempts"]) == 1
+
+
+def test_a_gate_that_passes_at_the_steer_limit_ends_ok_without_a_warning(
+    tmp_path: Path,
+) -> None:
+    gate = hook_script(tmp_path, "gate.py", BLOCK_ONCE)
+    run = run_with(
+        tmp_path,
+        stop_hooks(command(gate)),
+        answer("Done."),
+        options=("--max-steers", "1", "--fail-on-max-steers"),
+    )
+    assert (run.returncode, run.result["outcome"]) == (0, "ok")
+    assert run.result["stopAllowedBy"] == "handlers"
+    assert not [w for w in run.result["warnings"] if w["code"] == "max_steers_reached"]
+    assert "never passed" not in run.stderr
+
+
+def test_the_live_view_says_the_gate_never_passed(tmp_path: Path) -> None:
+    gate = hook_script(tmp_path, "gate.py", ALWAYS_BLOCK)
+    scenario = write_scenario(tmp_path, answer("Done."))
+    options = ["--max-steers", "1", "--output", "pretty"]
+    options += ["--settings", str(settings_file(tmp_path, stop_hooks(command(gate))))]
+    proc = subprocess.run(
+        wrapper_argv(tmp_path / "run", scenario, task="Fix it", options=options),
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0
+    shown = proc.stdout.decode()
+    (line,) = [ln for ln in shown.splitlines() if "never passed" in ln]
+    assert "--fail-on-max-steers" in line
+    assert "■ ok" in shown
+    assert b"never passed" not in proc.stderr, "the live view already said it"
 
 
 def test_settings_max_steers_is_overridden_by_the_flag(tmp_path: Path) -> None:
@@ -471,6 +537,34 @@ def test_a_signal_during_a_hook_aborts_the_run(tmp_path: Path) -> None:
 # -- hook input, events, matching ----------------------------------------------------------
 
 
+def test_hook_input_says_the_permission_mode_claudes_command_line_gives(tmp_path: Path) -> None:
+    dump = tmp_path / "input.json"
+    gate = hook_script(tmp_path, "dump.py", f"open({str(dump)!r}, 'w').write(sys.stdin.read())\n")
+    scenario = write_scenario(tmp_path, answer("Done."))
+    settings = settings_file(tmp_path, stop_hooks(command(gate)))
+    argv = wrapper_argv(
+        tmp_path / "run",
+        scenario,
+        options=["--settings", str(settings)],
+        agent=ROOT / "fixtures" / "fake_agent" / "claude",
+    )
+    for flags, mode in (
+        (["--permission-mode", "acceptEdits"], "acceptEdits"),
+        (["--dangerously-skip-permissions"], "bypassPermissions"),
+    ):
+        proc = subprocess.run(
+            [*argv, *flags],
+            capture_output=True,
+            timeout=HANG_LIMIT,
+            env=agent_env(tmp_path),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(dump.read_text())["permission_mode"] == mode
+
+
 def test_stop_hook_input_carries_the_claude_and_wrapper_fields(tmp_path: Path) -> None:
     dump = tmp_path / "input.json"
     gate = hook_script(
@@ -491,6 +585,7 @@ def test_stop_hook_input_carries_the_claude_and_wrapper_fields(tmp_path: Path) -
     )
     data = json.loads(dump.read_text())
     assert data["hook_event_name"] == "Stop"
+    assert data["permission_mode"] == "default"
     assert data["stop_hook_active"] is False
     assert data["last_assistant_message"] == "All 12 tests pass."
     assert data["session_id"] == run.result["sessionId"]
@@ -937,7 +1032,7 @@ def test_hook_test_prints_the_decision(tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"stop_hook_active": False, "transcript_path": str(transcript)}))
     proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(event))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["event"], report["decision"]) == ("Stop", "block")
     assert report["reason"] == "You did not run the tests."
@@ -945,11 +1040,60 @@ def test_hook_test_prints_the_decision(tmp_path: Path) -> None:
     event.write_text(json.dumps({"stop_hook_active": True}))
     proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(event))
     assert json.loads(proc.stdout)["decision"] == "allow"
+    assert (proc.returncode, proc.stderr) == (0, "")
 
     event.write_text("[1]")
     proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(event))
     assert proc.returncode == 2
     assert "not a JSON object" in proc.stderr
+
+
+def test_hook_test_checks_the_handlers_as_a_run_does(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text("{}")
+    missing = settings_file(
+        tmp_path, stop_hooks(command(f"{sys.executable} gone.py")), "missing.json"
+    )
+    proc = run_cli(tmp_path, "hook-test", "--settings", str(missing), "--event", str(event))
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "its script gone.py does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+    script = tmp_path / "gate.sh"
+    script.write_text('#!/bin/sh\necho \'{"decision": "block", "reason": "no"}\'\n')
+    locked = settings_file(tmp_path, stop_hooks(command("./gate.sh")), "locked.json")
+    proc = run_cli(tmp_path, "hook-test", "--settings", str(locked), "--event", str(event))
+    assert proc.returncode == 2
+    assert "./gate.sh is not executable" in proc.stderr
+
+
+def test_hook_test_exit_status_is_the_decision(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text("{}")
+
+    def hook_test_with(name: str, settings: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        path = settings_file(tmp_path, settings, f"{name}.json")
+        return run_cli(tmp_path, "hook-test", "--settings", str(path), "--event", str(event))
+
+    blocks = hook_script(tmp_path, "block.py", ALWAYS_BLOCK)
+    assert hook_test_with("block", stop_hooks(command(blocks))).returncode == 1
+    ends = hook_script(tmp_path, "end.py", 'print(json.dumps({"continue": False}))')
+    proc = hook_test_with("end", stop_hooks(command(ends)))
+    assert (proc.returncode, json.loads(proc.stdout)["decision"]) == (1, "end")
+    proc = hook_test_with("none", stop_hooks(command(blocks), event="SubagentStop"))
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["note"] == "no handler is configured for Stop"
+
+    crashes = hook_script(tmp_path, "crash.py", "raise RuntimeError('boom')")
+    proc = hook_test_with("crash", stop_hooks(command(crashes)))
+    assert (proc.returncode, json.loads(proc.stdout)["decision"]) == (0, "allow")
+    (warning,) = proc.stderr.splitlines()
+    assert warning.startswith("agent-wrapper hook-test: warning: Stop handler ")
+    assert "exited with status 1" in warning
+
+    proc = hook_test_with("closed", {**stop_hooks(command(crashes)), "stop": {"failClosed": True}})
+    assert (proc.returncode, json.loads(proc.stdout)["decision"]) == (1, "end")
 
 
 @pytest.mark.parametrize(

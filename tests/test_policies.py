@@ -271,6 +271,7 @@ def test_escalation_answered_by_text_then_by_stop(tmp_path: Path) -> None:
     assert status["question"] == "Should I drop the old API?"
     shown = cli(tmp_path, "status", str(run_dir))
     assert "waiting for a person" in shown.stdout
+    assert shown.returncode == 0
     assert "Should I drop the old API?" in shown.stdout
     assert cli(tmp_path, "reply", str(run_dir), "Yes, drop it.").returncode == 0
     wait_for_question(run_dir, "esc-2")
@@ -283,6 +284,7 @@ def test_escalation_answered_by_text_then_by_stop(tmp_path: Path) -> None:
     assert result["steers"][0]["handler"] == "reply"
     finished = cli(tmp_path, "status", str(run_dir))
     assert "finished, outcome ok" in finished.stdout
+    assert finished.returncode == 0
     as_json = json.loads(cli(tmp_path, "status", str(run_dir), "--json").stdout)
     assert as_json["result"]["runId"] == result["runId"]
 
@@ -437,6 +439,19 @@ def test_reply_without_a_waiting_question_fails(tmp_path: Path) -> None:
     assert nowhere.returncode == 1
     assert "is not the directory of a wrapped run" in nowhere.stderr
     assert cli(tmp_path, "status", str(tmp_path / "nowhere")).returncode == 1
+
+
+def test_status_exits_1_for_a_finished_run_that_failed(tmp_path: Path) -> None:
+    run = run_wrapper(tmp_path, [{"stderr": "boom"}, {"exit": 3}])
+    assert run.result["outcome"] == "error"
+    shown = cli(tmp_path, "status", str(run.run_dir))
+    assert shown.returncode == 1
+    assert "finished, outcome error (not a success)" in shown.stdout
+    assert cli(tmp_path, "status", str(run.run_dir), "--json").returncode == 1
+    # the result gone, status.json's outcome still says how it ended
+    (run.run_dir / "result.json").unlink()
+    assert cli(tmp_path, "status", str(run.run_dir)).returncode == 1
+    assert cli(tmp_path, "status").returncode == 2
 
 
 def test_the_whole_run_timeout_ends_a_wait(tmp_path: Path) -> None:

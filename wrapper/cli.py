@@ -164,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run hook handlers on a given event and print their decision",
         description="Run the handlers the settings configure for EVENT.json's "
         "hook_event_name (default Stop) on that event, as a run would, and print the "
-        "decision as JSON. For people writing hooks.",
+        "decision as JSON. For people writing hooks. Exit status: 0 allow, 1 block or "
+        "end, 2 usage error (a malformed event, a handler whose program or script is "
+        "missing).",
     )
     hook_test.add_argument(
         "--settings", metavar="FILE", action="append", required=True, help="settings file"

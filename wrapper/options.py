@@ -161,6 +161,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "from the settings, else fail open)",
     )
     parser.add_argument(
+        "--fail-on-max-steers",
+        action="store_true",
+        help="Stop handlers that still block when the steer limit is reached end the run "
+        "as an error (gate_not_passed, exit 1) instead of ok with a warning (default: "
+        "stop.failOnMaxSteers from the settings, else off)",
+    )
+    parser.add_argument(
         "--subagent",
         action="store_true",
         help="run as a subagent: stops fire SubagentStop handlers instead of Stop "

@@ -139,9 +139,10 @@ def status_main(run_dir: str, as_json: bool) -> int:
     wrapper_killed = wrapper_gone or (
         isinstance(error, dict) and error.get("kind") == "wrapper_killed"
     )
-    # A run its wrapper did not live to finish is a failure a runner must see
-    # without parsing the text: the status command exits 1 for it.
-    exit_status = 1 if wrapper_killed else 0
+    # A runner polling this must tell a failed run from one still going or
+    # done well without parsing the text: a run that ended not ok, or that
+    # its wrapper did not live to finish, exits 1.
+    exit_status = 1 if wrapper_killed or not _ended_well(status, result) else 0
     if as_json:
         out = {"status": status, "result": result}
         sys.stdout.buffer.write(dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
@@ -181,6 +182,17 @@ def status_main(run_dir: str, as_json: bool) -> int:
         lines = [f"{name}: {state}, attempt {status.get('attempt')}{agent}{tool}"]
     print("\n".join(lines))
     return exit_status
+
+
+def _ended_well(status: dict[str, Any], result: dict[str, Any] | None) -> bool:
+    """Whether the run is still going, or finished as a success (result.json's
+    ``success``, else status.json's outcome when the result is unreadable; a
+    run with neither is not said to have failed)."""
+    if status.get("state") != "finished":
+        return True
+    if result is not None:
+        return result.get("success") is True
+    return status.get("outcome") in (None, "ok")
 
 
 def _result_of(

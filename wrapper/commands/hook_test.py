@@ -1,5 +1,10 @@
 """``agent-wrapper hook-test``: run the configured handlers on one event and
-print what they decided, the way a run would have taken it."""
+print what they decided, the way a run would have taken it.
+
+Its handlers are checked as ``run`` checks them (a missing program or script
+is a usage error, not a block whose reason is the interpreter's complaint),
+and its exit status is the decision: 0 allow, 1 block or end, 2 usage, so a
+script or a CI step can test a hook without parsing the report."""
 
 from __future__ import annotations
 
@@ -15,9 +20,12 @@ import trio
 from wrapper.core.events import Event
 from wrapper.core.hook_protocol import Decision
 from wrapper.core.jsonout import dumps
-from wrapper.core.settings import STOP_EVENTS, Settings
+from wrapper.core.settings import STOP_EVENTS, Settings, SettingsError
+from wrapper.files.settings_file import check_commands
 from wrapper.files.transcript import last_assistant_message
-from wrapper.hooks.runner import HookContext, run_chain
+from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
+
+PROG = "agent-wrapper hook-test"
 
 #: Events whose first block or end decides (the others only observe).
 BLOCKING = STOP_EVENTS | {"UserPromptSubmit"}
@@ -51,21 +59,27 @@ def hook_test(settings: Settings, event_path: str) -> int:
         raw = sys.stdin.buffer.read() if event_path == "-" else Path(event_path).read_bytes()
         payload = orjson.loads(raw)
     except (OSError, orjson.JSONDecodeError) as exc:
-        print(f"agent-wrapper hook-test: --event {event_path}: {exc}", file=sys.stderr)
+        print(f"{PROG}: --event {event_path}: {exc}", file=sys.stderr)
         return 2
     problem = event_problem(payload)
     if problem is not None:
-        print(f"agent-wrapper hook-test: --event {event_path}: {problem}", file=sys.stderr)
+        print(f"{PROG}: --event {event_path}: {problem}", file=sys.stderr)
         return 2
     name = payload.setdefault("hook_event_name", "Stop")
     transcript = payload.get("transcript_path")
     if payload.get("last_assistant_message") is None and isinstance(transcript, str):
         payload["last_assistant_message"] = last_assistant_message(transcript)
     cwd = Path(payload["cwd"]) if isinstance(payload.get("cwd"), str) else Path.cwd()
+    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}
+    try:
+        check_commands(settings, env, cwd)
+    except SettingsError as exc:
+        print(f"{PROG}: --settings {exc}", file=sys.stderr)
+        return 2
     events: list[Event] = []
     ctx = HookContext(
         cwd=cwd,
-        env={**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)},
+        env=env,
         run_dir=cwd / ".agent-wrapper" / "hook-test",
         agent_command=(),
         evaluator=settings.evaluator,
@@ -73,9 +87,23 @@ def hook_test(settings: Settings, event_path: str) -> int:
     )
     tool = payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None
     handlers = settings.handlers(name, tool)
+    # as a run has it: with stop.failClosed a failing Stop handler ends the run
+    fail_closed = settings.fail_closed and name in STOP_EVENTS
     results = trio.run(
-        functools.partial(run_chain, handlers, name, payload, ctx, blocking=name in BLOCKING)
+        functools.partial(
+            run_chain,
+            handlers,
+            name,
+            payload,
+            ctx,
+            blocking=name in BLOCKING,
+            stop_at_failure=fail_closed,
+        )
     )
+    then = "a run would end as an error (stop.failClosed)" if fail_closed else "taken as allow"
+    warnings = failure_warnings(name, handlers, results, then)
+    for warning in warnings:
+        print(f"{PROG}: warning: {' '.join(warning.message.split())}", file=sys.stderr)
     deciding = next((r for r in results if r.decision is not Decision.ALLOW), None)
     index = results.index(deciding) if deciding is not None else None
     report: dict[str, Any] = {
@@ -99,5 +127,8 @@ def hook_test(settings: Settings, event_path: str) -> int:
     }
     if not handlers:
         report["note"] = f"no handler is configured for {name}"
+    if fail_closed and warnings:
+        failed = next(i for i, r in enumerate(results) if r.warning is not None)
+        report.update(decision="end", reason=warnings[0].message, handler=handlers[failed].name)
     sys.stdout.buffer.write(dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
-    return 0
+    return 0 if report["decision"] == "allow" else 1

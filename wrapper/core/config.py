@@ -91,6 +91,9 @@ class RunConfig:
     #: A failing Stop handler ends the run as an error (``hook_failed``)
     #: instead of allowing the stop (resolved: flag or settings).
     hooks_fail_closed: bool = False
+    #: Stop handlers that still block at the steer limit end the run as an
+    #: error (``gate_not_passed``) instead of a warning (resolved: flag or settings).
+    fail_on_max_steers: bool = False
     #: Run as a subagent: Stop handlers are looked up as ``SubagentStop``.
     subagent: bool = False
     #: What a stop the hooks allowed means (resolved: flag, settings, context).
@@ -161,6 +164,7 @@ class RunConfig:
             "idleTimeout": self.idle_timeout,
             "maxSteers": self.max_steers,
             "hooksFailClosed": self.hooks_fail_closed,
+            "failOnMaxSteers": self.fail_on_max_steers,
             "subagent": self.subagent,
             "onStop": self.on_stop,
             "permissions": self.permissions,

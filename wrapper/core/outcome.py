@@ -77,6 +77,9 @@ class ErrorKind(enum.StrEnum):
     #: A live session's agent closed its output mid-turn and did not exit.
     STOPPED_ANSWERING = "stopped_answering"
     HOOK_FAILED = "hook_failed"
+    #: The Stop handlers still blocked when the steer limit was reached, and
+    #: the run was asked to fail for it (``--fail-on-max-steers``).
+    GATE_NOT_PASSED = "gate_not_passed"
     INTERNAL = "internal"
     #: Written by the guardian when the wrapper died without finishing; never
     #: decided here, since a wrapper that decides is alive.

@@ -181,6 +181,9 @@ class Settings:
     #: A Stop handler that fails (crash, timeout, an answer that cannot be
     #: understood) ends the run as an error instead of allowing the stop.
     fail_closed: bool = False
+    #: The run ends as an error when the Stop handlers still block at the
+    #: steer limit, instead of ending ``ok`` with a warning.
+    fail_on_max_steers: bool = False
     evaluator: tuple[str, ...] | None = None
     on_stop: str | None = None
     #: ``permissions``: how tools an ACP agent asks for are answered by default.
@@ -228,6 +231,7 @@ class Settings:
                 "maxRetries": self.max_retries,
                 "maxSteers": self.max_steers,
                 "failClosed": self.fail_closed,
+                "failOnMaxSteers": self.fail_on_max_steers,
             },
             "evaluator": list(self.evaluator) if self.evaluator is not None else None,
             "onStop": self.on_stop,
@@ -487,14 +491,18 @@ def _argv(where: str, key: str, value: Any) -> tuple[str, ...]:
 def _stop(where: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SettingsError(f"{where}: stop: expected an object")
-    known = {"retryOnError", "maxRetries", "maxSteers", "failClosed"}
+    known = {"retryOnError", "maxRetries", "maxSteers", "failClosed", "failOnMaxSteers"}
     for key in value:
         if key not in known:
             raise SettingsError(
                 f"{where}: stop.{key}: unknown key (known: {', '.join(sorted(known))})"
             )
     out: dict[str, Any] = {}
-    for key, name in (("retryOnError", "retry_on_error"), ("failClosed", "fail_closed")):
+    for key, name in (
+        ("retryOnError", "retry_on_error"),
+        ("failClosed", "fail_closed"),
+        ("failOnMaxSteers", "fail_on_max_steers"),
+    ):
         if key in value:
             if not isinstance(value[key], bool):
                 raise SettingsError(f"{where}: stop.{key}: expected true or false")

@@ -1,8 +1,9 @@
 """Steering decisions, pure: whether a stop is allowed, or the agent is sent
 back to work in its session, and the record of every steer for result.json.
 
-At each stop: once the steer count has reached the limit, nothing runs and
-the stop is allowed. Otherwise the built-in error retry goes first, then the
+At each stop: once the steer count has reached the limit, the Stop handlers
+run once more, only to learn whether the gate passed (a block can no longer
+steer), and the stop is allowed. Otherwise the built-in error retry goes first, then the
 Stop handlers in order (the first block wins). A block becomes a steer when
 the run can be resumed; when it cannot, the stop is allowed as
 ``cannot_steer`` and the run is not a success.
@@ -114,6 +115,23 @@ class Steering:
             if result.decision is Decision.BLOCK and result.reason is not None:
                 return Block(name, result.reason)
         self.allow(AllowedBy.HANDLERS if results else AllowedBy.NO_HANDLERS)
+        return None
+
+    def decide_at_limit(
+        self, results: Sequence[HandlerResult], handler_names: Sequence[str]
+    ) -> Block | None:
+        """Fold the Stop handlers' answers at the steer limit: the stop is
+        allowed whatever they say; the returned block, if any, is the one that
+        says the gate never passed."""
+        for name, result in zip(handler_names, results, strict=False):
+            if result.decision is Decision.END:
+                self.allow(AllowedBy.HOOK_CONTINUE_FALSE)
+                self.stop_message = result.reason
+                return None
+            if result.decision is Decision.BLOCK and result.reason is not None:
+                self.allow(AllowedBy.MAX_STEERS)
+                return Block(name, result.reason)
+        self.allow(AllowedBy.HANDLERS)
         return None
 
     def allow(self, why: AllowedBy, failure: str | None = None, kind: str = "steer_failed") -> None:

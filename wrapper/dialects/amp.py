@@ -44,6 +44,9 @@ class AmpDialect(ClaudeDialect):
     prompt_flag: ClassVar[tuple[str, ...]] = ("-x",)
     guard_dash: ClassVar[bool] = True
     no_session_flag: ClassVar[str | None] = None
+    # Claude Code's permission options are not Amp's: hooks are told "default".
+    permission_mode_options: ClassVar[tuple[str, ...]] = ()
+    permission_mode_flags: ClassVar[Mapping[str, str]] = {}
     transcript_dir: ClassVar[tuple[str, str] | None] = None
 
     @classmethod

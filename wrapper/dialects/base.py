@@ -436,6 +436,11 @@ class Dialect:
     #: Whether the agent is driven on its stdin (a live session the
     #: supervisor holds, ``AcpDialect.hold_session``) instead of only read.
     two_way: ClassVar[bool] = False
+    #: How the agent's own command line sets its permission mode, which hook
+    #: input carries as ``permission_mode`` in Claude Code's names: options
+    #: whose value is the mode, and flags that each stand for one mode.
+    permission_mode_options: ClassVar[tuple[str, ...]] = ()
+    permission_mode_flags: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self) -> None:
         self._reset()
@@ -525,6 +530,23 @@ class Dialect:
         """The final message an exit with ``exit_code`` implies, given what the
         stream said so far (see ``_shared.exit_message``); most dialects: none."""
         return None
+
+    def permission_mode(self, command: Sequence[str]) -> str:
+        """The permission mode the user's ``command`` runs the agent in: the
+        last option or flag that says one, else ``default``."""
+        mode = "default"
+        words = iter(command[1:])
+        for word in words:
+            if word == "--":
+                break
+            name, equals, value = word.partition("=")
+            if word in self.permission_mode_flags:
+                mode = self.permission_mode_flags[word]
+            elif word in self.permission_mode_options:
+                mode = next(words, "") or mode
+            elif equals and name in self.permission_mode_options and value:
+                mode = value
+        return mode
 
     def transcript_search(
         self, session_id: str | None, env: Mapping[str, str]

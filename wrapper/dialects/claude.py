@@ -170,6 +170,10 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
     streaming_command: ClassVar[str] = "claude -p --output-format stream-json --verbose"
     agent_name: ClassVar[str] = "Claude Code"
     no_session_flag: ClassVar[str | None] = "--no-session-persistence"
+    permission_mode_options: ClassVar[tuple[str, ...]] = ("--permission-mode",)
+    permission_mode_flags: ClassVar[Mapping[str, str]] = {
+        "--dangerously-skip-permissions": "bypassPermissions"
+    }
     #: Qwen Code (``qwen -o stream-json``) writes this stream, but its option
     #: parser drops what follows ``--``: its task goes after ``-p``, as Gemini
     #: CLI's (of which it is a fork), a leading ``-`` guarded.

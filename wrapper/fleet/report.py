@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wrapper.supervision.result_file import WARNINGS_AT_END
+
 #: What batch.json's layout is, raised when a field changes meaning.
 BATCH_SCHEMA_VERSION = 1
 
@@ -123,6 +125,15 @@ def junit_xml(entries: Sequence[RunEntry], *, suite: str = "agent-wrapper") -> b
                 details.append(f"stop reason: {entry.result.get('stopReason')}")
             _element(case, "failure", "\n".join(details), message=message, type=kind)
         _element(case, "system-out", entry.run_dir)
+        # A run can end ok and still carry what CI must see (a quality gate
+        # that never passed): the warnings a run repeats on stderr.
+        grave = [
+            f"warning: {warning.get('message')}"
+            for warning in (entry.result or {}).get("warnings") or ()
+            if isinstance(warning, Mapping) and warning.get("code") in WARNINGS_AT_END
+        ]
+        if grave:
+            _element(case, "system-err", "\n".join(grave))
     ET.indent(root)
     body: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return body + b"\n"

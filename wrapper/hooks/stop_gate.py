@@ -85,6 +85,8 @@ class StopGate:
             return await self._steer(block, number + 1)
         if self.steering.allowed_by in (AllowedBy.HOOK_CONTINUE_FALSE, AllowedBy.HOOK_FAILED):
             return None
+        if self.steering.failure_kind == ErrorKind.GATE_NOT_PASSED:
+            return None
         return await self._policy(number)
 
     async def _stop_hooks(self, facts: RunFacts) -> Block | None:
@@ -94,18 +96,19 @@ class StopGate:
         if not handlers and not settings.retry_on_error:
             steering.allow(AllowedBy.NO_HANDLERS)
             return None
-        if steering.at_limit:
+        at_limit = steering.at_limit
+        if at_limit and not handlers:
             steering.allow(AllowedBy.MAX_STEERS)
             self.stream.emit(
                 WarningEvent(
                     code="max_steers_reached",
                     message=f"the steer limit ({steering.max_steers}) is reached; "
-                    f"{event} handlers were not run and the stop was allowed",
+                    "the stop was allowed without another retry",
                 )
             )
             return None
         last = self.summary.last_assistant
-        if settings.retry_on_error and last is not None:
+        if settings.retry_on_error and last is not None and not at_limit:
             retry = steering.retry_on_error(
                 f"{last.text}\n{last.error_message or ''}", settings.max_retries
             )
@@ -119,7 +122,9 @@ class StopGate:
         verdict = decide(facts)
         payload = self.hook_input(
             event,
-            stop_hook_active=steering.steer_count > 0,
+            # true at the limit too, as Claude Code has it: a block there can
+            # no longer steer, only say that the gate did not pass
+            stop_hook_active=steering.steer_count > 0 or at_limit,
             last_assistant_message=last.text if last is not None else None,
             outcome=str(verdict.outcome),
             stop_reason=facts.final.stop_reason if facts.final else None,
@@ -146,7 +151,34 @@ class StopGate:
             )
             return None
         self._warn_failed(event, handlers, results, "the stop was allowed")
+        if at_limit:
+            self._gate_at_limit(
+                event, steering.decide_at_limit(results, [h.name for h in handlers])
+            )
+            return None
         return steering.decide(results, [h.name for h in handlers])
+
+    def _gate_at_limit(self, event: str, block: Block | None) -> None:
+        """Say that the gate never passed: a failure with ``failOnMaxSteers``,
+        else one warning that also reaches stderr, since the run stays ``ok``."""
+        if block is None:
+            return
+        steering = self.steering
+        what = (
+            f"the {event} gate never passed: {block.handler} still blocks after "
+            f"{steering.steer_count} steer{'s' if steering.steer_count != 1 else ''} "
+            f"(the limit): {_quote(block.reason)}"
+        )
+        if self.config.fail_on_max_steers:
+            steering.allow(AllowedBy.MAX_STEERS, what, ErrorKind.GATE_NOT_PASSED)
+            return
+        self.stream.emit(
+            WarningEvent(
+                code="max_steers_reached",
+                message=f"{what}; this alone does not fail the run "
+                "(--fail-on-max-steers or stop.failOnMaxSteers makes it a failure)",
+            )
+        )
 
     async def _policy(self, number: int) -> Launch | None:
         """The ``onStop`` policy's part in a stop the hooks allowed."""
@@ -315,6 +347,7 @@ class StopGate:
             "session_id": self.summary.session_id,
             "transcript_path": str(transcript),
             "cwd": str(config.cwd),
+            "permission_mode": self.dialect.permission_mode(config.command),
             "hook_event_name": event,
             "run_id": config.run_id,
             "agent_id": config.run_id,

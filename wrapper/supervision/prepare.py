@@ -228,6 +228,7 @@ def prepare_run(
         settings=settings,
         max_steers=_first(options.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
         hooks_fail_closed=options.hooks_fail_closed or settings.fail_closed,
+        fail_on_max_steers=options.fail_on_max_steers or settings.fail_on_max_steers,
         subagent=options.subagent or child_depth(environ) > 1,
         on_stop=_on_stop(options.on_stop, settings.on_stop, CONTEXT_POLICIES.get(options.context)),
         context=options.context,

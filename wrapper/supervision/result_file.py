@@ -21,6 +21,7 @@ WARNINGS_AT_END = frozenset(
     {
         "settings_note",
         "hook_failed",
+        "max_steers_reached",
         "hook_observers_cut",
         "hook_observers_dropped",
         "silent_agent",
