@@ -210,6 +210,50 @@ def test_a_failed_run_says_why_as_its_error_type(
 
 
 @pytest.mark.parametrize(
+    ("variables", "service"),
+    [
+        ({}, "agent-wrapper"),
+        ({"OTEL_SERVICE_NAME": "fix-bot"}, "fix-bot"),
+        (
+            {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=ci,service.name=ci%20fleet"},
+            "ci fleet",
+        ),
+        (
+            {"OTEL_SERVICE_NAME": "fix-bot", "OTEL_RESOURCE_ATTRIBUTES": "service.name=other"},
+            "fix-bot",
+        ),
+    ],
+)
+@pytest.mark.parametrize("where", ["process", "env"])
+def test_the_users_service_name_wins_over_the_default(
+    tmp_path: Path,
+    exported: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+    variables: dict[str, str],
+    service: str,
+    where: str,
+) -> None:
+    if where == "process":
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+    scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+    result = wrapper.run(
+        [str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(scenario)],
+        task="Do it",
+        run_dir=tmp_path / "run",
+        env=variables if where == "env" else None,
+    )
+    assert result.outcome == "ok", result.error
+    spans = exported.get_finished_spans()
+    assert spans
+    for span in spans:
+        assert span.resource.attributes["service.name"] == service
+        assert span.resource.attributes["service.version"] == wrapper.__version__
+    if "deployment.environment" in variables.get("OTEL_RESOURCE_ATTRIBUTES", ""):
+        assert spans[0].resource.attributes["deployment.environment"] == "ci"
+
+
+@pytest.mark.parametrize(
     ("environ", "wanted"),
     [
         ({}, False),
@@ -274,7 +318,47 @@ def test_asked_for_without_the_extra_the_run_goes_on_with_one_warning(tmp_path: 
     assert result["outcome"] == "ok"
     (warning,) = result["warnings"]
     assert warning["code"] == "telemetry"
-    assert "pip install 'agent-wrapper[otel]'" in warning["message"]
+    assert "pip install '.[otel]'" in warning["message"]
+
+
+def test_an_exporter_asked_for_without_the_extra_is_said_once_on_stderr(
+    tmp_path: Path,
+) -> None:
+    """Whoever set OTEL_TRACES_EXPORTER reads stderr: a batch of two runs says
+    it there once, with an install line that works (the package is on no index)."""
+    blocker = tmp_path / "blocker" / "opentelemetry"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
+    lines = []
+    for n in range(2):
+        directory = tmp_path / f"s{n}"
+        directory.mkdir()
+        path = write_scenario(directory, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+        command = [str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(path)]
+        lines.append(json.dumps({"command": command, "task": f"task {n}"}))
+    spec = tmp_path / "spec.jsonl"
+    spec.write_text("\n".join(lines) + "\n")
+    environ = {
+        **agent_env(tmp_path),
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "PYTHONPATH": os.pathsep.join([str(blocker.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "wrapper", "batch", str(spec), "--runs-dir", "runs"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env=environ,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "OpenTelemetry" in line]
+    assert len(said) == 1, proc.stderr
+    assert said[0].startswith("agent-wrapper: warning: the environment asks for OpenTelemetry")
+    assert "pip install '.[otel]' in the agent-wrapper checkout" in said[0]
+    assert "agent-wrapper[otel]'" not in said[0].replace("/path/to/agent-wrapper[otel]", "")
 
 
 class Collector:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,6 +172,12 @@ async def run_async(
     # The caller has the result: nothing on its stderr either.
     the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ, say_at_end=False)
     interrupted = await _execute(the_run)
+    telemetry_module = sys.modules.get("wrapper.sinks.telemetry")
+    if telemetry_module is not None:
+        missing = telemetry_module.unavailable()
+        if missing is not None:
+            # Once a process, as the command line says it on its stderr.
+            _LOG.warning("%s", missing)
     if the_run.telemetry is not None:
         from wrapper.sinks import telemetry  # noqa: PLC0415
 
