@@ -358,7 +358,7 @@ def test_an_exporter_asked_for_without_the_extra_is_said_once_on_stderr(
     assert len(said) == 1, proc.stderr
     assert said[0].startswith("agent-wrapper: warning: the environment asks for OpenTelemetry")
     assert "pip install '.[otel]' in the agent-wrapper checkout" in said[0]
-    assert "agent-wrapper[otel]'" not in said[0].replace("/path/to/agent-wrapper[otel]", "")
+    assert "agent-wrapper[otel]" not in said[0]
 
 
 class Collector:

@@ -63,11 +63,8 @@ if TYPE_CHECKING:
 SEMCONV_VERSION = "1.39.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 FLUSH_TIMEOUT_VARIABLE = "AGENT_WRAPPER_OTEL_FLUSH_TIMEOUT"
-#: The package is installed from its checkout (it is on no package index).
-INSTALL_HINT = (
-    "pip install '.[otel]' in the agent-wrapper checkout "
-    "(or pip install '/path/to/agent-wrapper[otel]', or scripts/setup --dev)"
-)
+#: The package is on no index: it is installed from its checkout.
+INSTALL_HINT = "pip install '.[otel]' in the agent-wrapper checkout (or scripts/setup --dev)"
 
 #: The provider each dialect's agent talks to, where one is implied
 #: (``gen_ai.provider.name``'s well-known values).
@@ -204,8 +201,7 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
     # host's stderr; a host that configures logging still gets them, and
     # the wrapper reports lost spans itself.
     _SDK_LOGGER.addHandler(_SILENT)
-    # Our name is only a default: the user's OTEL_SERVICE_NAME and
-    # OTEL_RESOURCE_ATTRIBUTES (the run's environment, the API's ``env``
+    # Our name is only a default: the user's variables (the API's ``env``
     # included) are how a fleet tells its services apart, and win.
     resource = Resource.create(
         {"service.name": "agent-wrapper", "service.version": __version__}
@@ -226,9 +222,8 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
 
 
 def resource_attributes(environ: Mapping[str, str]) -> dict[str, str]:
-    """The resource attributes the standard environment sets: the
-    ``key=value`` pairs of ``OTEL_RESOURCE_ATTRIBUTES`` (values percent-decoded),
-    then ``OTEL_SERVICE_NAME`` as ``service.name``, read as the SDK reads them."""
+    """What ``OTEL_RESOURCE_ATTRIBUTES`` (``k=v,...``, percent-decoded) and then
+    ``OTEL_SERVICE_NAME`` set, read as the SDK reads them."""
     from urllib.parse import unquote
 
     attributes: dict[str, str] = {}
@@ -310,15 +305,13 @@ def _counting(exporter: SpanExporter) -> SpanExporter:
     return Counting()
 
 
-#: Why the export asked for cannot happen in this process (the extra is
-#: missing), for its owner to tell a person; "" once told.
+#: Why the export asked for cannot happen (no extra), until told ("" then).
 _unavailable: str | None = None
 
 
 def unavailable() -> str | None:
-    """What the process's owner should tell a person, once per process: a
-    run asked for traces and the extra is not installed (a run's warning
-    reaches only its result.json, where nobody who only set ``OTEL_*`` looks)."""
+    """What the process's owner should say, once: traces were asked for
+    without the extra (a run's own warning is only in its result.json)."""
     global _unavailable
     message, _unavailable = _unavailable, "" if _unavailable is not None else None
     return message or None
@@ -380,8 +373,7 @@ def for_run(
             f"optional packages are not installed: {INSTALL_HINT}; the run goes on without"
         )
         warn(message)
-        if _unavailable is None:
-            _unavailable = message
+        _unavailable = message if _unavailable is None else _unavailable
         return None
     except Exception as exc:
         warn(f"OpenTelemetry export could not be set up ({exc}); the run goes on without")
