@@ -361,6 +361,50 @@ def test_an_exporter_asked_for_without_the_extra_is_said_once_on_stderr(
     assert "agent-wrapper[otel]" not in said[0]
 
 
+#: Two runs of the API in one program that logs to its stdout.
+_TWO_RUNS = """
+import logging, sys, wrapper
+logging.basicConfig(stream=sys.stdout, format="LOG %(name)s %(levelname)s %(message)s")
+run_dir, *command = sys.argv[1:]
+for n in (1, 2):
+    print("OUTCOME", wrapper.run(command, task="Do it", run_dir=f"{run_dir}{n}").outcome)
+"""
+
+
+def test_from_the_api_a_missing_extra_is_logged_once_and_never_printed(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker" / "opentelemetry"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
+    scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _TWO_RUNS,
+            str(tmp_path / "run"),
+            *[str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(scenario)],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env={
+            **agent_env(tmp_path),
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "PYTHONPATH": os.pathsep.join([str(blocker.parent), os.environ.get("PYTHONPATH", "")]),
+        },
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert [line for line in lines if line.startswith("OUTCOME")] == ["OUTCOME ok"] * 2
+    (logged,) = [line for line in lines if line.startswith("LOG ")]
+    assert logged.startswith("LOG wrapper WARNING the environment asks for OpenTelemetry")
+    assert "pip install '.[otel]'" in logged
+
+
 class Collector:
     """An OTLP/HTTP traces endpoint on 127.0.0.1 that keeps what it is sent."""
 
