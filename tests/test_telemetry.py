@@ -274,11 +274,13 @@ def test_the_standard_environment_decides_whether_runs_are_exported(
 
 #: Runs the command line in this interpreter, then says how many modules of
 #: OpenTelemetry (or of the wrapper's telemetry) it imported. argv[1] is
-#: "hide" to make the extra look uninstalled.
+#: "hide" to make the extra look uninstalled, "grpc" the grpc exporter.
 PROBE = """
 import sys
 if sys.argv[1] == "hide":
     sys.modules["opentelemetry"] = None
+if sys.argv[1] == "grpc":
+    sys.modules["opentelemetry.exporter.otlp.proto.grpc.trace_exporter"] = None
 from wrapper.cli import main
 status = main(sys.argv[2:])
 loaded = [n for n in sys.modules if n.startswith(("opentelemetry", "wrapper.sinks.telemetry"))]
@@ -287,12 +289,15 @@ sys.exit(status)
 """
 
 
-def probe(tmp_path: Path, hide: bool, **env: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def probe(
+    tmp_path: Path, hide: bool | str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
     run_dir = tmp_path / "run"
     argv = wrapper_argv(run_dir, scenario, options=["--output", "quiet"])[3:]
+    mode = hide if isinstance(hide, str) else "hide" if hide else "keep"
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, "hide" if hide else "keep", *argv],
+        [sys.executable, "-c", PROBE, mode, *argv],
         capture_output=True,
         text=True,
         timeout=HANG_LIMIT,
@@ -319,6 +324,21 @@ def test_asked_for_without_the_extra_the_run_goes_on_with_one_warning(tmp_path: 
     (warning,) = result["warnings"]
     assert warning["code"] == "telemetry"
     assert "pip install '.[otel]'" in warning["message"]
+
+
+def test_grpc_asked_for_without_its_exporter_names_that_package(tmp_path: Path) -> None:
+    proc, run_dir = probe(
+        tmp_path,
+        "grpc",
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+        OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert read_result(run_dir / "result.json")["outcome"] == "ok"
+    (said,) = [line for line in proc.stderr.splitlines() if "OpenTelemetry" in line]
+    # The extra is installed: it is not what is missing.
+    assert "pip install opentelemetry-exporter-otlp-proto-grpc" in said
+    assert "[otel]" not in said
 
 
 def test_an_exporter_asked_for_without_the_extra_is_said_once_on_stderr(

@@ -65,6 +65,7 @@ SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 FLUSH_TIMEOUT_VARIABLE = "AGENT_WRAPPER_OTEL_FLUSH_TIMEOUT"
 #: The package is on no index: it is installed from its checkout.
 INSTALL_HINT = "pip install '.[otel]' in the agent-wrapper checkout (or scripts/setup --dev)"
+GRPC_HINT = "pip install opentelemetry-exporter-otlp-proto-grpc (for OTEL_*_PROTOCOL=grpc)"
 
 #: The provider each dialect's agent talks to, where one is implied
 #: (``gen_ai.provider.name``'s well-known values).
@@ -232,9 +233,7 @@ def resource_attributes(environ: Mapping[str, str]) -> dict[str, str]:
         if equals and key.strip():
             attributes[key.strip()] = unquote(value.strip())
     service = environ.get("OTEL_SERVICE_NAME", "").strip()
-    if service:
-        attributes["service.name"] = service
-    return attributes
+    return {**attributes, "service.name": service} if service else attributes
 
 
 def _environment_exporter(environ: Mapping[str, str]) -> SpanExporter | None:
@@ -367,10 +366,12 @@ def for_run(
         return None
     try:
         tracer = _get_tracer(environ)
-    except ImportError:
+    except ImportError as exc:
+        # The extra has no grpc exporter: installing it again would not help.
+        hint = GRPC_HINT if "grpc" in (exc.name or "") else INSTALL_HINT
         message = (
-            "the environment asks for OpenTelemetry traces (OTEL_*), but the "
-            f"optional packages are not installed: {INSTALL_HINT}; the run goes on without"
+            "the environment asks for OpenTelemetry traces (OTEL_*), but the optional "
+            f"packages are not installed: {hint}; the run goes on without"
         )
         warn(message)
         _unavailable = message if _unavailable is None else _unavailable
