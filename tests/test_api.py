@@ -218,7 +218,25 @@ def test_from_asyncio_the_blocking_run_goes_in_a_thread(tmp_path: Path) -> None:
     assert_matches_file(result, tmp_path / "run")
 
 
-def test_run_async_awaited_from_asyncio_says_what_to_do_instead(tmp_path: Path) -> None:
+def test_run_called_inside_trio_says_to_await_run_async(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a run that started would write
+
+    async def main() -> None:
+        wrapper.run(["pi", "--mode", "json", "-p"], task="Do it")
+
+    with pytest.raises(RuntimeError) as caught:
+        trio.run(main)
+    assert "inside a trio loop, await wrapper.run_async(...)" in str(caught.value)
+    assert not (tmp_path / ".agent-wrapper").exists()
+
+
+def test_run_async_awaited_from_asyncio_says_what_to_do_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a run that started would write
+
     async def main() -> None:
         await wrapper.run_async(["pi", "--mode", "json", "-p"], task="Do it")
 

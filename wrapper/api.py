@@ -112,13 +112,19 @@ def run(
     **options: Any,
 ) -> RunResult:
     """Run ``command`` (the agent with its own flags, JSON mode included)
-    under supervision and wait for it; see ``run_async``. Must not be
-    called from inside a trio loop (use ``run_async`` there).
+    under supervision and wait for it; see ``run_async``. Called inside a
+    trio loop it raises ``RuntimeError`` (use ``run_async`` there); from
+    asyncio, run it in a thread (``asyncio.to_thread``).
 
     Ctrl-C (SIGINT, where the caller left Python's default handler) ends
     the run as a stop signal would: ``aborted``, the agent's tree ended,
     result.json and status.json final; then ``KeyboardInterrupt`` is raised.
     """
+    if _in_trio():
+        # trio's own refusal speaks of run() inside run(), not of what to call.
+        raise RuntimeError(
+            "wrapper.run blocks; inside a trio loop, await wrapper.run_async(...) instead"
+        )
     result: RunResult = trio.run(
         _run_async_kw,
         command,
@@ -129,6 +135,14 @@ def run(
         restrict_keyboard_interrupt_to_checkpoints=True,
     )
     return result
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _run_async_kw(
@@ -170,15 +184,13 @@ async def run_async(
     cancelled it; the agent's tree ended, result.json written) before the
     cancellation goes on.
     """
-    try:
-        trio.lowlevel.current_task()
-    except RuntimeError:
+    if not _in_trio():
         # Awaited from asyncio (or another loop), trio's own error names
         # nothing the caller can act on.
         raise RuntimeError(
             "wrapper.run_async runs inside a trio loop; from asyncio, use "
             "await asyncio.to_thread(wrapper.run, command, ...) instead"
-        ) from None
+        )
     from wrapper.fleet.spec import check_command, check_cwd, check_env  # noqa: PLC0415
     from wrapper.supervision.run import Run  # noqa: PLC0415 - trio's part, once a run starts
 
