@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import trio
@@ -140,6 +142,12 @@ def test_a_cancelled_run_async_ends_aborted_with_its_result(tmp_path: Path) -> N
     result = read_result(tmp_path / "run" / "result.json")
     assert result["outcome"] == "aborted"
     assert result["error"]["kind"] == "interrupted"
+    # No signal came: the result says who stopped the run.
+    assert result["error"]["message"] == "the run's caller cancelled it and stopped the agent"
+    reasons = [sent["reason"] for sent in result["signalsSent"]]
+    assert reasons
+    assert reasons[0] == "the run's caller cancelled it"
+    assert not any("received" in reason for reason in reasons), reasons
 
 
 @pytest.mark.usefixtures("env")
@@ -158,9 +166,85 @@ def test_usage_errors(tmp_path: Path) -> None:
         file.truncate(MAX_TASK_BYTES + 1)
     with pytest.raises(
         wrapper.RunUsageError,
-        match=r"^--task-file .*task\.md: longer than 64 MiB \(67108864 bytes\), the most",
+        match=r"^task_file='.*task\.md': longer than 64 MiB \(67108864 bytes\), the most",
     ):
         wrapper.run(command, task_file=big)
+    assert not (tmp_path / ".agent-wrapper").exists()
+
+
+@pytest.mark.usefixtures("env")
+def test_usage_errors_name_the_python_arguments_not_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    pi = [str(FAKE_PI), "--mode", "json", "-p"]
+    cases: list[tuple[list[str], dict[str, Any], str]] = [
+        (["my-agent"], {"task": "x"}, "the task cannot be placed: pass dialect= (acp, "),
+        (pi, {"task": "x", "settings": ["missing.json"]}, f"settings='{tmp_path}/missing.json': "),
+        (pi, {"task_file": "missing.md"}, f"task_file='{tmp_path}/missing.md': cannot read it"),
+        (pi, {"task": "x", "run_dir": ""}, "run_dir= is empty"),
+        (["my-agent"], {"dialect": "acp"}, "needs a task (task= or task_file=)"),
+    ]
+    for command, arguments, named in cases:
+        with pytest.raises(wrapper.RunUsageError) as usage:
+            wrapper.run(command, **arguments)
+        message = str(usage.value)
+        assert named in message
+        # Neither a flag nor the command line's "run:" prefix.
+        assert "--" not in message, message
+        assert not message.startswith("run:"), message
+
+
+def test_a_command_given_as_one_string_says_to_split_it() -> None:
+    with pytest.raises(TypeError) as caught:
+        # A str is a Sequence[str] to a type checker: only the call can refuse it.
+        wrapper.run("pi --mode json -p", task="Fix it")
+    assert str(caught.value) == (
+        '"command" must be a list of strings (the argv), not one string: '
+        "pass shlex.split('pi --mode json -p')"
+    )
+
+
+@pytest.mark.usefixtures("env", "no_leaks")
+def test_from_asyncio_the_blocking_run_goes_in_a_thread(tmp_path: Path) -> None:
+    command = fake_command(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+
+    async def main() -> wrapper.RunResult:
+        return await asyncio.to_thread(wrapper.run, command, task="Do it", run_dir=tmp_path / "run")
+
+    result = asyncio.run(main())
+    assert result.outcome == "ok", result.error
+    assert result.final_text == "Done."
+    assert_matches_file(result, tmp_path / "run")
+
+
+def test_run_called_inside_trio_says_to_await_run_async(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a run that started would write
+
+    async def main() -> None:
+        wrapper.run(["pi", "--mode", "json", "-p"], task="Do it")
+
+    with pytest.raises(RuntimeError) as caught:
+        trio.run(main)
+    assert "inside a trio loop, await wrapper.run_async(...)" in str(caught.value)
+    assert not (tmp_path / ".agent-wrapper").exists()
+
+
+def test_run_async_awaited_from_asyncio_says_what_to_do_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a run that started would write
+
+    async def main() -> None:
+        await wrapper.run_async(["pi", "--mode", "json", "-p"], task="Do it")
+
+    with pytest.raises(RuntimeError) as caught:
+        asyncio.run(main())
+    message = str(caught.value)
+    assert "wrapper.run_async runs inside a trio loop" in message
+    assert "asyncio.to_thread(wrapper.run, " in message
     assert not (tmp_path / ".agent-wrapper").exists()
 
 
@@ -173,7 +257,7 @@ def test_values_no_system_call_can_take_are_usage_errors_naming_the_argument(
     wrong_types: list[tuple[dict[str, Any], str]] = [
         ({"env": {"A": 1}}, '"env" must be an object of variable names to string values'),
         ({"env": ["A=1"]}, '"env"'),
-        ({"command": "pi --mode json"}, '"command" must be a non-empty list'),
+        ({"command": "pi --mode json"}, "not one string: pass shlex.split('pi --mode json')"),
         ({"timeout": [1]}, "'timeout' must be a string or a number"),
     ]
     for given, named in wrong_types:
@@ -214,6 +298,46 @@ def test_run_result_is_frozen_and_typed() -> None:
     assert result.run_dir is None
     with pytest.raises(AttributeError):
         result.outcome = "error"  # type: ignore[misc]
+    # The types say exactly what result.json may hold.
+    assert set(get_args(wrapper.RunOutcome)) == {str(o) for o in wrapper.Outcome}
+    schema = json.loads((Path(wrapper.__file__).parent / "schemas/result.schema.json").read_text())
+    (error_schema,) = [s for s in schema["properties"]["error"]["oneOf"] if s["type"] == "object"]
+    assert set(wrapper.RunErrorInfo.__annotations__) == set(error_schema["required"])
+    with pytest.raises(ValueError, match="not an outcome"):
+        wrapper.RunResult.from_json({**data, "outcome": "fine"})
+
+
+#: The README's section on the API, up to the next section.
+_README = Path(__file__).parent.parent / "README.md"
+
+
+def test_the_readmes_python_examples_pass_mypy_strict(tmp_path: Path) -> None:
+    text = _README.read_text()
+    section = text.split("\n## Python API\n", 1)[1].split("\n## ", 1)[0]
+    examples = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(examples) >= 3
+    for n, example in enumerate(examples):
+        (tmp_path / f"example_{n}.py").write_text(example)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--config-file",
+            os.devnull,
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            *sorted(str(path) for path in tmp_path.glob("example_*.py")),
+        ],
+        capture_output=True,
+        text=True,
+        # Type-checks the package and trio afresh: slow on a loaded machine.
+        timeout=600,
+        env={**os.environ, "MYPYPATH": str(_README.parent)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 #: A program that embeds the API, as a user's script would: ``how`` picks the

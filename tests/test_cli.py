@@ -207,6 +207,8 @@ def test_public_surface_is_pinned() -> None:
             "run",
             "run_async",
             "RunResult",
+            "RunOutcome",
+            "RunErrorInfo",
             "RunUsageError",
         ]
     )

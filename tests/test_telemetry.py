@@ -210,6 +210,50 @@ def test_a_failed_run_says_why_as_its_error_type(
 
 
 @pytest.mark.parametrize(
+    ("variables", "service"),
+    [
+        ({}, "agent-wrapper"),
+        ({"OTEL_SERVICE_NAME": "fix-bot"}, "fix-bot"),
+        (
+            {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=ci,service.name=ci%20fleet"},
+            "ci fleet",
+        ),
+        (
+            {"OTEL_SERVICE_NAME": "fix-bot", "OTEL_RESOURCE_ATTRIBUTES": "service.name=other"},
+            "fix-bot",
+        ),
+    ],
+)
+@pytest.mark.parametrize("where", ["process", "env"])
+def test_the_users_service_name_wins_over_the_default(
+    tmp_path: Path,
+    exported: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+    variables: dict[str, str],
+    service: str,
+    where: str,
+) -> None:
+    if where == "process":
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+    scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+    result = wrapper.run(
+        [str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(scenario)],
+        task="Do it",
+        run_dir=tmp_path / "run",
+        env=variables if where == "env" else None,
+    )
+    assert result.outcome == "ok", result.error
+    spans = exported.get_finished_spans()
+    assert spans
+    for span in spans:
+        assert span.resource.attributes["service.name"] == service
+        assert span.resource.attributes["service.version"] == wrapper.__version__
+    if "deployment.environment" in variables.get("OTEL_RESOURCE_ATTRIBUTES", ""):
+        assert spans[0].resource.attributes["deployment.environment"] == "ci"
+
+
+@pytest.mark.parametrize(
     ("environ", "wanted"),
     [
         ({}, False),
@@ -230,11 +274,13 @@ def test_the_standard_environment_decides_whether_runs_are_exported(
 
 #: Runs the command line in this interpreter, then says how many modules of
 #: OpenTelemetry (or of the wrapper's telemetry) it imported. argv[1] is
-#: "hide" to make the extra look uninstalled.
+#: "hide" to make the extra look uninstalled, "grpc" the grpc exporter.
 PROBE = """
 import sys
 if sys.argv[1] == "hide":
     sys.modules["opentelemetry"] = None
+if sys.argv[1] == "grpc":
+    sys.modules["opentelemetry.exporter.otlp.proto.grpc.trace_exporter"] = None
 from wrapper.cli import main
 status = main(sys.argv[2:])
 loaded = [n for n in sys.modules if n.startswith(("opentelemetry", "wrapper.sinks.telemetry"))]
@@ -243,12 +289,15 @@ sys.exit(status)
 """
 
 
-def probe(tmp_path: Path, hide: bool, **env: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def probe(
+    tmp_path: Path, hide: bool | str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
     run_dir = tmp_path / "run"
     argv = wrapper_argv(run_dir, scenario, options=["--output", "quiet"])[3:]
+    mode = hide if isinstance(hide, str) else "hide" if hide else "keep"
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, "hide" if hide else "keep", *argv],
+        [sys.executable, "-c", PROBE, mode, *argv],
         capture_output=True,
         text=True,
         timeout=HANG_LIMIT,
@@ -274,7 +323,106 @@ def test_asked_for_without_the_extra_the_run_goes_on_with_one_warning(tmp_path: 
     assert result["outcome"] == "ok"
     (warning,) = result["warnings"]
     assert warning["code"] == "telemetry"
-    assert "pip install 'agent-wrapper[otel]'" in warning["message"]
+    assert "pip install '.[otel]'" in warning["message"]
+
+
+def test_grpc_asked_for_without_its_exporter_names_that_package(tmp_path: Path) -> None:
+    proc, run_dir = probe(
+        tmp_path,
+        "grpc",
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+        OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert read_result(run_dir / "result.json")["outcome"] == "ok"
+    (said,) = [line for line in proc.stderr.splitlines() if "OpenTelemetry" in line]
+    # The extra is installed: it is not what is missing.
+    assert "pip install opentelemetry-exporter-otlp-proto-grpc" in said
+    assert "[otel]" not in said
+
+
+def test_an_exporter_asked_for_without_the_extra_is_said_once_on_stderr(
+    tmp_path: Path,
+) -> None:
+    """Whoever set OTEL_TRACES_EXPORTER reads stderr: a batch of two runs says
+    it there once, with an install line that works (the package is on no index)."""
+    blocker = tmp_path / "blocker" / "opentelemetry"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
+    lines = []
+    for n in range(2):
+        directory = tmp_path / f"s{n}"
+        directory.mkdir()
+        path = write_scenario(directory, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+        command = [str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(path)]
+        lines.append(json.dumps({"command": command, "task": f"task {n}"}))
+    spec = tmp_path / "spec.jsonl"
+    spec.write_text("\n".join(lines) + "\n")
+    environ = {
+        **agent_env(tmp_path),
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "PYTHONPATH": os.pathsep.join([str(blocker.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "wrapper", "batch", str(spec), "--runs-dir", "runs"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env=environ,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "OpenTelemetry" in line]
+    assert len(said) == 1, proc.stderr
+    assert said[0].startswith("agent-wrapper: warning: the environment asks for OpenTelemetry")
+    assert "pip install '.[otel]' in the agent-wrapper checkout" in said[0]
+    assert "agent-wrapper[otel]" not in said[0]
+
+
+#: Two runs of the API in one program that logs to its stdout.
+_TWO_RUNS = """
+import logging, sys, wrapper
+logging.basicConfig(stream=sys.stdout, format="LOG %(name)s %(levelname)s %(message)s")
+run_dir, *command = sys.argv[1:]
+for n in (1, 2):
+    print("OUTCOME", wrapper.run(command, task="Do it", run_dir=f"{run_dir}{n}").outcome)
+"""
+
+
+def test_from_the_api_a_missing_extra_is_logged_once_and_never_printed(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker" / "opentelemetry"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
+    scenario = write_scenario(tmp_path, [{"assistant": {"text": "Done.", "stopReason": "stop"}}])
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _TWO_RUNS,
+            str(tmp_path / "run"),
+            *[str(FAKE_PI), "--mode", "json", "-p", "--scenario", str(scenario)],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env={
+            **agent_env(tmp_path),
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "PYTHONPATH": os.pathsep.join([str(blocker.parent), os.environ.get("PYTHONPATH", "")]),
+        },
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert [line for line in lines if line.startswith("OUTCOME")] == ["OUTCOME ok"] * 2
+    (logged,) = [line for line in lines if line.startswith("LOG ")]
+    assert logged.startswith("LOG wrapper WARNING the environment asks for OpenTelemetry")
+    assert "pip install '.[otel]'" in logged
 
 
 class Collector:

@@ -10,7 +10,7 @@ import importlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers see of the lazy names below
-    from wrapper.api import RunResult, run, run_async
+    from wrapper.api import RunErrorInfo, RunOutcome, RunResult, run, run_async
     from wrapper.core.completion import CompletionTracker, Limits, SendSignal
     from wrapper.core.events import (
         TERMINAL_STOP_REASONS,
@@ -43,6 +43,8 @@ _EXPORTS = {
     "run": "wrapper.api",
     "run_async": "wrapper.api",
     "RunResult": "wrapper.api",
+    "RunOutcome": "wrapper.api",
+    "RunErrorInfo": "wrapper.api",
     "RunUsageError": "wrapper.supervision.prepare",
 }
 
@@ -65,6 +67,8 @@ __all__ = [  # noqa: RUF022 - the version first, then the lazy names as listed a
     "run",
     "run_async",
     "RunResult",
+    "RunOutcome",
+    "RunErrorInfo",
     "RunUsageError",
 ]
 

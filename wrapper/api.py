@@ -1,7 +1,8 @@
 """The Python API: one supervised run inside the caller's process.
 
 ``run`` blocks (it runs its own trio loop); ``run_async`` runs inside the
-caller's trio loop, so that several runs can go on at once. Both write the
+caller's trio loop, so that several runs can go on at once. An asyncio
+caller runs ``run`` in a thread (``asyncio.to_thread``). Both write the
 run directory and result.json exactly as ``agent-wrapper run`` does, and
 return a ``RunResult`` that says what result.json says.
 
@@ -19,11 +20,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, get_args
 
 import trio
 
@@ -33,22 +36,32 @@ from wrapper.supervision.prepare import RunUsageError, prepare_run
 if TYPE_CHECKING:
     from wrapper.supervision.run import Run
 
-__all__ = ["RunResult", "RunUsageError", "run", "run_async"]
+__all__ = ["RunErrorInfo", "RunOutcome", "RunResult", "RunUsageError", "run", "run_async"]
 
 #: Where the API says what it cannot put in a result (a library logs; it
 #: never prints). Silent unless the host configures logging.
 _LOG = logging.getLogger("wrapper")
 _LOG.addHandler(logging.NullHandler())
 
-#: Options that belong to the command line, not to a run made here.
+#: What a run came to (result.json's ``outcome``; ``wrapper.Outcome`` as strings).
+RunOutcome = Literal["ok", "error", "timeout", "aborted", "spawn_failed", "refused"]
+
+
+class RunErrorInfo(TypedDict):
+    """result.json's ``error``: why a run did not succeed."""
+
+    #: One of the closed list of ``wrapper.ErrorKind`` values.
+    kind: str
+    message: str
+    #: The provider's HTTP status when the agent reported a failed API call.
+    apiStatus: int | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult:
     """What a run came to, as its result.json says (``data`` is all of it)."""
 
-    #: ``ok``, ``error``, ``timeout``, ``aborted``, ``spawn_failed``, ``refused``.
-    outcome: str
+    outcome: RunOutcome
     success: bool
     #: What ``agent-wrapper run`` would have exited with.
     exit_status: int
@@ -61,16 +74,20 @@ class RunResult:
     usage: Mapping[str, Any] | None
     #: The run's directory, None when it could not be used.
     run_dir: Path | None
-    #: ``{kind, message, ...}`` when the run did not succeed.
-    error: Mapping[str, Any] | None
+    #: Why the run did not succeed; None when it did.
+    error: RunErrorInfo | None
     #: The whole result.json.
     data: Mapping[str, Any]
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunResult:
         run_dir = (data.get("artifacts") or {}).get("runDir")
+        outcome = data["outcome"]
+        if outcome not in get_args(RunOutcome):
+            raise ValueError(f"not an outcome of a run: {outcome!r}")
+        error = data.get("error")
         return cls(
-            outcome=str(data["outcome"]),
+            outcome=outcome,
             success=bool(data["success"]),
             exit_status=int(data["exitStatus"]),
             stop_reason=data.get("stopReason"),
@@ -78,7 +95,8 @@ class RunResult:
             final_text=data.get("finalText"),
             usage=data.get("usage"),
             run_dir=Path(run_dir) if run_dir else None,
-            error=data.get("error"),
+            # All of result.json's error, whatever it holds besides.
+            error=None if error is None else cast(RunErrorInfo, dict(error)),
             data=data,
         )
 
@@ -94,13 +112,19 @@ def run(
     **options: Any,
 ) -> RunResult:
     """Run ``command`` (the agent with its own flags, JSON mode included)
-    under supervision and wait for it; see ``run_async``. Must not be
-    called from inside a trio loop (use ``run_async`` there).
+    under supervision and wait for it; see ``run_async``. Called inside a
+    trio loop it raises ``RuntimeError`` (use ``run_async`` there); from
+    asyncio, run it in a thread (``asyncio.to_thread``).
 
     Ctrl-C (SIGINT, where the caller left Python's default handler) ends
     the run as a stop signal would: ``aborted``, the agent's tree ended,
     result.json and status.json final; then ``KeyboardInterrupt`` is raised.
     """
+    if _in_trio():
+        # trio's own refusal speaks of run() inside run(), not of what to call.
+        raise RuntimeError(
+            "wrapper.run blocks; inside a trio loop, await wrapper.run_async(...) instead"
+        )
     result: RunResult = trio.run(
         _run_async_kw,
         command,
@@ -111,6 +135,14 @@ def run(
         restrict_keyboard_interrupt_to_checkpoints=True,
     )
     return result
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _run_async_kw(
@@ -142,35 +174,59 @@ async def run_async(
 
     Raises ``TypeError`` for an option that does not exist (naming the
     closest one) or a value of the wrong type (an ``env`` value that is not
-    a string, a ``command`` given as one string), and ``RunUsageError`` (a
+    a string, a ``command`` given as one string), ``RunUsageError`` (a
     ``ValueError``) where the command line would exit 2 (a NUL character in
-    ``command``, ``env``, ``cwd`` or an option included). Every message
-    names the argument. Everything that happens once the run starts is in
-    the result. Cancelling the call ends the run as a stop signal would
-    (``aborted``, the agent's tree ended, result.json written) before the
+    ``command``, ``env``, ``cwd`` or an option included), and
+    ``RuntimeError`` when awaited outside trio. Every message names the
+    argument as passed here, never a flag. Everything that happens once the
+    run starts is in the result. Cancelling the call ends the run as a stop
+    signal would (``aborted``, ``interrupted``, its message saying the caller
+    cancelled it; the agent's tree ended, result.json written) before the
     cancellation goes on.
     """
+    if not _in_trio():
+        # Awaited from asyncio (or another loop), trio's own error names
+        # nothing the caller can act on.
+        raise RuntimeError(
+            "wrapper.run_async runs inside a trio loop; from asyncio, use "
+            "await asyncio.to_thread(wrapper.run, command, ...) instead"
+        )
     from wrapper.fleet.spec import check_command, check_cwd, check_env  # noqa: PLC0415
     from wrapper.supervision.run import Run  # noqa: PLC0415 - trio's part, once a run starts
 
+    if isinstance(command, str):
+        # A string is a sequence too: it would be taken one character an argument.
+        raise TypeError(
+            '"command" must be a list of strings (the argv), not one string: '
+            f"pass shlex.split({command!r})"
+        )
     with usage_errors():
         argv = check_command("command", command)
         base = Path.cwd() if cwd is None else check_cwd("cwd", cwd, Path.cwd())
         environ = {**os.environ, **check_env("env", {} if env is None else env)}
-    namespace = options_from(
-        {
-            "task": task,
-            "dialect": dialect,
-            "run_dir": None if run_dir is None else os.fspath(run_dir),
-            "output": "quiet",
-            **options,
-        },
-        base,
-    )
-    prepared = prepare_run(namespace, argv, cwd=base, environ=environ, say_notes=False)
+    try:
+        namespace = options_from(
+            {
+                "task": task,
+                "dialect": dialect,
+                "run_dir": None if run_dir is None else os.fspath(run_dir),
+                "output": "quiet",
+                **options,
+            },
+            base,
+        )
+        prepared = prepare_run(namespace, argv, cwd=base, environ=environ, say_notes=False)
+    except RunUsageError as exc:
+        raise RunUsageError(_in_python_terms(str(exc))) from None
     # The caller has the result: nothing on its stderr either.
     the_run = Run(prepared.config, prepared.dialect, prepared.launch, environ, say_at_end=False)
     interrupted = await _execute(the_run)
+    telemetry_module = sys.modules.get("wrapper.sinks.telemetry")
+    if telemetry_module is not None:
+        missing = telemetry_module.unavailable()
+        if missing is not None:
+            # Once a process, as the command line says it on its stderr.
+            _LOG.warning("%s", missing)
     if the_run.telemetry is not None:
         from wrapper.sinks import telemetry  # noqa: PLC0415
 
@@ -183,6 +239,33 @@ async def run_async(
         raise KeyboardInterrupt
     assert the_run.result is not None
     return RunResult.from_json(the_run.result)
+
+
+#: One of the wrapper's own long options in a message of the shared checks,
+#: and the value written right after it, if any (``--task-file PATH:``).
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(?![\w-])(?: (\S+?)(?=: ))?")
+
+
+def _in_python_terms(message: str) -> str:
+    """``message`` of the checks the command line shares, with its options
+    named as the caller passed them (``--task-file X`` -> ``task_file='X'``):
+    someone calling ``wrapper.run`` has no flags to look for."""
+    from wrapper.options import run_parser  # noqa: PLC0415
+
+    names = {
+        flag: action.dest
+        for action in run_parser()._actions
+        for flag in action.option_strings
+        if flag.startswith("--")
+    }
+
+    def argument(match: re.Match[str]) -> str:
+        name = names.get(f"--{match[1]}")
+        if name is None:  # not the wrapper's: an option of the agent's own
+            return match[0]
+        return f"{name}={match[2]!r}" if match[2] else f"{name}="
+
+    return _FLAG.sub(argument, message.removeprefix("run: "))
 
 
 async def _execute(the_run: Run) -> bool:

@@ -547,7 +547,8 @@ def _flush_spans() -> None:
     flush bound: the process ends with os._exit, which waits for nothing."""
     telemetry = sys.modules.get("wrapper.sinks.telemetry")
     if telemetry is not None:
-        lost = telemetry.flush()
-        if lost is not None:
-            with contextlib.suppress(OSError, ValueError):
-                print(f"agent-wrapper: warning: {lost}", file=sys.stderr, flush=True)
+        # Whoever set OTEL_* to get traces reads stderr, not result.json.
+        for notice in (telemetry.unavailable(), telemetry.flush()):
+            if notice is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    print(f"agent-wrapper: warning: {notice}", file=sys.stderr, flush=True)

@@ -279,13 +279,16 @@ class CompletionTracker:
             )
         return effects
 
-    def interrupt(self, signum: signal.Signals, now: float) -> list[Effect]:
-        """The wrapper itself received ``signum``."""
+    def interrupt(
+        self, signum: signal.Signals, now: float, cause: str | None = None
+    ) -> list[Effect]:
+        """The wrapper itself received ``signum`` (or stops as if it had, for
+        ``cause``, the reason its signals give)."""
         if self.phase is Phase.EXITED:
             return []
         if self.interrupted_by is None:
             self.interrupted_by = signum
-            return self._terminate(now, f"the wrapper received {signum.name}")
+            return self._terminate(now, cause or f"the wrapper received {signum.name}")
         if self.phase is Phase.KILLING:
             return []
         self.phase = Phase.KILLING

@@ -127,6 +127,11 @@ def signal_or_none(number: int) -> signal.Signals | None:
         return None
 
 
+#: Why a run ended that its caller cancelled: a person reading the result of
+#: a cancelled call must not look for a signal nobody sent.
+CANCELLED_BY_CALLER = "the run's caller cancelled it"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFacts:
     final: AssistantMessage | None = None
@@ -135,6 +140,9 @@ class RunFacts:
     signalled: bool = False
     timed_out: bool = False
     interrupted_by: signal.Signals | None = None
+    #: The interruption was the run's caller cancelling it (the Python API's
+    #: cancel scope), not a signal to the wrapper.
+    cancelled: bool = False
     spawn_error: str | None = None
     refusal: RunError | None = None
     timeout: float | None = None
@@ -178,9 +186,8 @@ def decide(facts: RunFacts) -> Verdict:
         return Verdict(Outcome.SPAWN_FAILED, False, EXIT_SPAWN_FAILED, error)
     if facts.interrupted_by is not None:
         name = facts.interrupted_by.name
-        error = RunError(
-            ErrorKind.INTERRUPTED, f"the wrapper received {name} and stopped the agent"
-        )
+        said = CANCELLED_BY_CALLER if facts.cancelled else f"the wrapper received {name}"
+        error = RunError(ErrorKind.INTERRUPTED, f"{said} and stopped the agent")
         return Verdict(Outcome.ABORTED, False, EXIT_SIGNAL_BASE + int(facts.interrupted_by), error)
     if facts.timed_out:
         limit = f" ({facts.timeout:g}s)" if facts.timeout is not None else ""

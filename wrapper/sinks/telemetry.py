@@ -1,6 +1,6 @@
 """Runs as OpenTelemetry traces, for whoever already collects them.
 
-With the optional extra installed (``pip install 'agent-wrapper[otel]'``) and
+With the optional extra installed (``pip install '.[otel]'`` in a checkout) and
 the standard environment asking for export (``OTEL_EXPORTER_OTLP_ENDPOINT``,
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, or ``OTEL_TRACES_EXPORTER`` other than
 ``none``; ``OTEL_SDK_DISABLED=true`` wins), each run is one trace:
@@ -63,7 +63,9 @@ if TYPE_CHECKING:
 SEMCONV_VERSION = "1.39.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 FLUSH_TIMEOUT_VARIABLE = "AGENT_WRAPPER_OTEL_FLUSH_TIMEOUT"
-INSTALL_HINT = "pip install 'agent-wrapper[otel]' (or scripts/setup --dev in a checkout)"
+#: The package is on no index: it is installed from its checkout.
+INSTALL_HINT = "pip install '.[otel]' in the agent-wrapper checkout (or scripts/setup --dev)"
+GRPC_HINT = "pip install opentelemetry-exporter-otlp-proto-grpc (for OTEL_*_PROTOCOL=grpc)"
 
 #: The provider each dialect's agent talks to, where one is implied
 #: (``gen_ai.provider.name``'s well-known values).
@@ -200,7 +202,11 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
     # host's stderr; a host that configures logging still gets them, and
     # the wrapper reports lost spans itself.
     _SDK_LOGGER.addHandler(_SILENT)
-    resource = Resource.create({"service.name": "agent-wrapper", "service.version": __version__})
+    # Our name is only a default: the user's variables (the API's ``env``
+    # included) are how a fleet tells its services apart, and win.
+    resource = Resource.create(
+        {"service.name": "agent-wrapper", "service.version": __version__}
+    ).merge(Resource(resource_attributes(environ)))
     # Our own flush, bounded, replaces the SDK's unbounded one at exit.
     provider = TracerProvider(
         resource=resource, shutdown_on_exit=False, id_generator=PlannedIdGenerator()
@@ -214,6 +220,20 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
     _provider = provider
     _tracer = provider.get_tracer("agent-wrapper", __version__, schema_url=SCHEMA_URL)
     return _tracer
+
+
+def resource_attributes(environ: Mapping[str, str]) -> dict[str, str]:
+    """What ``OTEL_RESOURCE_ATTRIBUTES`` (``k=v,...``, percent-decoded) and then
+    ``OTEL_SERVICE_NAME`` set, read as the SDK reads them."""
+    from urllib.parse import unquote
+
+    attributes: dict[str, str] = {}
+    for item in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        key, equals, value = item.partition("=")
+        if equals and key.strip():
+            attributes[key.strip()] = unquote(value.strip())
+    service = environ.get("OTEL_SERVICE_NAME", "").strip()
+    return {**attributes, "service.name": service} if service else attributes
 
 
 def _environment_exporter(environ: Mapping[str, str]) -> SpanExporter | None:
@@ -284,6 +304,18 @@ def _counting(exporter: SpanExporter) -> SpanExporter:
     return Counting()
 
 
+#: Why the export asked for cannot happen (no extra), until told ("" then).
+_unavailable: str | None = None
+
+
+def unavailable() -> str | None:
+    """What the process's owner should say, once: traces were asked for
+    without the extra (a run's own warning is only in its result.json)."""
+    global _unavailable
+    message, _unavailable = _unavailable, "" if _unavailable is not None else None
+    return message or None
+
+
 def flush(environ: Mapping[str, str] | None = None) -> str | None:
     """Hand the spans of the runs so far to the collector, waiting at most the
     flush bound (``AGENT_WRAPPER_OTEL_FLUSH_TIMEOUT``, default 2 s). Returns
@@ -329,15 +361,20 @@ def for_run(
     ``trace_of_its_own``: a caller's ``TRACEPARENT`` becomes a link, not the
     parent (a batch's runs are a trace each). ``planned``: the ids its run
     span and first attempt span get (``plan_ids``)."""
+    global _unavailable
     if not enabled(environ):
         return None
     try:
         tracer = _get_tracer(environ)
-    except ImportError:
-        warn(
-            "the environment asks for OpenTelemetry traces (OTEL_*), but the "
-            f"optional packages are not installed: {INSTALL_HINT}; the run goes on without"
+    except ImportError as exc:
+        # The extra has no grpc exporter: installing it again would not help.
+        hint = GRPC_HINT if "grpc" in (exc.name or "") else INSTALL_HINT
+        message = (
+            "the environment asks for OpenTelemetry traces (OTEL_*), but the optional "
+            f"packages are not installed: {hint}; the run goes on without"
         )
+        warn(message)
+        _unavailable = message if _unavailable is None else _unavailable
         return None
     except Exception as exc:
         warn(f"OpenTelemetry export could not be set up ({exc}); the run goes on without")

@@ -129,7 +129,7 @@ class AttemptSupervisor:
         self.record: AttemptRecord | None = None
         self._timer: trio.CancelScope | None = None
         self._backpressure: trio.CancelScope | None = None
-        self._pending_interrupts: list[signal.Signals] = []
+        self._pending_interrupts: list[tuple[signal.Signals, str | None]] = []
         self._signals_received = 0
         #: How many bytes of stdout were written before the agent's exit was
         #: seen (read, or waiting in the pipe); what comes after is a leftover's.
@@ -205,8 +205,8 @@ class AttemptSupervisor:
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
         if self.config.idle_timeout is not None:
             self._take_look(now)
-        for signum in self._pending_interrupts:
-            self._apply(tracker.interrupt(signum, trio.current_time()))
+        for signum, cause in self._pending_interrupts:
+            self._apply(tracker.interrupt(signum, trio.current_time(), cause))
         try:
             await self._supervise(proc)
         finally:
@@ -223,16 +223,17 @@ class AttemptSupervisor:
         record.ended_at = time.time()
         return record
 
-    def interrupt(self, signum: signal.Signals) -> None:
-        """The wrapper received ``signum``: end the attempt as the tracker says.
-        From the second signal on, the cleanup of leftovers kills at once."""
+    def interrupt(self, signum: signal.Signals, cause: str | None = None) -> None:
+        """The wrapper received ``signum`` (or stops as if, for ``cause``): end
+        the attempt as the tracker says. From the second signal on, the
+        cleanup of leftovers kills at once."""
         self._signals_received += 1
         if self._signals_received >= 2:
             self._hurry.set()
         if self.tracker is None or self.record is None or self.record.pid is None:
-            self._pending_interrupts.append(signum)
+            self._pending_interrupts.append((signum, cause))
             return
-        self._apply(self.tracker.interrupt(signum, trio.current_time()))
+        self._apply(self.tracker.interrupt(signum, trio.current_time(), cause))
 
     def _open_session(self, proc: Child, prompt: str | None) -> AcpDriver | None:
         """The live session of an agent driven over its stdin, if this one is."""

@@ -50,6 +50,7 @@ from wrapper.core.events import (
 )
 from wrapper.core.limits import TICK_SECONDS
 from wrapper.core.outcome import (
+    CANCELLED_BY_CALLER,
     EXIT_NO_RESULT,
     ErrorKind,
     RunError,
@@ -141,6 +142,8 @@ class Run:
         #: The agent the command line started, for the first attempt.
         self.early = early
         self.interrupts: list[signal.Signals] = list(early.signals) if early else []
+        #: The first interruption was the caller cancelling the run, not a signal.
+        self.cancelled = False
         self.supervisor: AttemptSupervisor | None = None
         #: When the whole run must end, on trio's clock.
         self.deadline = self.clock_start + config.timeout if config.timeout else math.inf
@@ -260,14 +263,21 @@ class Run:
             await trio.sleep(TICK_SECONDS)
             pump.write(view.ticker(trio.current_time() - self.clock_start).encode(errors="replace"))
 
-    def interrupt(self, sig: signal.Signals) -> None:
+    def interrupt(self, sig: signal.Signals, *, cancelled: bool = False) -> None:
         """The wrapper received the stop signal ``sig`` (or the run's owner
-        stops it as if): the run ends ``aborted``, its result written."""
+        stops it as if; ``cancelled``: its caller cancelled it): the run ends
+        ``aborted``, its result written."""
+        if cancelled and not self.interrupts:
+            self.cancelled = True
         self.interrupts.append(sig)
         if self.supervisor is not None:
-            self.supervisor.interrupt(sig)
+            self.supervisor.interrupt(sig, self._cause())
         if self.between_attempts is not None:
             self.between_attempts.cancel()
+
+    def _cause(self) -> str | None:
+        """What the agent's signals say of why, when no signal to the wrapper was it."""
+        return CANCELLED_BY_CALLER if self.cancelled else None
 
     async def execute(self) -> int:
         """Do the run and write its result; returns its exit status.
@@ -282,7 +292,7 @@ class Run:
             try:
                 await finished.wait()
             except trio.Cancelled:
-                self.interrupt(signal.SIGTERM)
+                self.interrupt(signal.SIGTERM, cancelled=True)
                 raise
 
         async with trio.open_nursery() as nursery:
@@ -344,6 +354,8 @@ class Run:
             if record is not None and record not in self.attempts:
                 self.attempts.append(record)
             facts = RunFacts(**{**self._facts_so_far(), "interrupted_by": signal.SIGINT})
+        if self.cancelled and facts.interrupted_by is not None:
+            facts = dataclasses.replace(facts, cancelled=True)
         exit_status = await self._finish(decide(facts))
         if keyboard_interrupt:
             raise KeyboardInterrupt
@@ -396,7 +408,7 @@ class Run:
         )
         supervisor.permission_gate = self.permissions.decide
         for sig in self.interrupts:
-            supervisor.interrupt(sig)
+            supervisor.interrupt(sig, self._cause())
         number = 1
         while True:
             self.hook_ctx.env[environment.ATTEMPT] = str(number)
