@@ -184,9 +184,14 @@ def _split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def _unrecognized(
-    sub: argparse.ArgumentParser, subcommand: str, extras: list[str], had_separator: bool
+    sub: argparse.ArgumentParser,
+    subcommand: str,
+    given: list[str],
+    extras: list[str],
+    had_separator: bool,
 ) -> str:
-    """The usage error for arguments no option takes: a likely fix first."""
+    """The usage error for arguments no option takes (``given``: the
+    subcommand's arguments, ``extras`` among them): a likely fix first."""
     import difflib
 
     words = " ".join(extras)
@@ -199,9 +204,20 @@ def _unrecognized(
             if close:
                 hints.append(f"{name}: did you mean {close[0]}?")
     if subcommand == "run" and not had_separator and not hints:
-        hints.append(
-            f"put the agent's command after --, e.g. {PROG} run --task 'Fix it' -- {words}"
-        )
+        import shlex
+
+        from wrapper.process.invocation import wrapper_command
+
+        # The same run, pasted back as it is printed: this wrapper as it was
+        # started, the options as given, the rest after ``--``, all quoted.
+        kept = list(given)
+        for word in extras:
+            if word in kept:
+                kept.remove(word)
+        if not {"--task", "--task-file"} & {word.split("=", 1)[0] for word in kept}:
+            kept = ["--task", "Fix it", *kept]
+        example = f"{wrapper_command()} run {shlex.join([*kept, '--', *extras])}"
+        hints.append(f"put the agent's command after --, e.g. {example}")
     message = f"unrecognized arguments: {words}"
     return "; ".join([message, *hints])
 
@@ -232,10 +248,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: list[str] | None = None
     if args_in and args_in[0] == "run":
         args_in, command = _split_command(args_in)
-    args, extras = parser.parse_known_args(args_in)
+    if args_in and args_in[0] == "reply":
+        # TEXT may follow the options (``reply RUN_DIR --escalation ID TEXT``,
+        # the form the run prints): plain parsing would fill the optional TEXT
+        # with nothing as soon as RUN_DIR is read and refuse it later.
+        args, extras = _subparser(parser, "reply").parse_known_intermixed_args(args_in[1:])
+        args.subcommand = "reply"
+    else:
+        args, extras = parser.parse_known_args(args_in)
     if extras:
         sub = _subparser(parser, args.subcommand)
-        sub.error(_unrecognized(sub, args.subcommand, extras, command is not None))
+        given = args_in[1:]
+        sub.error(_unrecognized(sub, args.subcommand, given, extras, command is not None))
     if args.subcommand == "run":
         return _run(parser, args, command)
     if args.subcommand == "batch":

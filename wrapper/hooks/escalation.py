@@ -65,7 +65,7 @@ async def notify_person(
         "recentTools": ", ".join(summary.recent_tools),
         "summary": await _summary(config, summary, ctx, emit),
         "reply": f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))} "
-        "'your answer' (or --continue, or --stop)",
+        f"--escalation {shlex.quote(record.id)} 'your answer' (or --continue, or --stop)",
     }
     notified = []
     if settings.notify is not None:
