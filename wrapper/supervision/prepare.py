@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -142,6 +143,18 @@ def _check_hook_commands(settings: Settings, cwd: Path, environ: Mapping[str, st
         raise RunUsageError(f"--settings {exc}") from None
 
 
+def _missing_program(name: str, cwd: Path, environ: Mapping[str, str]) -> str | None:
+    """Why ``name`` cannot be started as the run would start it, or None if it can."""
+    if os.sep in name:
+        path = cwd / name
+        if path.is_file() and os.access(path, os.X_OK):
+            return None
+        return f"{name}: no such executable file"
+    if shutil.which(name, path=environ.get("PATH", os.defpath)) is not None:
+        return None
+    return f"{name}: not found on PATH (install it, or give its path)"
+
+
 def prepare_run(
     options: argparse.Namespace,
     command: Sequence[str] | None,
@@ -180,7 +193,9 @@ def prepare_run(
     try:
         dialect = resolve_dialect(options.dialect, list(command), task is not None)
     except UsageError as exc:
-        raise RunUsageError(f"run: {exc}") from None
+        # A mistyped program is the likelier fault, and --dialect would not mend it.
+        missing = _missing_program(command[0], cwd, environ)
+        raise RunUsageError(f"run: {missing or exc}") from None
     settings = load_settings(
         options.settings,
         say_notes=say_notes,
