@@ -462,7 +462,7 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     usage error (exit 2) naming the first line that is wrong."""
     import copy
 
-    from wrapper.core.config import OutputMode
+    from wrapper.core.config import ColorMode, OutputMode
     from wrapper.fleet.batch import Batch, BatchRun
     from wrapper.fleet.spec import (
         Places,
@@ -535,7 +535,14 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
         except SpecError as exc:
             _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
         items.append(BatchRun(run.name, run.label, run.line, prepared, environ))
-    return Batch(runs=items, runs_dir=runs_dir, jobs=args.jobs, output=output, junit=junit)
+    return Batch(
+        runs=items,
+        runs_dir=runs_dir,
+        jobs=args.jobs,
+        output=output,
+        junit=junit,
+        color=ColorMode(args.color),
+    )
 
 
 def _ignored_by_git(runs_dir: Path) -> None:

@@ -56,6 +56,27 @@ class OutputMode(enum.StrEnum):
     QUIET = "quiet"
 
 
+class ColorMode(enum.StrEnum):
+    """Whether a live view colours its lines."""
+
+    #: On a terminal, unless ``NO_COLOR`` is set to anything but ''.
+    AUTO = "auto"
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+#: The variable by which a person asks every program for no colour (no-color.org).
+NO_COLOR = "NO_COLOR"
+
+
+def use_color(mode: ColorMode, environ: Mapping[str, str], terminal: bool) -> bool:
+    """Whether a live view writing to a terminal (or not) colours its lines:
+    the flag beats ``NO_COLOR``, which beats the terminal."""
+    if mode is ColorMode.AUTO:
+        return terminal and not environ.get(NO_COLOR)
+    return mode is ColorMode.ALWAYS
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunConfig:
     command: tuple[str, ...]
@@ -79,6 +100,7 @@ class RunConfig:
     timeout: float | None = None
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     output: OutputMode = OutputMode.AUTO
+    color: ColorMode = ColorMode.AUTO
     max_depth: int = DEFAULT_MAX_DEPTH
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     #: Limit on each attempt alone (an expired attempt still goes through the
@@ -155,6 +177,7 @@ class RunConfig:
             "timeout": self.timeout,
             "drainTimeout": self.drain_timeout,
             "output": str(self.output),
+            "color": str(self.color),
             "maxDepth": self.max_depth,
             "maxLineBytes": self.max_line_bytes,
             "attemptTimeout": self.attempt_timeout,

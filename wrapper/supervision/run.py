@@ -42,6 +42,7 @@ from wrapper.core.config import (
     RunConfig,
     child_depth,
     child_env,
+    use_color,
 )
 from wrapper.core.events import (
     Event,
@@ -181,7 +182,7 @@ class Run:
             self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
             self.view = (
                 PrettyView(
-                    color=os.isatty(1),
+                    color=use_color(config.color, environ, os.isatty(1)),
                     label=config.label,
                     reply=f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))}",
                 )
