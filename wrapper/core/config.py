@@ -101,6 +101,8 @@ class RunConfig:
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     output: OutputMode = OutputMode.AUTO
     color: ColorMode = ColorMode.AUTO
+    #: The wrapper's own command for the agent (``AGENT_WRAPPER_BIN``).
+    wrapper_bin: str | None = None
     max_depth: int = DEFAULT_MAX_DEPTH
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     #: Limit on each attempt alone (an expired attempt still goes through the
@@ -178,6 +180,7 @@ class RunConfig:
             "drainTimeout": self.drain_timeout,
             "output": str(self.output),
             "color": str(self.color),
+            "wrapperBin": self.wrapper_bin,
             "maxDepth": self.max_depth,
             "maxLineBytes": self.max_line_bytes,
             "attemptTimeout": self.attempt_timeout,
@@ -214,6 +217,10 @@ def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[
     env[environment.RUN_DIR] = str(config.run_dir)
     env[environment.ATTEMPT] = str(attempt)
     env[environment.DEPTH] = str(child_depth(base))
+    # Inherited from an enclosing run it would name that run's wrapper.
+    env.pop(environment.BIN, None)
+    if config.wrapper_bin is not None:
+        env[environment.BIN] = config.wrapper_bin
     # A shell keeps PWD in step with its directory; exec() does not, so the
     # inherited value would name the wrapper's caller's directory, and agents
     # that trust PWD over getcwd() would work (and write files) there.

@@ -36,6 +36,7 @@ from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
 from wrapper.files.artifacts import run_dir_problem
 from wrapper.files.settings_file import check_commands
 from wrapper.files.settings_file import load_settings as load
+from wrapper.process.invocation import LAUNCHER, wrapper_executable
 
 PROG = "agent-wrapper"
 
@@ -237,6 +238,7 @@ def prepare_run(
         drain_timeout=options.drain_timeout,
         output=OutputMode(options.output),
         color=ColorMode(options.color),
+        wrapper_bin=wrapper_executable() or str(run_dir / LAUNCHER),
         max_depth=options.max_depth,
         max_line_bytes=options.max_line_bytes,
         attempt_timeout=options.attempt_timeout,
