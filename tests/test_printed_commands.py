@@ -5,9 +5,11 @@ a shell would split it, and run."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import shlex
+import site
 import subprocess
 import sys
 import threading
@@ -19,10 +21,11 @@ import pytest
 from tests.conftest import (
     FAKE_PI,
     HANG_LIMIT,
+    ROOT,
     agent_env,
     read_result,
-    run_wrapper,
     wait_until,
+    wrapper_argv,
     write_scenario,
 )
 
@@ -159,27 +162,48 @@ def test_every_printed_reply_command_answers_the_run(tmp_path: Path) -> None:
     assert result["stopAllowedBy"] == "reply"
 
 
-def test_the_signal_command_the_agent_is_told_to_run_works(tmp_path: Path) -> None:
+@pytest.mark.parametrize("console_script", [True, False])
+def test_the_signal_command_the_agent_is_told_to_run_works(
+    tmp_path: Path, console_script: bool
+) -> None:
     # The agent runs, as a shell would, the line of its prompt that says how
-    # to signal completion.
+    # to signal completion, from a directory where the package is not found.
     record = tmp_path / "record.jsonl"
     agent_runs = (
-        "import json, shlex, subprocess\n"
+        "import json, os, shlex, subprocess\n"
         f"prompt = json.loads(open({str(record)!r}).read().splitlines()[-1])['prompt']\n"
         "(line,) = [x for x in prompt.splitlines() if 'signal complete' in x]\n"
-        "subprocess.run(shlex.split(line), check=True)\n"
+        "env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}\n"
+        "subprocess.run(shlex.split(line), check=True, env=env, cwd='/')\n"
     )
-    run = run_wrapper(
+    python = Path(sys.executable).absolute()
+    env = agent_env(tmp_path)
+    if not console_script:
+        # An interpreter with no agent-wrapper beside it that finds the
+        # package through PYTHONPATH, as a run from a source checkout does.
+        (tmp_path / "lonely").mkdir()
+        python = tmp_path / "lonely" / "python3"
+        python.symlink_to(Path(sys.executable).resolve())
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *site.getsitepackages()])
+    scenario = write_scenario(
         tmp_path,
         answer("I think I am done."),
-        options=["--context", "pipeline"],
-        scenario_extra={
-            "resumes": [[{"run": {"argv": [sys.executable, "-c", agent_runs]}}, *answer("Done.")]]
-        },
+        resumes=[[{"run": {"argv": [sys.executable, "-c", agent_runs]}}, *answer("Done.")]],
     )
-    assert "signal complete" in run.result["steers"][0]["reason"]
-    assert run.result["completionSignal"]["message"] == "what you did"
-    assert run.result["success"] is True
+    run_dir = tmp_path / "run"
+    argv = [str(python), *wrapper_argv(run_dir, scenario, options=["--context", "pipeline"])[1:]]
+    done = subprocess.run(
+        argv,
+        env=env,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = read_result(run_dir / "result.json")
+    assert "signal complete" in result["steers"][0]["reason"]
+    assert result["completionSignal"]["message"] == "what you did"
 
 
 def test_the_rerun_a_misplaced_command_suggests_runs_it(tmp_path: Path) -> None:

@@ -63,6 +63,13 @@ def launcher_script() -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_command(wrapper_bin: str | None) -> str:
+    """How the agent (or a person) runs the wrapper of a run whose
+    ``AGENT_WRAPPER_BIN`` is ``wrapper_bin``, as a shell word: that, which
+    works from any directory, else ``wrapper_command()``."""
+    return shlex.quote(wrapper_bin) if wrapper_bin else wrapper_command()
+
+
 def wrapper_command() -> str:
     """How the agent (or a person) runs this very wrapper, as a shell word list."""
     executable = wrapper_executable()
