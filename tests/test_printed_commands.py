@@ -135,14 +135,15 @@ def test_every_printed_reply_command_answers_the_run(tmp_path: Path) -> None:
         assert replied.returncode == 0, replied.stderr
         assert replied.stdout == "answered esc-1 (text)\n"
 
-        # The status command's, as printed.
+        # The status command's, in its --continue form.
         assert wait_until(lambda: escalation_of(run_dir) == "esc-2", timeout=30)
         status = paste(shlex.join([*WRAPPER, "status", str(run_dir)]), tmp_path)
         hint = re.search(r"answer with: (.*)   \(or --continue, or --stop\)", status.stdout)
         assert hint is not None, status.stdout
-        replied = paste(hint.group(1), tmp_path)
+        assert hint.group(1).endswith(" 'your answer'")
+        replied = paste(hint.group(1).removesuffix(" 'your answer'") + " --continue", tmp_path)
         assert replied.returncode == 0, replied.stderr
-        assert replied.stdout == "answered esc-2 (text)\n"
+        assert replied.stdout == "answered esc-2 (continue)\n"
 
         # The notifier's, in its other form: --stop instead of the text.
         assert wait_until(lambda: escalation_of(run_dir) == "esc-3", timeout=30)
@@ -158,7 +159,7 @@ def test_every_printed_reply_command_answers_the_run(tmp_path: Path) -> None:
         proc.kill()
         proc.wait()
     result = read_result(run_dir / "result.json")
-    assert [e["answer"] for e in result["escalations"]] == ["text", "text", "stop"]
+    assert [e["answer"] for e in result["escalations"]] == ["text", "continue", "stop"]
     assert result["stopAllowedBy"] == "reply"
 
 

@@ -36,7 +36,7 @@ from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
 from wrapper.files.artifacts import run_dir_problem
 from wrapper.files.settings_file import check_commands
 from wrapper.files.settings_file import load_settings as load
-from wrapper.process.invocation import LAUNCHER, wrapper_executable
+from wrapper.process.invocation import LAUNCHER, wrapper_command, wrapper_executable
 
 PROG = "agent-wrapper"
 
@@ -177,7 +177,7 @@ def prepare_run(
     if not command:
         raise RunUsageError(
             "run: no COMMAND: put the agent's command after --, "
-            "e.g. agent-wrapper run --task 'Fix it' -- pi --mode json -p"
+            f"e.g. {wrapper_command()} run --task 'Fix it' -- pi --mode json -p"
         )
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
