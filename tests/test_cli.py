@@ -63,7 +63,7 @@ def test_version() -> None:
         (["run", "--dialect", "nope", "--", "pi"], "invalid choice"),
         (["run", "--task", "a", "--task-file", "b", "--", "pi"], "not allowed with"),
         (["run", "--task-file", "/no/such/file", "--", "pi"], "cannot read it"),
-        (["run", "--task", "x", "--", "my-agent", "--json"], "pass --dialect"),
+        (["run", "--task", "x", "--", "cat", "--json"], "pass --dialect"),
         ([], "required"),
         (["run", "--task", "x", "pi", "--mode", "json"], "put the agent's command after --"),
         (["run", "--timout", "5", "--", "pi"], "did you mean --timeout?"),
@@ -79,6 +79,43 @@ def test_usage_errors_exit_2_and_say_what_to_do(
     assert proc.returncode == 2
     assert message in proc.stderr
     assert not (tmp_path / ".agent-wrapper").exists(), "a usage error starts no run"
+
+
+def test_version_has_a_short_flag() -> None:
+    proc = cli("-V")
+    assert proc.returncode == 0
+    assert proc.stdout == f"agent-wrapper {wrapper.__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["run", "--task", "x", "--", "pii", "--mode", "json"],
+            "agent-wrapper: error: run: pii: not found on PATH (install it, or give its path)",
+        ),
+        (
+            ["run", "--task", "x", "--", "./pii"],
+            "agent-wrapper: error: run: ./pii: no such executable file",
+        ),
+        (
+            ["run", "--settings", "/no/such/settings.json", "--", "pi"],
+            "agent-wrapper: error: --settings /no/such/settings.json: cannot read it: "
+            "No such file or directory",
+        ),
+        (
+            ["batch", "/no/such/spec.jsonl"],
+            "agent-wrapper: error: batch: /no/such/spec.jsonl: cannot read it: "
+            "No such file or directory",
+        ),
+    ],
+)
+def test_an_error_found_after_parsing_is_one_line(
+    args: list[str], line: str, tmp_path: Path
+) -> None:
+    proc = cli(*args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == line + "\n"
 
 
 def test_a_task_file_holding_a_nul_is_a_usage_error(tmp_path: Path) -> None:

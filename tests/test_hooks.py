@@ -20,6 +20,7 @@ from tests.conftest import (
     ROOT,
     Run,
     agent_env,
+    invoke,
     read_result,
     run_wrapper,
     wait_until,
@@ -801,6 +802,16 @@ def test_unenforceable_events_are_reported_loudly(tmp_path: Path) -> None:
     assert "NOT ENFORCED" in run.stderr
     notes = [w["message"] for w in run.result["warnings"] if w["code"] == "settings_note"]
     assert any("PreToolUse" in n and "NOT ENFORCED" in n for n in notes)
+
+
+def test_a_live_view_shows_a_settings_note_once(tmp_path: Path) -> None:
+    settings = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [command("true")]}]}}
+    scenario = write_scenario(tmp_path, answer("Done."))
+    options = ["--output", "pretty", "--settings", str(settings_file(tmp_path, settings))]
+    proc = invoke(wrapper_argv(tmp_path / "run", scenario, options=options), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    said = proc.stdout.decode() + proc.stderr.decode()
+    assert said.count("NOT ENFORCED") == 1, said
 
 
 # -- judges ----------------------------------------------------------------------------------

@@ -363,6 +363,28 @@ def test_a_verifier_hook_runs_a_nested_wrapper_of_the_same_install(
     assert (nested["label"], nested["outcome"]) == ("verifier", "ok")
 
 
+def test_the_agent_signals_through_the_wrapper_bin_of_each_install(
+    install: Install, tmp_path: Path
+) -> None:
+    # No wrapper on the agent's PATH: only its environment names one.
+    signal = 'test -x "$AGENT_WRAPPER_BIN" && "$AGENT_WRAPPER_BIN" signal complete --message bin'
+    steps = [{"run": {"argv": ["/bin/sh", "-c", signal]}}, *answer("Done.")]
+    run_dir = tmp_path / "run"
+    argv = wrapper_argv(run_dir, write_scenario(tmp_path, steps), options=["--on-stop", "signal"])
+    proc = subprocess.run(
+        [*install.command, *argv[3:]],
+        env={**_clean_env(agent_env(tmp_path)), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=HANG_LIMIT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    result = read_result(run_dir / "result.json")
+    assert result["completionSignal"]["message"] == "bin"
+
+
 def test_the_waiter_is_handed_every_import_path_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     # Paths may hold the path separator, or a newline: each goes as one argument.
     odd = ["/opt/a:b", "/opt/c\nd", ""]

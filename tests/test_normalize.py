@@ -197,3 +197,20 @@ def test_a_warning_repeated_on_every_line_is_kept_twenty_times_then_counted() ->
     ]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert sum(e["type"] == "warning" for e in events) == 21
+
+
+def test_a_reader_that_stops_early_ends_it_quietly_and_successfully(tmp_path: Path) -> None:
+    # Far more than a pipe holds, so that normalize is still writing when
+    # the reader goes away (``normalize FILE | head -1``).
+    stream = tmp_path / "long.jsonl"
+    stream.write_bytes(PI_STREAM * 20000)
+    shell = f"{sys.executable} -m wrapper normalize {stream} | head -1 >/dev/null"
+    proc = subprocess.run(
+        ["bash", "-c", shell + "; echo ${PIPESTATUS[0]}"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        check=False,
+    )
+    assert proc.stdout == "0\n"
+    assert proc.stderr == ""

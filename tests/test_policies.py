@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from tests.conftest import (
     HANG_LIMIT,
+    ROOT,
     Run,
     agent_env,
     read_result,
@@ -483,3 +485,57 @@ def test_a_reused_run_dir_does_not_resume_or_complete_the_previous_run(tmp_path:
     assert records(tmp_path)[-1]["resumed"] is False
     assert again.result["finalText"] == "First."
     assert again.result["error"]["kind"] == "no_completion_signal"
+
+
+# -- the wrapper's own command -----------------------------------------------------------
+
+SIGNAL_BY_BIN = (
+    'test -x "$AGENT_WRAPPER_BIN" && "$AGENT_WRAPPER_BIN" signal complete --message Via-bin'
+)
+
+
+def signal_by_bin_run(tmp_path: Path, wrapper: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """A run whose agent signals completion through ``$AGENT_WRAPPER_BIN``
+    alone, with no wrapper on its PATH."""
+    scenario = write_scenario(
+        tmp_path,
+        [{"run": {"argv": ["/bin/sh", "-c", SIGNAL_BY_BIN]}}, *answer("Done.")],
+    )
+    run_dir = tmp_path / "run"
+    argv = wrapper_argv(run_dir, scenario, options=["--on-stop", "signal"])
+    proc = subprocess.run(
+        [*wrapper, *argv[3:]],
+        env={**env, "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    result = read_result(run_dir / "result.json")
+    assert result["completionSignal"]["message"] == "Via-bin"
+    return result
+
+
+def test_the_agent_signals_through_the_wrapper_bin_of_its_environment(tmp_path: Path) -> None:
+    signal_by_bin_run(
+        tmp_path, [str(Path(sys.executable).absolute()), "-m", "wrapper"], agent_env(tmp_path)
+    )
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["wrapperBin"] == str(Path(sys.executable).absolute().with_name("agent-wrapper"))
+
+
+def test_without_a_console_script_the_wrapper_bin_is_a_launcher(tmp_path: Path) -> None:
+    # An interpreter with no agent-wrapper beside it, finding the package
+    # through PYTHONPATH, as a run from a source checkout does.
+    import site
+
+    lonely = tmp_path / "python"
+    lonely.mkdir()
+    (lonely / "python3").symlink_to(Path(sys.executable).resolve())
+    paths = [str(ROOT), *site.getsitepackages()]
+    env = {**agent_env(tmp_path), "PYTHONPATH": os.pathsep.join(paths)}
+    signal_by_bin_run(tmp_path, [str(lonely / "python3"), "-m", "wrapper"], env)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["wrapperBin"] == str(tmp_path / "run" / "bin" / "agent-wrapper")

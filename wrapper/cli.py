@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from wrapper import __version__, options
 
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         "events, detect when it has really finished, clean up its process tree, and "
         "always write result.json.",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
 
     run = sub.add_parser(
@@ -186,9 +186,14 @@ def _split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def _unrecognized(
-    sub: argparse.ArgumentParser, subcommand: str, extras: list[str], had_separator: bool
+    sub: argparse.ArgumentParser,
+    subcommand: str,
+    given: list[str],
+    extras: list[str],
+    had_separator: bool,
 ) -> str:
-    """The usage error for arguments no option takes: a likely fix first."""
+    """The usage error for arguments no option takes (``given``: the
+    subcommand's arguments, ``extras`` among them): a likely fix first."""
     import difflib
 
     words = " ".join(extras)
@@ -201,9 +206,20 @@ def _unrecognized(
             if close:
                 hints.append(f"{name}: did you mean {close[0]}?")
     if subcommand == "run" and not had_separator and not hints:
-        hints.append(
-            f"put the agent's command after --, e.g. {PROG} run --task 'Fix it' -- {words}"
-        )
+        import shlex
+
+        from wrapper.process.invocation import wrapper_command
+
+        # The same run, pasted back as it is printed: this wrapper as it was
+        # started, the options as given, the rest after ``--``, all quoted.
+        kept = list(given)
+        for word in extras:
+            if word in kept:
+                kept.remove(word)
+        if not {"--task", "--task-file"} & {word.split("=", 1)[0] for word in kept}:
+            kept = ["--task", "Fix it", *kept]
+        example = f"{wrapper_command()} run {shlex.join([*kept, '--', *extras])}"
+        hints.append(f"put the agent's command after --, e.g. {example}")
     message = f"unrecognized arguments: {words}"
     return "; ".join([message, *hints])
 
@@ -216,32 +232,48 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
     return parser
 
 
-def _load_settings(parser: argparse.ArgumentParser, paths: list[str]) -> Settings:
+def _usage_error(message: str) -> NoReturn:
+    """A usage error found once the arguments are parsed: one line and exit 2.
+    The top-level usage line that ``parser.error`` would print first says
+    nothing about it."""
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _load_settings(paths: list[str]) -> Settings:
     from wrapper.supervision.prepare import RunUsageError, load_settings
 
     try:
         return load_settings(paths)
     except RunUsageError as exc:
-        parser.error(str(exc))
+        _usage_error(str(exc))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if args_in == ["--version"]:  # answered before the parser and what it imports
+    if args_in in (["--version"], ["-V"]):  # answered before the parser and what it imports
         print(f"{PROG} {__version__}")
         return 0
     parser = build_parser()
     command: list[str] | None = None
     if args_in and args_in[0] == "run":
         args_in, command = _split_command(args_in)
-    args, extras = parser.parse_known_args(args_in)
+    if args_in and args_in[0] == "reply":
+        # TEXT may follow the options (``reply RUN_DIR --escalation ID TEXT``,
+        # the form the run prints): plain parsing would fill the optional TEXT
+        # with nothing as soon as RUN_DIR is read and refuse it later.
+        args, extras = _subparser(parser, "reply").parse_known_intermixed_args(args_in[1:])
+        args.subcommand = "reply"
+    else:
+        args, extras = parser.parse_known_args(args_in)
     if extras:
         sub = _subparser(parser, args.subcommand)
-        sub.error(_unrecognized(sub, args.subcommand, extras, command is not None))
+        given = args_in[1:]
+        sub.error(_unrecognized(sub, args.subcommand, given, extras, command is not None))
     if args.subcommand == "run":
-        return _run(parser, args, command)
+        return _run(args, command)
     if args.subcommand == "batch":
-        return _batch(parser, args)
+        return _batch(args)
     if args.subcommand in ("signal", "reply", "status"):
         from wrapper.commands import control as tools
 
@@ -269,21 +301,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.subcommand == "hook-test":
         from wrapper.commands.hook_test import hook_test
 
-        settings = _load_settings(parser, args.settings)
+        settings = _load_settings(args.settings)
         return hook_test(settings, args.event)
     parser.error(f"unknown subcommand {args.subcommand!r}")
     return None
 
 
-def _run(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str] | None
-) -> int:
+def _run(args: argparse.Namespace, command: list[str] | None) -> int:
     from wrapper.supervision.prepare import RunUsageError, prepare_run
 
     try:
-        prepared = prepare_run(args, command)
+        # A settings note is said once: the live view shows it among the
+        # run's warnings; without a live view stderr is where a person sees it.
+        pretty = args.output == "pretty" or (args.output == "auto" and os.isatty(1))
+        prepared = prepare_run(args, command, say_notes=not pretty)
     except RunUsageError as exc:
-        parser.error(str(exc))
+        _usage_error(str(exc))
     config, dialect, launch = prepared.config, prepared.dialect, prepared.launch
     from wrapper.process import guardian
 
@@ -337,7 +370,7 @@ def _run(
     return status
 
 
-def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _batch(args: argparse.Namespace) -> int:
     """Check the whole spec (every line made into a run, as ``run`` would)
     before anything starts; then run the batch."""
     # A stop signal while the spec is checked (a long spec takes seconds; a
@@ -345,7 +378,7 @@ def _batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     stop = _StopHandler.install()
     try:
         runs_dir, junit = _report_places(args)
-        batch = _checked_batch(parser, args, runs_dir, junit)
+        batch = _checked_batch(args, runs_dir, junit)
         # From here on a stop signal is recorded, to be acted on once the batch is up.
         stop.checking = False
     except _StopWhileChecking as stopped:
@@ -426,14 +459,12 @@ class _StopHandler:
             raise _StopWhileChecking(sig)
 
 
-def _checked_batch(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, runs_dir: Path, junit: Path | None
-) -> Batch:
+def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None) -> Batch:
     """The batch the spec asks for, every line checked and prepared, or a
     usage error (exit 2) naming the first line that is wrong."""
     import copy
 
-    from wrapper.core.config import OutputMode
+    from wrapper.core.config import ColorMode, OutputMode
     from wrapper.fleet.batch import Batch, BatchRun
     from wrapper.fleet.spec import (
         Places,
@@ -449,26 +480,26 @@ def _checked_batch(
 
     for flag, dest in (("--run-dir", "run_dir"), ("--result", "result"), ("--label", "label")):
         if getattr(args, dest) is not None:
-            parser.error(
+            _usage_error(
                 f"batch: {flag} is one run's: give it on a line of the spec "
                 "(runDir, result, label); --runs-dir says where the runs go"
             )
     if args.task_file == "-":
-        parser.error("batch: --task-file cannot be -: the runs of a batch share no standard input")
+        _usage_error("batch: --task-file cannot be -: the runs of a batch share no standard input")
     spec_path = Path(args.spec)
     try:
         text = spec_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        parser.error(f"batch: {args.spec}: cannot read it: {reason}")
+        _usage_error(f"batch: {args.spec}: cannot read it: {reason}")
     try:
         shard_of = parse_shard(args.shard) if args.shard else (1, 1)
     except SpecError as exc:
-        parser.error(f"batch: {exc}")
+        _usage_error(f"batch: {exc}")
     try:
         every = parse_spec(text, spec_path.parent.absolute(), options.run_parser(), args)
     except SpecError as exc:
-        parser.error(f"batch: {args.spec}: {exc}")
+        _usage_error(f"batch: {args.spec}: {exc}")
     selected = shard(every, *shard_of)
     names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     output = OutputMode(args.output)
@@ -485,7 +516,7 @@ def _checked_batch(
             try:
                 places.claim(run.line, *planned_places(run, runs_dir / names[run.index]))
             except SpecError as exc:
-                parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
+                _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
             continue
         run_options = copy.copy(run.options)
         run_options.output = quiet_runs
@@ -499,14 +530,21 @@ def _checked_batch(
                 run_dir=runs_dir / names[run.index],
             )
         except RunUsageError as exc:
-            parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
+            _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
         config = prepared.config
         try:
             places.claim(run.line, config.run_dir, config.result_path)
         except SpecError as exc:
-            parser.error(f"batch: {args.spec}: line {run.line}: {exc}")
+            _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
         items.append(BatchRun(run.name, run.label, run.line, prepared, environ))
-    return Batch(runs=items, runs_dir=runs_dir, jobs=args.jobs, output=output, junit=junit)
+    return Batch(
+        runs=items,
+        runs_dir=runs_dir,
+        jobs=args.jobs,
+        output=output,
+        junit=junit,
+        color=ColorMode(args.color),
+    )
 
 
 def _ignored_by_git(runs_dir: Path) -> None:

@@ -63,6 +63,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         DEFAULT_MAX_STEERS,
         DEFAULT_RUNS_ROOT,
         DEFAULT_SETTLE_GRACE,
+        ColorMode,
         OutputMode,
     )
     from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
@@ -222,6 +223,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         default=OutputMode.AUTO.value,
         help="what to print on stdout: jsonl events, a pretty live view, or nothing "
         "(default: auto, pretty on a terminal, jsonl otherwise)",
+    )
+    parser.add_argument(
+        "--color",
+        choices=[mode.value for mode in ColorMode],
+        default=ColorMode.AUTO.value,
+        help="colours in the live view (default: auto, on a terminal unless NO_COLOR is set)",
     )
     parser.add_argument(
         "--max-depth",

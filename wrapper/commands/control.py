@@ -5,6 +5,7 @@ success, 1 on failure, 2 on usage errors."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from wrapper.core import environment
 from wrapper.core.jsonout import dumps
 from wrapper.files import mailbox
 from wrapper.files.artifacts import RESULT_MAX_BYTES
+from wrapper.process.invocation import wrapper_command
 
 PROG = "agent-wrapper"
 
@@ -171,10 +173,15 @@ def status_main(run_dir: str, as_json: bool) -> int:
             f"the wrapper (pid {status.get('wrapperPid')}) is gone and wrote no result"
         ]
     elif state == "waiting":
+        escalation = status.get("escalationId")
+        # A command a person pastes: quoted, and naming the question it answers.
+        reply = f"{wrapper_command()} reply {shlex.quote(str(folder))}"
+        if isinstance(escalation, str):
+            reply += f" --escalation {shlex.quote(escalation)}"
         lines = [
-            f"{name}: waiting for a person (escalation {status.get('escalationId')})",
+            f"{name}: waiting for a person (escalation {escalation})",
             f"  question: {status.get('question') or '(none given)'}",
-            f"  answer with: {PROG} reply {folder} 'your answer'   (or --continue, --stop)",
+            f"  answer with: {reply} 'your answer'   (or --continue, or --stop)",
         ]
     else:
         tool = f", running tool {status['currentTool']}" if status.get("currentTool") else ""

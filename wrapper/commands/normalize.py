@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -187,6 +188,12 @@ def main(
                 exit_code=exit_code,
                 max_line_bytes=max_line_bytes,
             )
+    except BrokenPipeError:
+        # The reader took what it wanted (``normalize FILE | head``): like
+        # other filters, stop quietly, and as a success. What is still
+        # buffered for stdout goes nowhere rather than failing again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:
         print(f"agent-wrapper normalize: {path}: {exc.strerror or exc}", file=sys.stderr)
         return 1

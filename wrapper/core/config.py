@@ -56,6 +56,27 @@ class OutputMode(enum.StrEnum):
     QUIET = "quiet"
 
 
+class ColorMode(enum.StrEnum):
+    """Whether a live view colours its lines."""
+
+    #: On a terminal, unless ``NO_COLOR`` is set to anything but ''.
+    AUTO = "auto"
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+#: The variable by which a person asks every program for no colour (no-color.org).
+NO_COLOR = "NO_COLOR"
+
+
+def use_color(mode: ColorMode, environ: Mapping[str, str], terminal: bool) -> bool:
+    """Whether a live view writing to a terminal (or not) colours its lines:
+    the flag beats ``NO_COLOR``, which beats the terminal."""
+    if mode is ColorMode.AUTO:
+        return terminal and not environ.get(NO_COLOR)
+    return mode is ColorMode.ALWAYS
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunConfig:
     command: tuple[str, ...]
@@ -79,6 +100,9 @@ class RunConfig:
     timeout: float | None = None
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     output: OutputMode = OutputMode.AUTO
+    color: ColorMode = ColorMode.AUTO
+    #: The wrapper's own command for the agent (``AGENT_WRAPPER_BIN``).
+    wrapper_bin: str | None = None
     max_depth: int = DEFAULT_MAX_DEPTH
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     #: Limit on each attempt alone (an expired attempt still goes through the
@@ -158,6 +182,8 @@ class RunConfig:
             "timeout": self.timeout,
             "drainTimeout": self.drain_timeout,
             "output": str(self.output),
+            "color": str(self.color),
+            "wrapperBin": self.wrapper_bin,
             "maxDepth": self.max_depth,
             "maxLineBytes": self.max_line_bytes,
             "attemptTimeout": self.attempt_timeout,
@@ -195,6 +221,10 @@ def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[
     env[environment.RUN_DIR] = str(config.run_dir)
     env[environment.ATTEMPT] = str(attempt)
     env[environment.DEPTH] = str(child_depth(base))
+    # Inherited from an enclosing run it would name that run's wrapper.
+    env.pop(environment.BIN, None)
+    if config.wrapper_bin is not None:
+        env[environment.BIN] = config.wrapper_bin
     # A shell keeps PWD in step with its directory; exec() does not, so the
     # inherited value would name the wrapper's caller's directory, and agents
     # that trust PWD over getcwd() would work (and write files) there.

@@ -15,3 +15,6 @@ ATTEMPT = "AGENT_WRAPPER_ATTEMPT"
 DEPTH = "AGENT_WRAPPER_DEPTH"
 #: The id of the run a nested run was started from.
 PARENT_RUN_ID = "AGENT_WRAPPER_PARENT_RUN_ID"
+#: The wrapper's own command, one absolute path a shell can run: what the
+#: agent runs to signal, which may not be on its PATH (a virtual environment).
+BIN = "AGENT_WRAPPER_BIN"

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import trio
 
-from wrapper.core.config import OUTPUT_FLUSH_TIMEOUT, OutputMode
+from wrapper.core.config import OUTPUT_FLUSH_TIMEOUT, ColorMode, OutputMode, use_color
 from wrapper.core.events import Event
 from wrapper.core.limits import ORPHAN_KILL_AFTER, PROGRESS_TICK
 from wrapper.core.signals import STOP_SIGNALS
@@ -85,6 +85,7 @@ class Batch:
     jobs: int
     output: OutputMode
     junit: Path | None = None
+    color: ColorMode = ColorMode.AUTO
     #: The first stop signal received (before the loop started included).
     stopped_by: signal.Signals | None = None
     warnings: list[dict[str, str]] = field(default_factory=list)
@@ -99,7 +100,11 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
     batch.json (and the JUnit report); returns the batch's exit status."""
     mode = resolve_output(batch.output)
     pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
-    progress = Progress(batch, pump, color=os.isatty(1)) if mode is OutputMode.PRETTY else None
+    terminal = os.isatty(1)
+    color = use_color(batch.color, os.environ, terminal)
+    progress = (
+        Progress(batch, pump, color=color, redraw=terminal) if mode is OutputMode.PRETTY else None
+    )
     clock_start = trio.current_time()
     if early_signals:
         batch.stopped_by = early_signals[0]
@@ -291,10 +296,13 @@ class Progress:
     """The pretty output: a line per finished run and one progress line
     (done / running / failed / waiting, elapsed), redrawn on a terminal."""
 
-    def __init__(self, batch: Batch, pump: OutputPump | None, *, color: bool) -> None:
+    def __init__(self, batch: Batch, pump: OutputPump | None, *, color: bool, redraw: bool) -> None:
         self.batch = batch
         self.pump = pump
         self.color = color
+        #: On a terminal the progress line is redrawn in place (colour or not);
+        #: elsewhere it is written out when something changes.
+        self.redraw = redraw
         self.started = trio.current_time()
         self._drawn = False
 
@@ -316,7 +324,7 @@ class Progress:
 
     def _redraw(self) -> None:
         text = self.line(trio.current_time() - self.started)
-        if self.color:
+        if self.redraw:
             self._write(f"\r\x1b[K{text}")
             self._drawn = True
         else:
@@ -328,7 +336,7 @@ class Progress:
             self._drawn = False
 
     def changed(self) -> None:
-        if self.color:
+        if self.redraw:
             self._redraw()
 
     def finished(self, item: BatchRun) -> None:
@@ -347,7 +355,7 @@ class Progress:
             self._redraw()
 
     async def tick(self, _start: float) -> None:
-        if not self.color:
+        if not self.redraw:
             return
         while True:
             await trio.sleep(PROGRESS_TICK)

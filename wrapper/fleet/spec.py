@@ -36,7 +36,7 @@ class WrongType(SpecError):
 #: Keys of a line that are not run options.
 OWN_KEYS = ("command", "cwd", "env")
 #: Run options that a batch sets for all its runs, never a line.
-BATCH_ONLY = frozenset({"output"})
+BATCH_ONLY = frozenset({"output", "color"})
 #: Run options whose values are paths, taken relative to the spec's directory.
 PATH_OPTIONS = frozenset({"run_dir", "result", "task_file", "settings"})
 #: Longest folder name a label becomes.

@@ -25,7 +25,7 @@ from wrapper.core.policy import EscalationRecord
 from wrapper.core.summary import RunSummary
 from wrapper.files import mailbox
 from wrapper.hooks.runner import HookContext, run_process
-from wrapper.process.invocation import wrapper_command
+from wrapper.process.invocation import run_command
 
 #: The question in a notification: the end of the last assistant message.
 QUESTION_CHARS = 800
@@ -33,9 +33,9 @@ QUESTION_CHARS = 800
 SUMMARY_CHARS = 2000
 
 
-def signal_help() -> str:
+def signal_help(wrapper_bin: str | None) -> str:
     """The steer the ``signal`` policy sends: exactly what to run."""
-    command = wrapper_command()
+    command = run_command(wrapper_bin)
     return (
         "You have not signalled that the task is complete. If it is, run:\n"
         f"  {command} signal complete --message 'what you did'\n"
@@ -64,8 +64,8 @@ async def notify_person(
         "question": question,
         "recentTools": ", ".join(summary.recent_tools),
         "summary": await _summary(config, summary, ctx, emit),
-        "reply": f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))} "
-        "'your answer' (or --continue, or --stop)",
+        "reply": f"{run_command(config.wrapper_bin)} reply {shlex.quote(str(config.run_dir))} "
+        f"--escalation {shlex.quote(record.id)} 'your answer' (or --continue, or --stop)",
     }
     notified = []
     if settings.notify is not None:

@@ -190,7 +190,7 @@ class StopGate:
             ),
             at_limit=self.steering.at_limit,
             tool_runs=self.summary.tool_runs,
-            signal_help=signal_help(),
+            signal_help=signal_help(self.config.wrapper_bin),
             last_text=last_text,
         )
         if isinstance(action, Escalate):

@@ -34,10 +34,43 @@ def wrapper_argv() -> list[str]:
     return [sys.executable, "-m", "wrapper"]
 
 
+#: Where a run keeps the launcher it writes when this wrapper is no single
+#: executable, relative to its run directory.
+LAUNCHER = Path("bin") / "agent-wrapper"
+
+
+def wrapper_executable() -> str | None:
+    """One absolute path a shell can run that starts this very wrapper, or
+    None: the console script beside the interpreter of a package run. A
+    zipapp is not one even when it has an interpreter line: that line may
+    name a Python without the wrapper's dependencies."""
+    if wrapper_argv()[1:] != ["-m", "wrapper"]:
+        return None
+    script = Path(sys.executable).with_name("agent-wrapper")
+    return str(script) if script.is_file() and os.access(script, os.X_OK) else None
+
+
+def launcher_script() -> str:
+    """A shell script that starts this very wrapper with its arguments, for
+    when there is no single executable to name. The package is found where
+    this process found it, whatever directory the script is run from."""
+    argv = wrapper_argv()
+    lines = ["#!/bin/sh"]
+    if argv[1:] == ["-m", "wrapper"]:
+        root = shlex.quote(_PACKAGE_ROOT)
+        lines += [f'PYTHONPATH={root}${{PYTHONPATH:+:"$PYTHONPATH"}}', "export PYTHONPATH"]
+    lines.append(f'exec {shlex.join(argv)} "$@"')
+    return "\n".join(lines) + "\n"
+
+
+def run_command(wrapper_bin: str | None) -> str:
+    """How the agent (or a person) runs the wrapper of a run whose
+    ``AGENT_WRAPPER_BIN`` is ``wrapper_bin``, as a shell word: that, which
+    works from any directory, else ``wrapper_command()``."""
+    return shlex.quote(wrapper_bin) if wrapper_bin else wrapper_command()
+
+
 def wrapper_command() -> str:
     """How the agent (or a person) runs this very wrapper, as a shell word list."""
-    argv = wrapper_argv()
-    sibling = Path(sys.executable).with_name("agent-wrapper")
-    if argv[1:] == ["-m", "wrapper"] and sibling.exists():
-        return shlex.quote(str(sibling))
-    return shlex.join(argv)
+    executable = wrapper_executable()
+    return shlex.quote(executable) if executable is not None else shlex.join(wrapper_argv())

@@ -17,6 +17,7 @@ from pathlib import Path
 from wrapper.core.config import RunConfig, child_depth, child_env
 from wrapper.files.artifacts import ArtifactErrors, atomic_write, dump_json, prepare_run_dir
 from wrapper.process.guardian import wrapper_pid
+from wrapper.process.invocation import LAUNCHER, launcher_script
 from wrapper.process.spawn import spawn
 
 
@@ -41,6 +42,16 @@ def begin_run(config: RunConfig, errors: ArtifactErrors, started_at: float) -> b
         atomic_write(config_path, dump_json(config.to_json()), durable=False)
     except OSError as exc:
         errors.record("config", config_path, exc)
+    launcher = config.run_dir / LAUNCHER
+    if config.wrapper_bin == str(launcher):
+        # No single executable starts this wrapper (a zipapp, a package run
+        # without its console script): the agent gets one here.
+        try:
+            launcher.parent.mkdir(exist_ok=True)
+            atomic_write(launcher, launcher_script().encode(), durable=False)
+            launcher.chmod(0o755)
+        except OSError as exc:
+            errors.record("launcher", launcher, exc)
     return True
 
 

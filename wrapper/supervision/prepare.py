@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from wrapper.core.config import (
     DEFAULT_MAX_STEERS,
     DEFAULT_RUNS_ROOT,
     MAX_TASK_BYTES,
+    ColorMode,
     OutputMode,
     RunConfig,
     child_depth,
@@ -34,6 +36,7 @@ from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
 from wrapper.files.artifacts import run_dir_problem
 from wrapper.files.settings_file import check_commands
 from wrapper.files.settings_file import load_settings as load
+from wrapper.process.invocation import LAUNCHER, wrapper_command, wrapper_executable
 
 PROG = "agent-wrapper"
 
@@ -142,6 +145,18 @@ def _check_hook_commands(settings: Settings, cwd: Path, environ: Mapping[str, st
         raise RunUsageError(f"--settings {exc}") from None
 
 
+def _missing_program(name: str, cwd: Path, environ: Mapping[str, str]) -> str | None:
+    """Why ``name`` cannot be started as the run would start it, or None if it can."""
+    if os.sep in name:
+        path = cwd / name
+        if path.is_file() and os.access(path, os.X_OK):
+            return None
+        return f"{name}: no such executable file"
+    if shutil.which(name, path=environ.get("PATH", os.defpath)) is not None:
+        return None
+    return f"{name}: not found on PATH (install it, or give its path)"
+
+
 def prepare_run(
     options: argparse.Namespace,
     command: Sequence[str] | None,
@@ -162,7 +177,7 @@ def prepare_run(
     if not command:
         raise RunUsageError(
             "run: no COMMAND: put the agent's command after --, "
-            "e.g. agent-wrapper run --task 'Fix it' -- pi --mode json -p"
+            f"e.g. {wrapper_command()} run --task 'Fix it' -- pi --mode json -p"
         )
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
@@ -180,7 +195,9 @@ def prepare_run(
     try:
         dialect = resolve_dialect(options.dialect, list(command), task is not None)
     except UsageError as exc:
-        raise RunUsageError(f"run: {exc}") from None
+        # A mistyped program is the likelier fault, and --dialect would not mend it.
+        missing = _missing_program(command[0], cwd, environ)
+        raise RunUsageError(f"run: {missing or exc}") from None
     settings = load_settings(
         options.settings,
         say_notes=say_notes,
@@ -221,6 +238,8 @@ def prepare_run(
         timeout=options.timeout,
         drain_timeout=options.drain_timeout,
         output=OutputMode(options.output),
+        color=ColorMode(options.color),
+        wrapper_bin=wrapper_executable() or str(run_dir / LAUNCHER),
         max_depth=options.max_depth,
         max_line_bytes=options.max_line_bytes,
         attempt_timeout=options.attempt_timeout,

@@ -42,6 +42,7 @@ from wrapper.core.config import (
     RunConfig,
     child_depth,
     child_env,
+    use_color,
 )
 from wrapper.core.events import (
     Event,
@@ -75,7 +76,7 @@ from wrapper.hooks.runner import HookContext
 from wrapper.hooks.stop_gate import StopGate
 from wrapper.process import proctree
 from wrapper.process.guardian import wrapper_pid
-from wrapper.process.invocation import wrapper_command
+from wrapper.process.invocation import run_command
 from wrapper.process.proctree import RunClaim
 from wrapper.sinks.pretty import PrettyView
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
@@ -182,11 +183,12 @@ class Run:
             self.stream = EventStream(self.events_log, live.show)
         else:
             self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
+            reply = f"{run_command(config.wrapper_bin)} reply {shlex.quote(str(config.run_dir))}"
             self.view = (
                 PrettyView(
-                    color=os.isatty(1),
+                    color=use_color(config.color, environ, os.isatty(1)),
                     label=config.label,
-                    reply=f"{wrapper_command()} reply {shlex.quote(str(config.run_dir))}",
+                    reply=reply,
                 )
                 if mode is OutputMode.PRETTY
                 else None
