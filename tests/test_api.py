@@ -179,11 +179,11 @@ def test_usage_errors_name_the_python_arguments_not_flags(
     monkeypatch.chdir(tmp_path)
     pi = [str(FAKE_PI), "--mode", "json", "-p"]
     cases: list[tuple[list[str], dict[str, Any], str]] = [
-        (["my-agent"], {"task": "x"}, "the task cannot be placed: pass dialect= (acp, "),
+        (["cat"], {"task": "x"}, "the task cannot be placed: pass dialect= (acp, "),
         (pi, {"task": "x", "settings": ["missing.json"]}, f"settings='{tmp_path}/missing.json': "),
         (pi, {"task_file": "missing.md"}, f"task_file='{tmp_path}/missing.md': cannot read it"),
         (pi, {"task": "x", "run_dir": ""}, "run_dir= is empty"),
-        (["my-agent"], {"dialect": "acp"}, "needs a task (task= or task_file=)"),
+        (["cat"], {"dialect": "acp"}, "needs a task (task= or task_file=)"),
     ]
     for command, arguments, named in cases:
         with pytest.raises(wrapper.RunUsageError) as usage:
