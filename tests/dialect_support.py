@@ -35,6 +35,13 @@ def fake_launcher(dialect: str) -> Path:
     return link
 
 
+def mode_args(dialect: str) -> list[str]:
+    """The option that puts a dialect's CLI in the mode whose stream the
+    wrapper reads, as one word (the fake agent takes a bare word as its task)."""
+    mode = BY_NAME[dialect].mode
+    return [mode[0]] if mode else []
+
+
 #: Dialects whose agent is driven over its stdin (ACP): the shared runs
 #: below start their agent with a task alone, so they are tested apart.
 TWO_WAY = frozenset({"acp"})

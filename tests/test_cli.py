@@ -271,7 +271,7 @@ def test_pretty_output_of_a_claude_run_with_a_long_tool_and_a_question(tmp_path:
     argv = [sys.executable, "-m", "wrapper", "run", "--output", "pretty", "--run-dir"]
     argv += [str(run_dir), "--on-stop", "escalate", "--escalation-timeout", "0.5"]
     argv += ["--task", "Build it", "--", str(ROOT / "fixtures" / "fake_agent" / "claude")]
-    argv += ["--scenario", str(scenario)]
+    argv += ["--output-format=stream-json", "--scenario", str(scenario)]
     proc = invoke(argv, tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()

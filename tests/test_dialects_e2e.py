@@ -22,7 +22,7 @@ from tests.conftest import (
     wait_until,
     write_scenario,
 )
-from tests.dialect_support import LAUNCHERS
+from tests.dialect_support import LAUNCHERS, mode_args
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -59,6 +59,7 @@ def run_in(
         *options,
         "--",
         str(agent),
+        *mode_args(dialect),
         "--scenario",
         str(scenario),
     ]
@@ -330,7 +331,8 @@ def test_interrupted_during_a_tool_has_no_final_text(dialect: str, tmp_path: Pat
     run_dir = tmp_path / "run"
     agent = ROOT / "fixtures" / "fake_agent" / LAUNCHERS[dialect]
     argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir"]
-    argv += [str(run_dir), "--task", "Build it", "--", str(agent), "--scenario", str(scenario)]
+    argv += [str(run_dir), "--task", "Build it", "--", str(agent), *mode_args(dialect)]
+    argv += ["--scenario", str(scenario)]
     proc = subprocess.Popen(argv, env=agent_env(tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL)
     try:
         # the agent is under way (opencode names a tool only once it finished,
@@ -418,7 +420,7 @@ def test_claude_hooks_read_claudes_own_transcript(kept: bool, tmp_path: Path) ->
     agent = ROOT / "fixtures" / "fake_agent" / "claude"
     argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir", str(run_dir)]
     argv += ["--settings", str(settings), "--task", "Fix it", "--"]
-    argv += [str(agent), "--scenario", str(scenario)]
+    argv += [str(agent), *mode_args("claude"), "--scenario", str(scenario)]
     env = agent_env(tmp_path, CLAUDE_CONFIG_DIR=str(config_dir))
     proc = subprocess.run(
         argv, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=HANG_LIMIT, check=False

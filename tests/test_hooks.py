@@ -554,7 +554,7 @@ def test_hook_input_says_the_permission_mode_claudes_command_line_gives(tmp_path
         (["--dangerously-skip-permissions"], "bypassPermissions"),
     ):
         proc = subprocess.run(
-            [*argv, *flags],
+            [*argv, "--output-format=stream-json", *flags],
             capture_output=True,
             timeout=HANG_LIMIT,
             env=agent_env(tmp_path),

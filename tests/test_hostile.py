@@ -29,7 +29,7 @@ from tests.conftest import (
     validate,
     write_scenario,
 )
-from tests.dialect_support import LAUNCHERS
+from tests.dialect_support import LAUNCHERS, mode_args
 from wrapper.commands.normalize import normalize
 from wrapper.core.config import READ_CHUNK_BYTES
 from wrapper.core.events import JSON_INT_MAX, JSON_INT_MIN, AssistantMessage, Usage, WarningEvent
@@ -169,7 +169,7 @@ def test_usage_beyond_64_bits_in_a_live_run_and_in_normalize(dialect: str, tmp_p
     agent = ROOT / "fixtures" / "fake_agent" / LAUNCHERS[dialect]
     proc = wrapper(
         "run", "--output", "jsonl", "--run-dir", str(run_dir), "--task", "Go",
-        "--", str(agent), "--scenario", str(scenario),
+        "--", str(agent), *mode_args(dialect), "--scenario", str(scenario),
         tmp_path=tmp_path,
     )  # fmt: skip
     assert b"Traceback" not in proc.stderr, proc.stderr.decode()

@@ -28,6 +28,7 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
+from tests.dialect_support import mode_args
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -288,6 +289,7 @@ def test_a_stream_written_by_the_launchers_child_still_counts(tmp_path: Path, di
         "Fix the parser",
         "--",
         str(ROOT / "fixtures" / "fake_agent" / dialect),
+        *mode_args(dialect),
         "--scenario",
         str(scenario),
     ]

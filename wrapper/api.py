@@ -252,18 +252,20 @@ def _in_python_terms(message: str) -> str:
     someone calling ``wrapper.run`` has no flags to look for."""
     from wrapper.options import run_parser  # noqa: PLC0415
 
-    names = {
-        flag: action.dest
+    actions = {
+        flag: action
         for action in run_parser()._actions
         for flag in action.option_strings
         if flag.startswith("--")
     }
 
     def argument(match: re.Match[str]) -> str:
-        name = names.get(f"--{match[1]}")
-        if name is None:  # not the wrapper's: an option of the agent's own
+        action = actions.get(f"--{match[1]}")
+        if action is None:  # not the wrapper's: an option of the agent's own
             return match[0]
-        return f"{name}={match[2]!r}" if match[2] else f"{name}="
+        if action.const is False:  # a --no-X flag: what passing it sets
+            return f"{action.dest}=False"
+        return f"{action.dest}={match[2]!r}" if match[2] else f"{action.dest}="
 
     return _FLAG.sub(argument, message.removeprefix("run: "))
 

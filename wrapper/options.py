@@ -162,6 +162,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "from the settings, else fail open)",
     )
     parser.add_argument(
+        "--no-check-mode",
+        dest="check_mode",
+        action="store_false",
+        help="start an agent known by its name even when its command line lacks the "
+        "option of its JSON mode (by default such a run is refused, exit 2)",
+    )
+    parser.add_argument(
         "--fail-on-max-steers",
         action="store_true",
         help="Stop handlers that still block when the steer limit is reached end the run "

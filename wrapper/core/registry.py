@@ -46,12 +46,22 @@ class Agent(NamedTuple):
     #: Other programs that write this format in one of their modes:
     #: (their names, the options or first arguments that select the mode).
     also: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    #: The options or first arguments that put the program in the mode whose
+    #: stream this dialect reads (as ``needs``); one must be on the command
+    #: line of a program known by its name, or the run is refused.
+    mode: tuple[str, ...] = ()
 
 
 AGENTS: tuple[Agent, ...] = (
     # Each CLI goes by its executable and, run through npx and the like, by
     # the bare name of its npm package.
-    Agent("pi", "wrapper.dialects.pi:PiDialect", ("pi", "pi-coding-agent"), "pi"),
+    Agent(
+        "pi",
+        "wrapper.dialects.pi:PiDialect",
+        ("pi", "pi-coding-agent"),
+        "pi",
+        mode=("--mode=json", "--mode=rpc"),
+    ),
     Agent(
         "claude",
         "wrapper.dialects.claude:ClaudeDialect",
@@ -59,17 +69,37 @@ AGENTS: tuple[Agent, ...] = (
         "claude",
         # Qwen Code's stream-json output is Claude Code's stream.
         also=((("qwen", "qwen-code"), ("-o=stream-json", "--output-format=stream-json")),),
+        mode=("--output-format=stream-json",),
     ),
-    Agent("codex", "wrapper.dialects.codex:CodexDialect", ("codex",), "codex"),
-    Agent("gemini", "wrapper.dialects.gemini:GeminiDialect", ("gemini", "gemini-cli"), "gemini"),
+    Agent(
+        "codex",
+        "wrapper.dialects.codex:CodexDialect",
+        ("codex",),
+        "codex",
+        mode=("--json", "--experimental-json", "app-server"),
+    ),
+    Agent(
+        "gemini",
+        "wrapper.dialects.gemini:GeminiDialect",
+        ("gemini", "gemini-cli"),
+        "gemini",
+        mode=("--output-format=stream-json", "-o=stream-json"),
+    ),
     Agent(
         "opencode",
         "wrapper.dialects.opencode:OpencodeDialect",
         ("opencode", "opencode-ai"),
         "opencode",
+        mode=("--format=json",),
     ),
-    Agent("amp", "wrapper.dialects.amp:AmpDialect", ("amp",), "amp"),
-    Agent("cursor", "wrapper.dialects.cursor:CursorDialect", ("cursor-agent", "cursor"), "cursor"),
+    Agent("amp", "wrapper.dialects.amp:AmpDialect", ("amp",), "amp", mode=("--stream-json",)),
+    Agent(
+        "cursor",
+        "wrapper.dialects.cursor:CursorDialect",
+        ("cursor-agent", "cursor"),
+        "cursor",
+        mode=("--output-format=stream-json",),
+    ),
     Agent(
         "acp",
         "wrapper.dialects.acp.dialect:AcpDialect",
@@ -138,6 +168,19 @@ def _holds(args: Sequence[str], needs: tuple[str, ...]) -> bool:
         if arg in needs or f"{arg}={''.join(options[index + 1 : index + 2])}" in needs:
             return True
     return bool(args) and not args[0].startswith("-") and args[0] in needs
+
+
+def lacks_mode(command: Sequence[str]) -> Agent | None:
+    """The agent a command line runs by its own name without the option that
+    puts it in the mode whose stream the wrapper reads; None otherwise."""
+    agent = detect(command)
+    found = program(command)
+    if agent is None or found is None or not agent.mode:
+        return None
+    name, args = found
+    if name not in agent.executables or _holds(args, agent.mode):
+        return None
+    return agent
 
 
 def detect(command: Sequence[str]) -> Agent | None:

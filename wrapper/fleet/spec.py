@@ -223,7 +223,9 @@ def one_value(key: str, value: Any, action: argparse.Action, spec_dir: Path) -> 
     if action.nargs == 0:  # a flag
         if not isinstance(value, bool):
             raise WrongType(f"{key!r} is true or false, not {_brief(value)}")
-        return value if action.const is True else not value
+        # A key names the option's destination, so its value is the setting
+        # itself (``checkMode: false`` for ``--no-check-mode``).
+        return value
     if isinstance(action, argparse._AppendAction):
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):

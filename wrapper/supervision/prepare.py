@@ -31,6 +31,7 @@ from wrapper.core.config import (
     RunConfig,
     child_depth,
 )
+from wrapper.core.registry import lacks_mode, program_name
 from wrapper.core.settings import Settings, SettingsError
 from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
 from wrapper.files.artifacts import run_dir_problem
@@ -145,6 +146,22 @@ def _check_hook_commands(settings: Settings, cwd: Path, environ: Mapping[str, st
         raise RunUsageError(f"--settings {exc}") from None
 
 
+def _check_mode(command: Sequence[str], dialect: Dialect) -> None:
+    """Refuse an agent known by its name but started without its JSON mode:
+    its plain output would be recognised only after it had done, and been
+    billed for, the whole task."""
+    agent = lacks_mode(command)
+    if agent is None:
+        return
+    modes = " or ".join(option.replace("=", " ") for option in agent.mode)
+    raise RunUsageError(
+        f"run: {program_name(command)} is started without the option of the JSON mode "
+        f"the {agent.name} dialect reads ({modes}), so the wrapper could not follow it: "
+        f"run it as `{dialect.streaming_command}` (your other options kept), or pass "
+        "--no-check-mode to start it as it is"
+    )
+
+
 def _missing_program(name: str, cwd: Path, environ: Mapping[str, str]) -> str | None:
     """Why ``name`` cannot be started as the run would start it, or None if it can."""
     if os.sep in name:
@@ -204,6 +221,10 @@ def prepare_run(
         enforces_pre_tool_use=dialect.two_way,
     )
     _check_hook_commands(settings, cwd, environ)
+    # A program that is not there is said as such when it is started.
+    checked = options.dialect == "auto" and options.check_mode
+    if checked and _missing_program(command[0], cwd, environ) is None:
+        _check_mode(command, dialect)
     run_id = run_id or new_run_id()
     runs_root = None
     if options.run_dir is None and run_dir is None:
