@@ -289,6 +289,10 @@ def lanes(intervals: Sequence[tuple[float, float]]) -> list[int]:
     return chosen
 
 
+def _outcome_order(outcome: str) -> tuple[int, str]:
+    return (OUTCOMES.index(outcome) if outcome in OUTCOMES else len(OUTCOMES), outcome)
+
+
 def build_html(data: ReportData) -> str:
     """The whole page."""
     runs = data.runs
@@ -446,13 +450,14 @@ def _timeline(runs: Sequence[ReportRun]) -> str:
                 f"<title>{_text(mark.kind + ': ' + _short(mark.text, 200))}</title></rect>"
             )
     out.append("</svg>")
-    legend = " ".join(
-        f'<span><span class="chip {outcome_class(o)}">{_text(o)}</span></span>' for o in OUTCOMES
-    )
-    out.append(
-        f'<p class="legend muted">{legend} <span>black tick: a steer</span>'
-        "<span>blue tick: an escalation</span></p>"
-    )
+    present = sorted({run.outcome for _, run in timed}, key=_outcome_order)
+    legend = " ".join(f'<span class="chip {outcome_class(o)}">{_text(o)}</span>' for o in present)
+    kinds = {mark.kind for _, run in timed for mark in run.marks}
+    if "steer" in kinds:
+        legend += " <span>black tick: a steer</span>"
+    if "escalation" in kinds:
+        legend += " <span>blue tick: an escalation</span>"
+    out.append(f'<p class="legend muted">{legend}</p>')
     if untimed:
         out.append(
             f'<p class="muted">{untimed:,} run{"s" if untimed != 1 else ""} without a start and '
