@@ -37,6 +37,8 @@ class FakeRun:
     stop_allowed_by: str | None = "no_handlers"
     escalations: list[tuple[float, str]] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
+    #: The tool of each tool call, written as events.jsonl's tool_start lines.
+    calls: list[str] | None = None
     stderr: str | None = None
     #: Extra keys of the run's batch.json entry (passed, reused, expect, shard).
     entry: dict[str, Any] = field(default_factory=dict)
@@ -96,6 +98,18 @@ def result_json(run: FakeRun, run_dir: Path) -> dict[str, Any]:
     }
 
 
+def events_jsonl(calls: list[str]) -> str:
+    """An events.jsonl with a tool_start and a tool_end line for each call."""
+    lines = [{"type": "session", "seq": 1, "ts": stamp(ORIGIN), "attempt": 1, "source": "agent"}]
+    for n, tool in enumerate(calls):
+        for kind in ("tool_start", "tool_end"):
+            lines.append(
+                {"type": kind, "seq": len(lines) + 1, "ts": stamp(ORIGIN), "attempt": 1,
+                 "source": "agent", "tool": tool, "toolCallId": f"c{n}", "summary": "x"}
+            )  # fmt: skip
+    return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+
+
 def write_batch(
     folder: Path, runs: list[FakeRun], *, first_line: int = 1, step: int = 1, **top: Any
 ) -> Path:
@@ -113,6 +127,8 @@ def write_batch(
                 (run_dir / "result.json").write_text(json.dumps(result_json(run, run_dir)))
             if run.stderr is not None:
                 (run_dir / "stderr.log").write_text(run.stderr)
+            if run.calls is not None:
+                (run_dir / "events.jsonl").write_text(events_jsonl(run.calls))
         results.append(
             {
                 "label": run.label,

@@ -163,10 +163,13 @@ def test_one_run_shows_its_numbers_its_final_text_and_its_stderr(tmp_path: Path)
         final_text="Fixed the off-by-one.",
         stderr="starting\nwarming up\nall good\n",
         tools=["bash", "read"],
+        calls=["bash", "read", "bash", "bash"],
     )
     page = report(write_batch(tmp_path / "runs", [run]))
     assert_self_contained(page)
-    assert page.rows == [["fix-123", "ok", "yes", "stop", "42.1 s", "12,345", "0", "2", "0"]]
+    assert page.rows == [["fix-123", "ok", "yes", "stop", "42.1 s", "12,345", "0", "4", "0"]]
+    assert '<td class="n" data-v="4" title="bash \u00d73, read \u00d71">4</td>' in page.source
+    assert "<dt>tools</dt><dd>bash \u00d73, read \u00d71</dd>" in page.source
     assert page.pres == ["Fixed the off-by-one.", "starting\nwarming up\nall good"]
     # The timeline has a row for it, with its label.
     assert re.search('<text x="0" y="[0-9.]+">fix-123</text>', page.source)
@@ -179,7 +182,8 @@ def test_one_run_shows_its_numbers_its_final_text_and_its_stderr(tmp_path: Path)
 
 def test_three_runs_say_which_failed_why_and_which_hit_the_steer_cap(tmp_path: Path) -> None:
     runs = [
-        FakeRun("alpha", seconds=5, tokens=100),
+        # Its events say it called no tool; the others have no events to read.
+        FakeRun("alpha", seconds=5, tokens=100, calls=[]),
         FakeRun(
             "beta",
             outcome="error",
@@ -207,8 +211,8 @@ def test_three_runs_say_which_failed_why_and_which_hit_the_steer_cap(tmp_path: P
     assert_self_contained(page)
     assert page.rows == [
         ["alpha", "ok", "yes", "stop", "5.0 s", "100", "0", "0", "0"],
-        ["beta", "error", "no", "error", "1 min 10 s", "\u2014", "0", "0", "1"],
-        ["gamma", "ok", "no", "stop", "1 h 01 min", "300", "2/2 cap", "0", "0"],
+        ["beta", "error", "no", "error", "1 min 10 s", "\u2014", "0", "\u2014", "1"],
+        ["gamma", "ok", "no", "stop", "1 h 01 min", "300", "2/2 cap", "\u2014", "0"],
     ]
     assert '<b>passed</b> <span class="no">1 of 3</span>' in page.source
     assert "<b>tokens</b> 400 (1 runs unknown)" in page.source

@@ -65,7 +65,10 @@ class ReportRun:
     steers: int | None = None
     max_steers: int | None = None
     hit_steer_cap: bool = False
+    #: The tools it used, in first-use order.
     tools: tuple[str, ...] = ()
+    #: How many calls of each tool its events.jsonl holds; None when unread.
+    tool_calls: tuple[tuple[str, int], ...] | None = None
     warnings: tuple[str, ...] = ()
     error: str | None = None
     final_text: str | None = None
@@ -506,7 +509,7 @@ def _table(runs: Sequence[ReportRun]) -> str:
             _number(run.duration_ms, duration_text(run.duration_ms)),
             _number(run.tokens, _count(run.tokens)),
             _number(run.steers, steers),
-            _number(len(run.tools), str(len(run.tools)), title=", ".join(run.tools)),
+            _tools_cell(run),
             _number(len(run.warnings), str(len(run.warnings))),
         ]
         out.append(f'<tr data-i="{i}"{row}>{"".join(cells)}</tr>')
@@ -515,6 +518,18 @@ def _table(runs: Sequence[ReportRun]) -> str:
         out.append('<p class="muted">No runs.</p>')
     out.append("</section>")
     return "".join(out)
+
+
+def _tools_text(run: ReportRun) -> str | None:
+    """Each tool and its calls (from the events), else the tools used."""
+    if run.tool_calls:
+        return ", ".join(f"{name} \u00d7{count:,}" for name, count in run.tool_calls)
+    return ", ".join(run.tools) or None
+
+
+def _tools_cell(run: ReportRun) -> str:
+    calls = None if run.tool_calls is None else sum(count for _, count in run.tool_calls)
+    return _number(calls, _count(calls), title=_tools_text(run) or "")
 
 
 def _number(value: float | None, shown: str, *, title: str = "") -> str:
@@ -550,7 +565,7 @@ def _sections(runs: Sequence[ReportRun]) -> str:
                 "steers",
                 None if run.steers is None else f"{run.steers} of at most {_count(run.max_steers)}",
             ),
-            ("tools", ", ".join(run.tools) or None),
+            ("tools", _tools_text(run)),
             ("expected", run.expect),
         ]
         for name, value in fields:

@@ -39,6 +39,11 @@ from wrapper.fleet.html_report import Mark, ReportData, ReportRun, SpecInfo, bui
 FINAL_TEXT_CHARS = 4000
 #: How much of the end of a run's stderr.log the page holds.
 STDERR_TAIL_BYTES = 2048
+#: How much of a run's events.jsonl is read to count its tool calls.
+EVENTS_MAX_BYTES = 64 * 1024 * 1024
+#: How every tool_start line of events.jsonl begins (the wrapper writes
+#: compact JSON, type first): only those lines are decoded.
+TOOL_START = b'{"type":"tool_start",'
 
 
 class ReportInputError(Exception):
@@ -151,6 +156,7 @@ def _run(entry: Mapping[str, Any], batch_dir: Path, shard: tuple[int, int] | Non
     run_dir = _find_run_dir(recorded, batch_dir) if isinstance(recorded, str) else None
     result: Mapping[str, Any] = {}
     stderr_tail = None
+    tool_calls = None
     if run_dir is None:
         missing.append(f"run directory {recorded} not found (looked next to the batch.json too)")
     else:
@@ -160,6 +166,7 @@ def _run(entry: Mapping[str, Any], batch_dir: Path, shard: tuple[int, int] | Non
         else:
             result = read
         stderr_tail = _tail(run_dir / "stderr.log")
+        tool_calls = _tool_calls(run_dir / "events.jsonl")
     merged: dict[str, Any] = {**entry, **{k: v for k, v in result.items() if v is not None}}
     label = entry.get("label")
     line = entry.get("line")
@@ -206,6 +213,7 @@ def _run(entry: Mapping[str, Any], batch_dir: Path, shard: tuple[int, int] | Non
         hit_steer_cap=result.get("stopAllowedBy") == "max_steers"
         or (steers is not None and max_steers is not None and 0 < max_steers <= steers),
         tools=tuple(str(t) for t in result.get("toolsUsed") or () if isinstance(t, str)),
+        tool_calls=tool_calls,
         warnings=tuple(str(w.get("message")) for w in _objects(result.get("warnings"))),
         error=_error(merged.get("error")),
         final_text=final_text,
@@ -265,6 +273,38 @@ def _tail(path: Path) -> str | None:
         data = data.split(b"\n", 1)[1]
     text = data.decode("utf-8", errors="replace").rstrip("\n")
     return text or None
+
+
+def _tool_calls(path: Path) -> tuple[tuple[str, int], ...] | None:
+    """How many times each tool was started, in first-use order, from a run's
+    events.jsonl; None when there is none to read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    counts: dict[str, int] = {}
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as events:
+            read = 0
+            for line in events:
+                read += len(line)
+                if read > EVENTS_MAX_BYTES:
+                    break
+                if not line.startswith(TOOL_START):
+                    continue
+                try:
+                    tool = orjson.loads(line).get("tool")
+                except orjson.JSONDecodeError:
+                    continue
+                name = tool if isinstance(tool, str) else "?"
+                counts[name] = counts.get(name, 0) + 1
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return tuple(counts.items())
 
 
 def _objects(value: Any) -> list[Mapping[str, Any]]:
