@@ -346,6 +346,35 @@ def test_unreadable_runs_are_listed_and_named_on_the_page(tmp_path: Path) -> Non
     assert "all good" in page.pres
 
 
+def test_a_symlink_planted_in_a_run_directory_is_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-KEY-MATERIAL\n")
+    secret_json = tmp_path / "secret.json"
+    secret_json.write_text('{"outcome": "ok", "finalText": "SECRET-FROM-JSON"}')
+    folder = write_batch(tmp_path / "runs", [FakeRun("planted", no_result=True)])
+    run_dir = folder / "r00001"
+    (run_dir / "stderr.log").symlink_to(secret)
+    (run_dir / "events.jsonl").symlink_to(secret)
+    (run_dir / "result.json").symlink_to(secret_json)
+    data = load_report([folder])
+    page = build_html(data)
+    assert "SECRET" not in page
+    assert data.runs[0].stderr_tail is None
+    assert data.runs[0].tool_calls is None
+    [problem] = data.runs[0].missing
+    assert problem.startswith(f"{run_dir / 'result.json'}: result.json cannot be read: ")
+
+
+def test_a_batch_entry_without_a_run_directory_says_so(tmp_path: Path) -> None:
+    folder = write_batch(tmp_path / "runs", [FakeRun("nowhere")])
+    (folder / "batch.json").write_text(
+        (folder / "batch.json").read_text().replace('"runDir"', '"elsewhere"')
+    )
+    [run] = load_report([folder]).runs
+    assert run.missing == ("its batch.json entry names no run directory",)
+    assert run.label == "nowhere"
+
+
 def test_a_corrupt_batch_json_is_said_and_the_other_shards_are_shown(tmp_path: Path) -> None:
     good = write_batch(
         tmp_path / "all" / "shard-1", [FakeRun("one")], shard={"index": 1, "count": 2}

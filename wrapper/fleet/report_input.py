@@ -44,6 +44,10 @@ EVENTS_MAX_BYTES = 64 * 1024 * 1024
 #: How every tool_start line of events.jsonl begins (the wrapper writes
 #: compact JSON, type first): only those lines are decoded.
 TOOL_START = b'{"type":"tool_start",'
+#: How a run's own files are opened: never blocking on a FIFO, and never
+#: through a symlink, which an agent could plant to put another file (a key,
+#: a secret) into a page meant to be shared.
+RUN_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 class ReportInputError(Exception):
@@ -157,10 +161,12 @@ def _run(entry: Mapping[str, Any], batch_dir: Path, shard: tuple[int, int] | Non
     result: Mapping[str, Any] = {}
     stderr_tail = None
     tool_calls = None
-    if run_dir is None:
+    if not isinstance(recorded, str):
+        missing.append("its batch.json entry names no run directory")
+    elif run_dir is None:
         missing.append(f"run directory {recorded} not found (looked next to the batch.json too)")
     else:
-        read, problem = _read_json(run_dir / "result.json", "result.json")
+        read, problem = _read_json(run_dir / "result.json", "result.json", follow=False)
         if read is None:
             missing.append(problem or f"{run_dir / 'result.json'}: could not be read")
         else:
@@ -235,10 +241,12 @@ def _find_run_dir(recorded: str, batch_dir: Path) -> Path | None:
     return None
 
 
-def _read_json(path: Path, what: str) -> tuple[dict[str, Any] | None, str | None]:
+def _read_json(
+    path: Path, what: str, *, follow: bool = True
+) -> tuple[dict[str, Any] | None, str | None]:
     """A JSON object from ``path``, or None and why not, as a sentence."""
     try:
-        raw = read_regular_file(path, RESULT_MAX_BYTES, follow_symlinks=True)
+        raw = read_regular_file(path, RESULT_MAX_BYTES, follow_symlinks=follow)
     except FileNotFoundError:
         return None, f"{path}: no {what} there"
     except (UnreadableFile, OSError) as exc:
@@ -256,7 +264,7 @@ def _read_json(path: Path, what: str) -> tuple[dict[str, Any] | None, str | None
 def _tail(path: Path) -> str | None:
     """The end of a text file, from the start of a line, or None."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, RUN_FILE_FLAGS)
     except OSError:
         return None
     try:
@@ -279,7 +287,7 @@ def _tool_calls(path: Path) -> tuple[tuple[str, int], ...] | None:
     """How many times each tool was started, in first-use order, from a run's
     events.jsonl; None when there is none to read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, RUN_FILE_FLAGS)
     except OSError:
         return None
     counts: dict[str, int] = {}
