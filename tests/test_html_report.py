@@ -400,6 +400,30 @@ def test_a_run_directory_from_another_machine_is_found_next_to_its_batch(tmp_pat
     assert data.runs[0].run_dir == str(folder / "r00001")
 
 
+def test_a_merged_batch_json_finds_its_runs_in_the_shard_folders_beside_it(
+    tmp_path: Path,
+) -> None:
+    one = write_batch(tmp_path / "fleet" / "shard-1", [FakeRun("a", final_text="from one")])
+    two = write_batch(
+        tmp_path / "fleet" / "shard-2", [FakeRun("b", final_text="from two")], first_line=2
+    )
+    results = [
+        {**entry, "runDir": entry["runDir"].replace(str(tmp_path / "fleet"), "/ci/workspace")}
+        for folder in (one, two)
+        for entry in json.loads((folder / "batch.json").read_text())["results"]
+    ]
+    merged = tmp_path / "fleet" / "merged.json"
+    merged.write_text(
+        json.dumps({**json.loads((one / "batch.json").read_text()), "results": results})
+    )
+    data = load_report([merged])
+    assert [(run.label, run.final_text) for run in data.runs] == [
+        ("a", "from one"),
+        ("b", "from two"),
+    ]
+    assert [run.missing for run in data.runs] == [(), ()]
+
+
 def test_a_long_final_text_is_cut_and_says_where_the_rest_is(tmp_path: Path) -> None:
     text = "x" * (FINAL_TEXT_CHARS + 500)
     data = load_report([write_batch(tmp_path / "runs", [FakeRun("long", final_text=text)])])

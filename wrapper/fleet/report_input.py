@@ -233,8 +233,14 @@ def _run(entry: Mapping[str, Any], batch_dir: Path, shard: tuple[int, int] | Non
 
 
 def _find_run_dir(recorded: str, batch_dir: Path) -> Path | None:
+    """The run directory as recorded, else the one at the end of its path
+    below the batch.json's folder (``label``, ``shard-2/label``, ...): a
+    batch's artifacts downloaded elsewhere, or a merged batch.json next to
+    its shards' folders."""
     path = Path(recorded)
-    candidates = [path if path.is_absolute() else batch_dir / path, batch_dir / path.name]
+    parts = [part for part in path.parts if part not in (path.anchor, "..", ".")]
+    candidates = [path if path.is_absolute() else batch_dir / path]
+    candidates += [batch_dir.joinpath(*parts[-k:]) for k in range(1, min(len(parts), 4) + 1)]
     for candidate in candidates:
         if candidate.is_dir():
             return candidate
