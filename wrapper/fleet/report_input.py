@@ -34,11 +34,13 @@ from wrapper.files.artifacts import (
 )
 from wrapper.fleet.html_report import Mark, ReportData, ReportRun, SpecInfo, build_html
 
-#: How much of a run's final text the page holds: a page for 1,000 runs must
-#: stay small enough to open; the rest is in result.json.
+#: How much of a run's final text the page holds (the rest is in
+#: result.json), and of the end of its stderr.log.
 FINAL_TEXT_CHARS = 4000
-#: How much of the end of a run's stderr.log the page holds.
 STDERR_TAIL_BYTES = 2048
+#: Past this many runs each holds a quarter of that: a page for 1,000 runs
+#: stays a few megabytes, quick to open and to keep as an artifact.
+MANY_RUNS = 200
 #: How much of a run's events.jsonl is read to count its tool calls.
 EVENTS_MAX_BYTES = 64 * 1024 * 1024
 #: How every tool_start line of events.jsonl begins (the wrapper writes
@@ -96,6 +98,7 @@ def load_report(paths: Sequence[Path]) -> ReportData:
     counts: set[int] = set()
     specs: dict[str, SpecInfo] = {}
     warnings: list[str] = []
+    batches: list[tuple[Path, dict[str, Any], list[Any]]] = []
     for path in files:
         batch, problem = _read_json(path, "batch.json")
         if batch is None:
@@ -105,6 +108,10 @@ def load_report(paths: Sequence[Path]) -> ReportData:
         if not isinstance(results, list):
             problems.append(f"{path}: not a batch.json (no list of results)")
             continue
+        batches.append((path, batch, results))
+    many = sum(len(results) for _, _, results in batches) > MANY_RUNS
+    room = (FINAL_TEXT_CHARS // 4, STDERR_TAIL_BYTES // 4) if many else None
+    for path, batch, results in batches:
         shard = _shard(batch.get("shard"))
         if shard is not None:
             shards.append(f"{shard[0]}/{shard[1]}")
@@ -129,7 +136,7 @@ def load_report(paths: Sequence[Path]) -> ReportData:
                 if run_id in seen_ids:
                     continue
                 seen_ids.add(run_id)
-            run = _run(entry, path.parent, shard)
+            run = _run(entry, path.parent, shard, room)
             runs.append(((run.line if run.line is not None else 1 << 62, run.shard or ""), run))
     if len(specs) > 1:
         named = ", ".join(f"{s.path} ({(s.sha256 or '?')[:12]})" for s in specs.values())
@@ -153,8 +160,15 @@ def _shard_order(text: str) -> tuple[int, str]:
     return (int(head) if head.isdigit() else 1 << 30, text)
 
 
-def _run(entry: Mapping[str, Any], batch_dir: Path, shard: tuple[int, int] | None) -> ReportRun:
-    """One run from its batch.json entry and what its directory still holds."""
+def _run(
+    entry: Mapping[str, Any],
+    batch_dir: Path,
+    shard: tuple[int, int] | None,
+    room: tuple[int, int] | None = None,
+) -> ReportRun:
+    """One run from its batch.json entry and what its directory still holds;
+    ``room``: how much final text and stderr it may hold, if not the most."""
+    text_chars, stderr_bytes = room or (FINAL_TEXT_CHARS, STDERR_TAIL_BYTES)
     missing: list[str] = []
     recorded = entry.get("runDir")
     run_dir = _find_run_dir(recorded, batch_dir) if isinstance(recorded, str) else None
@@ -171,7 +185,7 @@ def _run(entry: Mapping[str, Any], batch_dir: Path, shard: tuple[int, int] | Non
             missing.append(problem or f"{run_dir / 'result.json'}: could not be read")
         else:
             result = read
-        stderr_tail = _tail(run_dir / "stderr.log")
+        stderr_tail = _tail(run_dir / "stderr.log", stderr_bytes)
         tool_calls = _tool_calls(run_dir / "events.jsonl")
     merged: dict[str, Any] = {**entry, **{k: v for k, v in result.items() if v is not None}}
     label = entry.get("label")
@@ -195,11 +209,9 @@ def _run(entry: Mapping[str, Any], batch_dir: Path, shard: tuple[int, int] | Non
         if (at := _epoch(esc.get("at"))) is not None
     ]
     final_text = result.get("finalText") if isinstance(result.get("finalText"), str) else None
-    if final_text is not None and len(final_text) > FINAL_TEXT_CHARS:
-        rest = len(final_text) - FINAL_TEXT_CHARS
-        final_text = (
-            final_text[:FINAL_TEXT_CHARS] + f"\n[\u2026 {rest:,} characters more in result.json]"
-        )
+    if final_text is not None and len(final_text) > text_chars:
+        rest = len(final_text) - text_chars
+        final_text = final_text[:text_chars] + f"\n[\u2026 {rest:,} characters more in result.json]"
     entry_shard = _shard(entry.get("shard")) or shard
     expect = entry.get("expect")
     return ReportRun(
@@ -267,7 +279,7 @@ def _read_json(
     return value, None
 
 
-def _tail(path: Path) -> str | None:
+def _tail(path: Path, size: int) -> str | None:
     """The end of a text file, from the start of a line, or None."""
     try:
         fd = os.open(path, RUN_FILE_FLAGS)
@@ -277,7 +289,7 @@ def _tail(path: Path) -> str | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
             return None
-        start = max(0, info.st_size - STDERR_TAIL_BYTES)
+        start = max(0, info.st_size - size)
         data = os.pread(fd, info.st_size - start, start)
     except OSError:
         return None
