@@ -83,7 +83,7 @@ def test_the_page_renders_every_label_and_loads_nothing(
     labels, drawn = rendered.values
     assert labels == [run.label for run in runs]
     assert drawn == len(runs)
-    assert f"agent-wrapper report: {len(runs)} run" in rendered.text
+    assert f"agent-wrapper report: {len(runs):,} run" in rendered.text
     if len(runs) <= 3:
         for run in runs:
             assert run.label is not None

@@ -19,7 +19,7 @@ import hashlib
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 #: Runs up to this many get a timeline row each, with their label; more are
@@ -30,7 +30,7 @@ TIMELINE_ROWS_MAX = 60
 OPEN_FAILED_MAX = 50
 #: The timeline's drawing width (SVG user units; the page scales it).
 TIMELINE_WIDTH = 1200
-#: Room at the left of the timeline for the run labels (rows) or lane numbers.
+#: Room at the left of the timeline for the run labels (rows) or the lane count.
 TIMELINE_LABELS = 230
 TIMELINE_LABEL_CHARS = 32
 
@@ -103,7 +103,7 @@ class ReportData:
     warnings: tuple[str, ...] = ()
     #: Inputs that could not be read, one sentence each.
     problems: tuple[str, ...] = ()
-    sources: tuple[str, ...] = field(default=())
+    sources: tuple[str, ...] = ()
 
 
 STYLE = """
@@ -126,7 +126,7 @@ margin-right:4px}
 .problems{border:1px solid #c62828;background:#fdecea;padding:8px 12px;border-radius:4px}
 .problems li,.warn li{overflow-wrap:anywhere}
 svg{display:block;width:100%;height:auto}svg text{font:12px system-ui,sans-serif;fill:#333}
-svg .axis{stroke:#bbb}svg .lane{fill:#f4f4f4}
+svg .axis{stroke:#bbb}svg a rect{stroke:#fff;stroke-width:.5}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
 th,td{border-bottom:1px solid #e4e4e4;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f6f6f6;position:sticky;top:0;white-space:nowrap}
@@ -301,7 +301,8 @@ def build_html(data: ReportData) -> str:
     runs = data.runs
     failed = sum(not run.passed for run in runs)
     title = (
-        f"agent-wrapper report: {len(runs)} run{'s' if len(runs) != 1 else ''}, {failed} not passed"
+        f"agent-wrapper report: {len(runs):,} run{'s' if len(runs) != 1 else ''}, "
+        f"{failed:,} not passed"
     )
     parts = [
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
