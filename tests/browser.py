@@ -40,7 +40,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,8 @@ class Rendered:
     csp_violations: list[str]
     width: int
     height: int
+    #: What each of the ``evaluate`` expressions returned, in order.
+    values: list[Any] = field(default_factory=list)
 
     @property
     def urls(self) -> list[str]:
@@ -364,12 +366,18 @@ class Browser:
         height: int = 800,
         timeout: float = RENDER_TIMEOUT,
         ready: str | None = None,
+        evaluate: Sequence[str] = (),
+        javascript: bool = True,
     ) -> Rendered:
         """Loads ``page`` in a new tab, waits for it to settle, and reports what it did.
 
         ``ready``, a JavaScript expression, is one more condition for the page
         to count as settled: it must be true (checked every ``QUIET`` / 2
         seconds), for a page whose work ends later than its load.
+        ``evaluate``: JavaScript expressions run in order once the page settled
+        (a click, a question), before the DOM is read and the screenshot taken;
+        their values (JSON) are ``Rendered.values``. With ``javascript`` false
+        the page's own scripts do not run (the expressions still do).
         """
         deadline = time.monotonic() + timeout
         url = page.resolve().as_uri()
@@ -393,6 +401,8 @@ class Browser:
                 )
 
             self._watch(session_id, top=True)
+            if not javascript:
+                send("Emulation.setScriptExecutionDisabled", {"value": True})
             send(
                 "Emulation.setDeviceMetricsOverride",
                 {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
@@ -415,6 +425,15 @@ class Browser:
                 return False
 
             self._pump(state, deadline, settled)
+            values = []
+            for expression in evaluate:
+                answer = send(
+                    "Runtime.evaluate",
+                    {"expression": expression, "returnByValue": True, "awaitPromise": True},
+                )
+                if "exceptionDetails" in answer:
+                    raise BrowserError(f"{expression}: {answer['exceptionDetails']}")
+                values.append(answer["result"].get("value"))
             dom = send(
                 "Runtime.evaluate",
                 {"expression": "document.documentElement.outerHTML", "returnByValue": True},
@@ -443,6 +462,7 @@ class Browser:
             csp_violations=state.csp_violations,
             width=width,
             height=height,
+            values=values,
         )
 
     def _close_tab(self, target: str, session_id: str) -> None:

@@ -453,7 +453,17 @@ def test_a_stop_while_the_spec_is_checked_ends_the_batch_with_a_report_and_no_ru
     first.pop("task")
     spec = write_spec(tmp_path, [first, *(line(starts) for _ in range(300))])
     proc = subprocess.Popen(
-        batch_argv(spec, "--runs-dir", "runs", "--junit", "junit.xml", "--output", "quiet"),
+        batch_argv(
+            spec,
+            "--runs-dir",
+            "runs",
+            "--junit",
+            "junit.xml",
+            "--html",
+            "report.html",
+            "--output",
+            "quiet",
+        ),
         env=agent_env(tmp_path),
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
@@ -481,6 +491,9 @@ def test_a_stop_while_the_spec_is_checked_ends_the_batch_with_a_report_and_no_ru
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
     assert suite.get("tests") == "0"
+    page = (tmp_path / "report.html").read_text()
+    assert "agent-wrapper report: 0 runs, 0 not passed" in page
+    assert f"stopped by {sig.name} while the spec was being checked" in page
     assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["batch.json"]
     assert not marker.exists()
 

@@ -308,3 +308,43 @@ def test_a_browser_killed_outright_leaves_nothing(tmp_path: Path) -> None:
     started.process.kill()
     started.close()
     assert started.leftovers() == []
+
+
+def test_expressions_run_after_the_page_settled_and_before_the_dom_is_read(
+    browser: Browser, tmp_path: Path
+) -> None:
+    script = (
+        "<script>document.getElementById('b').addEventListener('click', () => "
+        "{ document.getElementById('out').textContent = 'clicked'; });</script>"
+    )
+    rendered = browser.render(
+        page(tmp_path, f'<button id="b">go</button><p id="out">waiting</p>{script}'),
+        out_png=tmp_path / "shot.png",
+        evaluate=["document.getElementById('out').textContent",
+                  "document.getElementById('b').click()",
+                  "[document.getElementById('out').textContent, 1 + 1]"],
+    )  # fmt: skip
+    assert rendered.values == ["waiting", None, ["clicked", 2]]
+    assert '<p id="out">clicked</p>' in rendered.dom
+
+
+def test_without_javascript_the_pages_scripts_do_not_run(browser: Browser, tmp_path: Path) -> None:
+    body = "<p id='p'>static</p><script>document.getElementById('p').textContent = 'ran'</script>"
+    source = page(tmp_path, body)
+    off = browser.render(
+        source,
+        out_png=tmp_path / "off.png",
+        javascript=False,
+        evaluate=["document.getElementById('p').textContent"],
+    )
+    on = browser.render(source, out_png=tmp_path / "on.png")
+    assert off.values == ["static"]
+    assert "static" in off.text
+    assert "ran" in on.text
+
+
+def test_an_expression_that_throws_is_an_error(browser: Browser, tmp_path: Path) -> None:
+    with pytest.raises(BrowserError, match="nothing is not defined"):
+        browser.render(
+            page(tmp_path, "<p>x</p>"), out_png=tmp_path / "shot.png", evaluate=["nothing.at.all"]
+        )

@@ -1,4 +1,7 @@
-"""The command line: argument parsing, subcommands and exit statuses only."""
+"""The command line: argument parsing, subcommands and exit statuses only.
+
+One module, though long: the parser of every subcommand and its dispatch
+are one table of the command line, read together."""
 
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         "batch",
         help="run the runs of a JSONL spec, several at once",
         usage=f"{PROG} batch SPEC.jsonl [--jobs N] [--runs-dir DIR] [--junit FILE] "
-        "[--shard I/N] [--output MODE] [run options...]",
+        "[--html FILE] [--shard I/N] [--output MODE] [run options...]",
         description="Run every run of SPEC.jsonl (one JSON object a line: command, and "
         "optionally task, label, cwd, env and any run option in camelCase), at most N at "
         "once, in one process with one guardian. The run options given here are the "
@@ -73,12 +76,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     batch.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     batch.add_argument(
+        "--html", metavar="FILE", help="also write an HTML report to FILE (as `report` does)"
+    )
+    batch.add_argument(
         "--shard",
         metavar="I/N",
         help="run only shard I of N (from 1): the lines whose place in the spec, from 0, "
         "is I-1 modulo N",
     )
     options.add_run_options(batch)
+    report = sub.add_parser(
+        "report",
+        help="write one HTML page of a batch, of several shards or of a merged batch.json",
+        usage=f"{PROG} report RUNS_DIR... --html FILE",
+        description="Write one self-contained HTML page of what the batches came to. "
+        "Exit 0 written, 1 the page could not be written, 2 usage error.",
+    )
+    report.add_argument(
+        "paths", metavar="RUNS_DIR", nargs="+", help="a batch's --runs-dir, a folder of them "
+        "(the shards of a spec) or a batch.json",
+    )  # fmt: skip
+    report.add_argument("--html", metavar="FILE", help="where the page goes (required)")
     normalize = sub.add_parser(
         "normalize",
         help="print a saved raw stream as normalized events",
@@ -274,6 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args, command)
     if args.subcommand == "batch":
         return _batch(args)
+    if args.subcommand == "report":
+        from wrapper.fleet.report_input import report_main
+
+        return report_main([Path(path) for path in args.paths], args.html)
     if args.subcommand in ("signal", "reply", "status"):
         from wrapper.commands import control as tools
 
@@ -507,6 +529,9 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     reports = {runs_dir / "batch.json": "where the batch's report (batch.json) goes"}
     if junit is not None:
         reports[junit] = "where the JUnit report (--junit) goes"
+    html = _html_place(args)
+    if html is not None:
+        reports[html] = "where the HTML report (--html) goes"
     places = Places(reports)
     chosen = {run.index for run in selected}
     items: list[BatchRun] = []
@@ -543,8 +568,14 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
         jobs=args.jobs,
         output=output,
         junit=junit,
+        html=html,
         color=ColorMode(args.color),
     )
+
+
+def _html_place(args: argparse.Namespace) -> Path | None:
+    """Where the batch's HTML report goes, if anywhere."""
+    return (Path.cwd() / args.html).absolute() if args.html else None
 
 
 def _ignored_by_git(runs_dir: Path) -> None:
@@ -567,7 +598,7 @@ def _stopped_before_start(
 
     if not args.runs_dir:
         _ignored_by_git(runs_dir)
-    return report_stopped_before_start(runs_dir, junit, sig)
+    return report_stopped_before_start(runs_dir, junit, sig, html=_html_place(args))
 
 
 def _traced(environ: dict[str, str]) -> bool:

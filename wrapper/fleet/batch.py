@@ -34,6 +34,7 @@ from wrapper.core.timefmt import iso
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
 from wrapper.fleet.owner import reap_orphans_on_sigchld, relay_signals
 from wrapper.fleet.report import RunEntry, batch_json, junit_xml
+from wrapper.fleet.report_input import ReportInputError, write_html
 from wrapper.process import guardian, proctree
 from wrapper.sinks.stream import OutputPump
 from wrapper.supervision.prepare import PreparedRun
@@ -85,6 +86,7 @@ class Batch:
     jobs: int
     output: OutputMode
     junit: Path | None = None
+    html: Path | None = None
     color: ColorMode = ColorMode.AUTO
     #: The first stop signal received (before the loop started included).
     stopped_by: signal.Signals | None = None
@@ -151,10 +153,14 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
     return exit_status
 
 
-def report_stopped_before_start(runs_dir: Path, junit: Path | None, sig: signal.Signals) -> int:
+def report_stopped_before_start(
+    runs_dir: Path, junit: Path | None, sig: signal.Signals, *, html: Path | None = None
+) -> int:
     """Write the reports of a batch that a stop signal ended while its spec
     was being checked (no run started), and return its exit status."""
-    batch = Batch(runs=[], runs_dir=runs_dir, jobs=1, output=OutputMode.QUIET, junit=junit)
+    batch = Batch(
+        runs=[], runs_dir=runs_dir, jobs=1, output=OutputMode.QUIET, junit=junit, html=html
+    )
     batch.stopped_by = sig
     batch.warnings.append(
         {
@@ -272,9 +278,11 @@ def _write_reports(batch: Batch, exit_status: int) -> None:
         warnings=batch.warnings,
     )
     path = batch.runs_dir / "batch.json"
+    written = False
     try:
         ensure_dir(path.parent)
         atomic_write(path, dump_json(report))
+        written = True
     except OSError as exc:
         _say(f"could not write {path}: {exc.strerror or exc}")
     if batch.junit is not None:
@@ -283,8 +291,23 @@ def _write_reports(batch: Batch, exit_status: int) -> None:
             atomic_write(batch.junit, junit_xml(entries))
         except OSError as exc:
             _say(f"could not write {batch.junit}: {exc.strerror or exc}")
+    if batch.html is not None:
+        _write_html(batch.html, path, written)
     for warning in batch.warnings:
         _say(f"warning: {warning['message']}")
+
+
+def _write_html(html: Path, batch_file: Path, written: bool) -> None:
+    """The HTML report, read back from batch.json and the runs' directories as
+    ``agent-wrapper report`` would."""
+    if not written:
+        _say(f"could not write {html}: the page is made from {batch_file}, which is missing")
+        return
+    try:
+        write_html([batch_file], html)
+    except (OSError, ReportInputError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _say(f"could not write {html}: {reason}")
 
 
 def _say(line: str) -> None:

@@ -1,0 +1,190 @@
+"""The HTML report in a real headless browser (Debian's chromium): it renders,
+holds every label, loads nothing, runs nothing an agent wrote, and its own
+script only sorts and filters a page that is complete without it.
+
+Skipped, saying so, where no browser is installed (see tests/browser.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.browser import Browser, Rendered
+from tests.report_data import FakeRun, thousand_runs, write_batch
+from tests.test_browser_helper import png_size
+from wrapper.fleet.html_report import visible
+from wrapper.fleet.report_input import write_html
+
+LABELS_IN_TABLE = (
+    "Array.from(document.querySelectorAll('#runs tbody tr')).filter(r => !r.hidden)"
+    ".map(r => r.cells[0].querySelector('a').textContent)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with Browser() as started:
+        yield started
+    assert started.leftovers() == []
+
+
+def show(
+    browser: Browser,
+    tmp_path: Path,
+    runs: list[FakeRun],
+    *,
+    evaluate: list[str] | None = None,
+    javascript: bool = True,
+) -> Rendered:
+    folder = write_batch(tmp_path / "runs", runs)
+    page = tmp_path / "report.html"
+    write_html([folder], page)
+    rendered = browser.render(
+        page,
+        out_png=tmp_path / "report.png",
+        evaluate=[LABELS_IN_TABLE, *(evaluate or [])],
+        javascript=javascript,
+    )
+    # Nothing was asked of the network, nothing was refused, nothing failed.
+    assert rendered.requests == []
+    assert rendered.csp_violations == []
+    assert rendered.console_errors == []
+    assert png_size(rendered.png.read_bytes()) == (1280, 800)
+    return rendered
+
+
+THREE = [
+    FakeRun("alpha", tokens=100),
+    FakeRun(
+        "beta",
+        outcome="error",
+        start=1,
+        tokens=900,
+        error={"kind": "agent_error", "message": "rate limited"},
+    ),
+    FakeRun("gamma", start=2, seconds=30, tokens=50, steers=[(5, "tests fail")]),
+]
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [[], [FakeRun("the only run")], THREE, thousand_runs()],
+    ids=["0 runs", "1 run", "3 runs", "1000 runs"],
+)
+def test_the_page_renders_every_label_and_loads_nothing(
+    browser: Browser, tmp_path: Path, runs: list[FakeRun]
+) -> None:
+    bars = "document.querySelectorAll('#timeline svg a rect').length"
+    rendered = show(browser, tmp_path, runs, evaluate=[bars])
+    labels, drawn = rendered.values
+    assert labels == [run.label for run in runs]
+    assert drawn == len(runs)
+    assert f"agent-wrapper report: {len(runs):,} run" in rendered.text
+    if len(runs) <= 3:
+        for run in runs:
+            assert run.label is not None
+            assert run.label in rendered.text
+
+
+HOSTILE = [
+    "<script>window.pwned = 1</script>",
+    '"><img src=x onerror="window.pwned=2">',
+    '</td></tr></table><iframe src="https://example.com"></iframe>',
+    '<svg onload="window.pwned=4"></svg>',
+    "ctl\x07\x1b[31m\x00\u202eevil",
+    "x" * 3000,
+]
+
+
+def test_hostile_labels_and_texts_are_text_in_the_browser(browser: Browser, tmp_path: Path) -> None:
+    runs = [
+        FakeRun(
+            label,
+            outcome="error",
+            start=n,
+            final_text=HOSTILE[(n + 1) % len(HOSTILE)],
+            stderr="<script>window.pwned = 5</script>",
+            warnings=[label],
+            error={"kind": "agent_error", "message": label},
+        )
+        for n, label in enumerate(HOSTILE)
+    ]
+    rendered = show(
+        browser,
+        tmp_path,
+        runs,
+        evaluate=[
+            "typeof window.pwned",
+            "document.scripts.length",
+            "document.querySelectorAll('img, iframe, object, embed').length",
+            "Array.from(document.querySelectorAll('pre')).map(p => p.textContent)",
+        ],
+    )
+    labels, pwned, scripts, embedded, pres = rendered.values
+    assert labels == [visible(label) for label in HOSTILE]
+    assert (pwned, scripts, embedded) == ("undefined", 1, 0)
+    assert visible(HOSTILE[1]) in pres
+    assert "<script>window.pwned = 5</script>" in pres
+    # A long label wraps within the page instead of widening it.
+    wide = "document.documentElement.scrollWidth <= window.innerWidth"
+    again = show(browser, tmp_path / "again", runs[-1:], evaluate=[wide])
+    assert again.values[1] is True
+
+
+def test_clicking_a_heading_sorts_and_the_filters_hide_rows(
+    browser: Browser, tmp_path: Path
+) -> None:
+    click = "document.querySelectorAll('#runs th')[{}].click()"
+    search = (
+        "(() => { const s = document.querySelector('input[type=search]'); s.value = {};"
+        " s.dispatchEvent(new Event('input')); })()"
+    )
+    failed_only = (
+        "(() => { const b = document.querySelector('input[type=checkbox]'); b.click(); })()"
+    )
+    rendered = show(
+        browser,
+        tmp_path,
+        THREE,
+        evaluate=[
+            click.format(5),  # tokens, ascending
+            LABELS_IN_TABLE,
+            click.format(5),  # tokens, descending
+            LABELS_IN_TABLE,
+            click.format(0),  # label
+            LABELS_IN_TABLE,
+            search.replace("{}", json.dumps("ga")),
+            LABELS_IN_TABLE,
+            search.replace("{}", json.dumps("")),
+            failed_only,
+            LABELS_IN_TABLE,
+            "document.querySelector('.filters span').textContent",
+        ],
+    )
+    values = rendered.values
+    assert values[2] == ["gamma", "alpha", "beta"]
+    assert values[4] == ["beta", "alpha", "gamma"]
+    assert values[6] == ["alpha", "beta", "gamma"]
+    assert values[8] == ["gamma"]
+    assert values[11] == ["beta"]
+    assert values[12] == "1 of 3 runs shown"
+
+
+def test_the_page_is_complete_without_its_script(browser: Browser, tmp_path: Path) -> None:
+    rendered = show(
+        browser,
+        tmp_path,
+        THREE,
+        javascript=False,
+        evaluate=["document.querySelectorAll('.filters').length"],
+    )
+    labels, filters = rendered.values
+    assert labels == ["alpha", "beta", "gamma"]
+    assert filters == 0
+    # The table, the failed run's open section and its error are all there.
+    for text in ("tokens", "900", "rate limited", "Each run", "Timeline"):
+        assert text in rendered.text
