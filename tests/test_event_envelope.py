@@ -45,6 +45,10 @@ def sample(cls: type[Event]) -> Event:
         values["decision"] = "block"
     if cls.TYPE == "steer":
         values["next_attempt"] = 2
+    if cls.TYPE == "steer_delivered":
+        values |= {"how": "resume", "next_attempt": 2}
+    if cls.TYPE == "steer_requested":
+        values["when"] = "now"
     if cls.TYPE == "escalation_answered":
         values["answer"] = "text"
     if cls.TYPE == "retry":

@@ -10,7 +10,8 @@ import importlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers see of the lazy names below
-    from wrapper.api import RunErrorInfo, RunOutcome, RunResult, run, run_async
+    from wrapper.api import RunErrorInfo, RunOutcome, RunResult, abort, run, run_async, steer
+    from wrapper.commands.steer import Receipt
     from wrapper.core.completion import CompletionTracker, Limits, SendSignal
     from wrapper.core.events import (
         TERMINAL_STOP_REASONS,
@@ -46,6 +47,9 @@ _EXPORTS = {
     "RunOutcome": "wrapper.api",
     "RunErrorInfo": "wrapper.api",
     "RunUsageError": "wrapper.supervision.prepare",
+    "steer": "wrapper.api",
+    "abort": "wrapper.api",
+    "Receipt": "wrapper.commands.steer",
 }
 
 __all__ = [  # noqa: RUF022 - the version first, then the lazy names as listed above
@@ -70,6 +74,9 @@ __all__ = [  # noqa: RUF022 - the version first, then the lazy names as listed a
     "RunOutcome",
     "RunErrorInfo",
     "RunUsageError",
+    "steer",
+    "abort",
+    "Receipt",
 ]
 
 

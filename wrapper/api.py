@@ -34,9 +34,19 @@ from wrapper.options import options_from, usage_errors
 from wrapper.supervision.prepare import RunUsageError, prepare_run
 
 if TYPE_CHECKING:
+    from wrapper.commands.steer import Receipt
     from wrapper.supervision.run import Run
 
-__all__ = ["RunErrorInfo", "RunOutcome", "RunResult", "RunUsageError", "run", "run_async"]
+__all__ = [
+    "RunErrorInfo",
+    "RunOutcome",
+    "RunResult",
+    "RunUsageError",
+    "abort",
+    "run",
+    "run_async",
+    "steer",
+]
 
 #: Where the API says what it cannot put in a result (a library logs; it
 #: never prints). Silent unless the host configures logging.
@@ -311,3 +321,39 @@ async def _execute(the_run: Run) -> bool:
     if failed:
         raise failed[0]
     return interrupted
+
+
+def steer(
+    run_dir: str | os.PathLike[str],
+    text: str,
+    *,
+    when: Literal["now", "next-stop"] = "now",
+    wait: float = 30.0,
+) -> Receipt:
+    """Send the run in ``run_dir`` a new instruction, as ``agent-wrapper
+    steer`` does, and wait up to ``wait`` seconds for its receipt:
+    ``state`` is ``delivered`` (``how``: ``resume`` or ``live``), ``refused``
+    (``why``) or ``queued`` (not delivered yet when the wait ended; it stays
+    queued). ``when="next-stop"`` gives it when the agent next stops instead
+    of ending the run. Callable from any thread or process while the run
+    goes on; raises ``ValueError`` for a ``run_dir`` that holds no run."""
+    from wrapper.commands import steer as outside  # noqa: PLC0415
+
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("text is empty: say what the agent should do instead")
+    if when not in ("now", "next-stop"):
+        raise ValueError(f"when is 'now' or 'next-stop', not {when!r}")
+    return outside.steer(Path(run_dir), text, when, wait)
+
+
+def abort(
+    run_dir: str | os.PathLike[str], reason: str | None = None, *, wait: float = 30.0
+) -> Receipt:
+    """End the run in ``run_dir`` now, as ``agent-wrapper abort`` does
+    (outcome ``aborted``, error kind ``abort_requested``), and wait up to
+    ``wait`` seconds for it to end: ``state`` is ``ended`` (with the run's
+    ``outcome``), ``accepted`` (still ending when the wait ended) or
+    ``refused`` (``why``: the run is not running, or already ending)."""
+    from wrapper.commands import steer as outside  # noqa: PLC0415
+
+    return outside.abort(Path(run_dir), reason, wait)

@@ -177,6 +177,53 @@ def build_parser() -> argparse.ArgumentParser:
         help='print {"status": status.json, "result": result.json or null} instead',
     )
 
+    steer = sub.add_parser(
+        "steer",
+        help="send a running agent a new instruction",
+        description="Steer a running run from outside: the text reaches the agent in its "
+        "session (by resuming it, or live where the agent takes messages while it runs). "
+        "Waits for the receipt. Exit status: 0 delivered, 1 refused (or the run is not "
+        "running), 124 still queued when --wait ended, 2 usage.",
+    )
+    steer.add_argument("run_dir", metavar="RUN_DIR")
+    given = steer.add_mutually_exclusive_group(required=True)
+    given.add_argument("--text", metavar="TEXT", help="the instruction")
+    given.add_argument("--file", metavar="PATH", help="read the instruction from a file (- stdin)")
+    steer.add_argument(
+        "--when",
+        choices=["now", "next-stop"],
+        default="now",
+        help="now: as soon as the agent can take it (a running tool may finish first, "
+        "up to the run's --steer-timeout); next-stop: when the agent next stops, instead "
+        "of ending the run (default: now)",
+    )
+    steer.add_argument(
+        "--wait",
+        metavar="SECONDS",
+        type=options.seconds,
+        default=30.0,
+        help="how long to wait for the receipt (default: 30)",
+    )
+    steer.add_argument("--json", action="store_true", help="print the receipt as JSON")
+    abort = sub.add_parser(
+        "abort",
+        help="end a running run now",
+        description="Abort a running run from outside: the agent is stopped (its own cancel "
+        "first where it has one, then SIGTERM and SIGKILL), the run ends aborted "
+        "(abort_requested, exit 143) with its result.json. Exit status: 0 the run ended, 1 "
+        "refused (or not running), 124 still ending when --wait ended, 2 usage.",
+    )
+    abort.add_argument("run_dir", metavar="RUN_DIR")
+    abort.add_argument("--reason", metavar="TEXT", help="why, for result.json's error message")
+    abort.add_argument(
+        "--wait",
+        metavar="SECONDS",
+        type=options.seconds,
+        default=30.0,
+        help="how long to wait for the run to end (default: 30)",
+    )
+    abort.add_argument("--json", action="store_true", help="print the receipt as JSON")
+
     hook_test = sub.add_parser(
         "hook-test",
         help="run hook handlers on a given event and print their decision",
@@ -310,6 +357,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 escalation=args.escalation,
             )
         return tools.status_main(args.run_dir, args.json)
+    if args.subcommand in ("steer", "abort"):
+        from wrapper.commands import steer as outside
+
+        if args.subcommand == "abort":
+            return outside.abort_main(args.run_dir, args.reason, args.wait, args.json)
+        try:
+            text = args.text if args.file is None else outside.read_text_file(args.file)
+        except (OSError, UnicodeDecodeError) as exc:
+            return outside.fail_usage("steer", f"--file {args.file}: {exc}")
+        return outside.steer_main(args.run_dir, text, args.when, args.wait, args.json)
     if args.subcommand == "normalize":
         from wrapper.commands.normalize import main as normalize_main
 

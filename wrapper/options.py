@@ -60,9 +60,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         DEFAULT_GRACE,
         DEFAULT_KILL_AFTER,
         DEFAULT_MAX_DEPTH,
+        DEFAULT_MAX_EXTERNAL_STEERS,
         DEFAULT_MAX_STEERS,
         DEFAULT_RUNS_ROOT,
         DEFAULT_SETTLE_GRACE,
+        DEFAULT_STEER_TIMEOUT,
         ColorMode,
         OutputMode,
     )
@@ -153,6 +155,22 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         type=count,
         help="how many times a blocked stop may send the agent back to work "
         f"(default: stop.maxSteers from the settings, else {DEFAULT_MAX_STEERS})",
+    )
+    parser.add_argument(
+        "--max-external-steers",
+        metavar="N",
+        type=count,
+        help="how many steers from outside (agent-wrapper steer) the run takes; later "
+        "ones are refused (default: stop.maxExternalSteers from the settings, else "
+        f"{DEFAULT_MAX_EXTERNAL_STEERS})",
+    )
+    parser.add_argument(
+        "--steer-timeout",
+        metavar="SECONDS",
+        type=seconds,
+        default=DEFAULT_STEER_TIMEOUT,
+        help="how long a running tool may go on before a steer from outside interrupts "
+        f"the agent anyway (default: {DEFAULT_STEER_TIMEOUT:g})",
     )
     parser.add_argument(
         "--hooks-fail-closed",

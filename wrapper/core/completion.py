@@ -31,6 +31,12 @@ Rules:
 * When the grace expires the child is lingering: SIGTERM, then SIGKILL after
   ``kill_after``. The whole-run deadline, the attempt's own time limit and
   the wrapper's own signals take the same road; a second wrapper signal goes straight to SIGKILL.
+* A steer from outside (``steer``) ends the attempt so that the session can
+  be resumed with it: once no tool is running (a running tool gets up to the
+  steer timeout to end), SIGINT, then SIGTERM and SIGKILL ``kill_after``
+  apart; a live session's turn is cancelled over its protocol instead. An
+  agent already finishing (a final message seen) is left to stop by itself:
+  its stop carries the steer.
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ class Phase(enum.Enum):
     WORKING = "working"
     #: A final message was seen; the child may still exit on its own.
     GRACE = "grace"
+    #: SIGINT was sent to end the attempt for a steer; SIGTERM follows at the deadline.
+    INTERRUPTING = "interrupting"
     #: SIGTERM was sent; SIGKILL follows at the deadline.
     TERMINATING = "terminating"
     #: SIGKILL was sent; only the child's exit is left to wait for.
@@ -165,6 +173,11 @@ class CompletionTracker:
         #: The turn was cancelled at the attempt's limit; ``_deadline`` is
         #: when the agent is terminated if the turn has not ended.
         self._cancelling = False
+        #: A steer from outside waits for the running tools to end, until
+        #: this deadline (then the agent is interrupted anyway).
+        self._steer_deadline = math.inf
+        #: The attempt was ended (or its turn cancelled) to take a steer from outside.
+        self.steered = False
 
     @property
     def next_deadline(self) -> float:
@@ -177,6 +190,7 @@ class CompletionTracker:
             return min(self._deadline, self._run_deadline, self._mute_deadline)
         return min(
             self._deadline,
+            self._steer_deadline,
             self._run_deadline,
             self._attempt_deadline,
             self._idle_deadline,
@@ -208,6 +222,8 @@ class CompletionTracker:
             if is_terminal(event.stop_reason):
                 self.final = event
                 self._paused = False
+                # The agent is stopping by itself; its stop carries the steer.
+                self._steer_deadline = math.inf
                 return self._arm(now, settled=False, restart=True)
             return self._work(f"an assistant turn ended with {event.stop_reason!r}", forget=True)
         if isinstance(event, TurnStarted):
@@ -217,6 +233,8 @@ class CompletionTracker:
             return self._work(f"tool {event.tool!r} started", forget=True)
         if isinstance(event, ToolEnded):
             self._tools_running = max(0, self._tools_running - 1)
+            if self._steer_deadline < math.inf and not self._tools_running:
+                return self._interrupt_for_steer(now, "its tool ended")
             return []
         if isinstance(event, Retry):
             if event.phase == "start":
@@ -253,6 +271,10 @@ class CompletionTracker:
                     self._deadline = now + self.limits.kill_after
                     return [CancelTurn(reason)]
                 effects += self._terminate(now, reason)
+            elif now >= self._steer_deadline:
+                effects += self._interrupt_for_steer(
+                    now, "its tool was still running at the steer timeout (--steer-timeout)"
+                )
             elif now >= self._idle_deadline:
                 if self.limits.idle_looks_at_tree:
                     self._looking = True
@@ -269,6 +291,10 @@ class CompletionTracker:
         elif self.phase is Phase.GRACE:
             self.forced_cleanup = True
             effects += self._terminate(now, "the agent was still running after its final message")
+        elif self.phase is Phase.INTERRUPTING:
+            effects += self._terminate(
+                now, f"still running {self.limits.kill_after:g}s after SIGINT (to take a steer)"
+            )
         elif self.phase is Phase.TERMINATING:
             self.phase = Phase.KILLING
             self._deadline = math.inf
@@ -294,6 +320,33 @@ class CompletionTracker:
         self.phase = Phase.KILLING
         self._deadline = math.inf
         return [SendSignal(signal.SIGKILL, f"the wrapper received a second signal ({signum.name})")]
+
+    def steer(self, now: float, timeout: float) -> list[Effect]:
+        """End the attempt to take a steer from outside: at once when no tool
+        is running, else when the running tools end or ``timeout`` seconds
+        from now, whichever comes first. Nothing while the agent is already
+        stopping by itself (its stop carries the steer) or being ended."""
+        if self.phase is not Phase.WORKING or self._limit_hit or self._held or self.steered:
+            return []
+        if self._tools_running and timeout > 0:
+            self._steer_deadline = min(self._steer_deadline, now + timeout)
+            return []
+        return self._interrupt_for_steer(now, "no tool was running")
+
+    def _interrupt_for_steer(self, now: float, when: str) -> list[Effect]:
+        self._steer_deadline = math.inf
+        if self.phase is not Phase.WORKING or self._held:
+            return []
+        self.steered = True
+        reason = f"to take a steer from outside ({when})"
+        if self.limits.attempt_limit_cancels:
+            self._cancelling = True
+            self._deadline = now + self.limits.kill_after
+            return [CancelTurn(reason)]
+        self.phase = Phase.INTERRUPTING
+        self._deadline = now + self.limits.kill_after
+        self.signalled = True
+        return [SendSignal(signal.SIGINT, reason)]
 
     def activity(self, active: bool, now: float) -> list[Effect]:
         """The shell's answer to ``CheckActivity``: whether the agent's process
@@ -321,6 +374,7 @@ class CompletionTracker:
         neither the attempt's limit nor the idle limit runs meanwhile (the
         run's deadline and signals still end it)."""
         self._held = True
+        self._steer_deadline = math.inf
         if self._cancelling:
             self._cancelling = False
             self._deadline = math.inf
@@ -380,7 +434,7 @@ class CompletionTracker:
         return self._arm(now, settled=settled, restart=was_paused)
 
     def _terminate(self, now: float, reason: str) -> list[Effect]:
-        if self.phase not in (Phase.WORKING, Phase.GRACE):
+        if self.phase not in (Phase.WORKING, Phase.GRACE, Phase.INTERRUPTING):
             return []
         self.phase = Phase.TERMINATING
         self._deadline = now + self.limits.kill_after
@@ -392,6 +446,7 @@ class CompletionTracker:
 STATUS_OF_PHASE = {
     Phase.WORKING: "running",
     Phase.GRACE: "grace",
+    Phase.INTERRUPTING: "steering",
     Phase.TERMINATING: "terminating",
     Phase.KILLING: "terminating",
     Phase.EXITED: "terminating",

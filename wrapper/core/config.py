@@ -26,6 +26,10 @@ DEFAULT_MAX_DEPTH = 3
 DEFAULT_DRAIN_TIMEOUT = 2.0
 #: Steers (blocked stops sent back to the agent) a run may take.
 DEFAULT_MAX_STEERS = 3
+#: Steers from outside the run (``agent-wrapper steer``) it takes.
+DEFAULT_MAX_EXTERNAL_STEERS = 20
+#: How long a running tool may go on before a steer from outside interrupts it.
+DEFAULT_STEER_TIMEOUT = 60.0
 #: How long an escalated run waits for a person's reply before it lets the agent stop.
 DEFAULT_ESCALATION_TIMEOUT = 30 * 60.0
 #: The ``onStop`` policy each ``--context`` implies.
@@ -112,6 +116,8 @@ class RunConfig:
     idle_timeout: float | None = None
     settings: Settings = field(default_factory=Settings)
     max_steers: int = DEFAULT_MAX_STEERS
+    max_external_steers: int = DEFAULT_MAX_EXTERNAL_STEERS
+    steer_timeout: float = DEFAULT_STEER_TIMEOUT
     #: A failing Stop handler ends the run as an error (``hook_failed``)
     #: instead of allowing the stop (resolved: flag or settings).
     hooks_fail_closed: bool = False
@@ -138,10 +144,12 @@ class RunConfig:
 
     @property
     def may_steer(self) -> bool:
-        """Whether a stop may be blocked and steered (the launch must then be resumable)."""
+        """Whether the agent may be steered (a blocked stop, a steer from
+        outside): the launch must then be resumable."""
         settings = self.settings
         return self.task is not None and (
-            self.on_stop != "allow"
+            self.max_external_steers > 0
+            or self.on_stop != "allow"
             or settings.retry_on_error
             or bool(settings.handlers(self.stop_event))
         )
@@ -163,6 +171,8 @@ class RunConfig:
             "question": None,
             "escalationId": None,
             "outcome": None,
+            "control": None,
+            "pendingSteers": [],
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -189,6 +199,8 @@ class RunConfig:
             "attemptTimeout": self.attempt_timeout,
             "idleTimeout": self.idle_timeout,
             "maxSteers": self.max_steers,
+            "maxExternalSteers": self.max_external_steers,
+            "steerTimeout": self.steer_timeout,
             "hooksFailClosed": self.hooks_fail_closed,
             "failOnMaxSteers": self.fail_on_max_steers,
             "subagent": self.subagent,

@@ -432,6 +432,38 @@ class Steer(WrapperEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SteerRequested(WrapperEvent):
+    """A steer came from outside the run (``agent-wrapper steer``)."""
+
+    TYPE: ClassVar[str] = "steer_requested"
+    id: str
+    #: ``now`` or ``next-stop``.
+    when: str
+    text_length: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SteerDelivered(WrapperEvent):
+    """A steer from outside reached the agent: ``how`` is ``resume`` (its
+    session resumed with it) or ``live`` (written into the running session)."""
+
+    TYPE: ClassVar[str] = "steer_delivered"
+    id: str
+    how: str
+    #: The attempt that carries it.
+    next_attempt: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SteerRefused(WrapperEvent):
+    """A steer from outside will never reach the agent; ``why`` says why."""
+
+    TYPE: ClassVar[str] = "steer_refused"
+    id: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Escalated(WrapperEvent):
     """A person was asked to decide; the run waits for an answer."""
 

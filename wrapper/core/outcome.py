@@ -69,6 +69,8 @@ class ErrorKind(enum.StrEnum):
     ATTEMPT_TIMEOUT = "attempt_timeout"
     IDLE_TIMEOUT = "idle_timeout"
     INTERRUPTED = "interrupted"
+    #: ``agent-wrapper abort`` (or ``wrapper.abort``) ended the run.
+    ABORT_REQUESTED = "abort_requested"
     MAX_DEPTH = "max_depth"
     PROMPT_BLOCKED = "prompt_blocked"
     STEER_FAILED = "steer_failed"
@@ -143,6 +145,9 @@ class RunFacts:
     #: The interruption was the run's caller cancelling it (the Python API's
     #: cancel scope), not a signal to the wrapper.
     cancelled: bool = False
+    #: The interruption was an abort asked through the run's control socket:
+    #: its reason ("" when none was given).
+    abort_reason: str | None = None
     spawn_error: str | None = None
     refusal: RunError | None = None
     timeout: float | None = None
@@ -184,6 +189,10 @@ def decide(facts: RunFacts) -> Verdict:
     if facts.spawn_error is not None:
         error = RunError(ErrorKind.SPAWN_FAILED, facts.spawn_error)
         return Verdict(Outcome.SPAWN_FAILED, False, EXIT_SPAWN_FAILED, error)
+    if facts.interrupted_by is not None and facts.abort_reason is not None:
+        why = f": {facts.abort_reason}" if facts.abort_reason else " (no reason given)"
+        error = RunError(ErrorKind.ABORT_REQUESTED, f"the run was aborted on request{why}")
+        return Verdict(Outcome.ABORTED, False, EXIT_SIGNAL_BASE + int(signal.SIGTERM), error)
     if facts.interrupted_by is not None:
         name = facts.interrupted_by.name
         said = CANCELLED_BY_CALLER if facts.cancelled else f"the wrapper received {name}"

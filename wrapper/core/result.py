@@ -17,6 +17,7 @@ from typing import Any
 
 from wrapper.core.completion import CompletionTracker
 from wrapper.core.config import SCHEMA_VERSION, RunConfig
+from wrapper.core.control import ExternalSteers
 from wrapper.core.events import AssistantMessage
 from wrapper.core.outcome import ProcessExit, Verdict
 from wrapper.core.policy import StopPolicy
@@ -99,6 +100,7 @@ def build_result(
     artifact_errors: list[dict[str, Any]],
     steering: Steering,
     policy: StopPolicy,
+    external: ExternalSteers | None = None,
 ) -> dict[str, Any]:
     # The last attempt that ran: a resume that could not even start has no answer.
     ran = [attempt for attempt in attempts if attempt.pid is not None]
@@ -138,6 +140,7 @@ def build_result(
         "agent": program_name(config.command),
         "attempts": [attempt.to_json() for attempt in attempts],
         **steering.to_json(),
+        **(external or ExternalSteers(0)).to_json(),
         **policy.to_json(),
         "warnings": warnings,
         "artifacts": artifacts,
@@ -243,6 +246,8 @@ def wrapper_killed_result(
         "steerCount": max(attempt - 1, 0),
         "maxSteers": conf.get("maxSteers", 0),
         "steers": [],
+        "externalSteerCount": 0,
+        "externalSteers": [],
         "onStop": conf.get("onStop", "allow"),
         "completionSignal": None,
         "escalations": [],

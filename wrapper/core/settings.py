@@ -178,6 +178,8 @@ class Settings:
     retry_on_error: bool = False
     max_retries: int = DEFAULT_MAX_RETRIES
     max_steers: int | None = None
+    #: ``stop.maxExternalSteers``: steers from outside the run it takes.
+    max_external_steers: int | None = None
     #: A Stop handler that fails (crash, timeout, an answer that cannot be
     #: understood) ends the run as an error instead of allowing the stop.
     fail_closed: bool = False
@@ -230,6 +232,7 @@ class Settings:
                 "retryOnError": self.retry_on_error,
                 "maxRetries": self.max_retries,
                 "maxSteers": self.max_steers,
+                "maxExternalSteers": self.max_external_steers,
                 "failClosed": self.fail_closed,
                 "failOnMaxSteers": self.fail_on_max_steers,
             },
@@ -491,7 +494,14 @@ def _argv(where: str, key: str, value: Any) -> tuple[str, ...]:
 def _stop(where: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SettingsError(f"{where}: stop: expected an object")
-    known = {"retryOnError", "maxRetries", "maxSteers", "failClosed", "failOnMaxSteers"}
+    known = {
+        "retryOnError",
+        "maxRetries",
+        "maxSteers",
+        "maxExternalSteers",
+        "failClosed",
+        "failOnMaxSteers",
+    }
     for key in value:
         if key not in known:
             raise SettingsError(
@@ -507,7 +517,11 @@ def _stop(where: str, value: Any) -> dict[str, Any]:
             if not isinstance(value[key], bool):
                 raise SettingsError(f"{where}: stop.{key}: expected true or false")
             out[name] = value[key]
-    for key, name in (("maxRetries", "max_retries"), ("maxSteers", "max_steers")):
+    for key, name in (
+        ("maxRetries", "max_retries"),
+        ("maxSteers", "max_steers"),
+        ("maxExternalSteers", "max_external_steers"),
+    ):
         if key in value:
             number = value[key]
             if isinstance(number, bool) or not isinstance(number, int) or number < 0:

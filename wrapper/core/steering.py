@@ -83,6 +83,9 @@ class Steering:
     #: be carried out, no completion signal, ...), and the error kind.
     failure: str | None = None
     failure_kind: str | None = None
+    #: The agent's last resume carried a steer from outside, not a block:
+    #: the next stop's handlers are told ``stop_hook_active: false``.
+    resumed_from_outside: bool = False
 
     @property
     def steer_count(self) -> int:
@@ -91,6 +94,18 @@ class Steering:
     @property
     def at_limit(self) -> bool:
         return self.steer_count >= self.max_steers
+
+    @property
+    def hook_active(self) -> bool:
+        """Whether the agent works on because a Stop handler blocked its last stop."""
+        return self.steer_count > 0 and not self.resumed_from_outside
+
+    def resume_from_outside(self) -> None:
+        """A steer from outside sends the agent back to work: the stop it
+        ended on (if any) is no longer the run's last."""
+        self.resumed_from_outside = True
+        self.allowed_by = None
+        self.failure = self.failure_kind = None
 
     def retry_on_error(self, last_text: str, max_retries: int) -> Block | None:
         """The built-in error retry's steer, if this stop deserves one."""
@@ -143,6 +158,7 @@ class Steering:
         if block.handler == RETRY_HANDLER:
             self.retries_used += 1
         self.steers.append(SteerRecord(attempt, block.handler, block.reason, time.time()))
+        self.resumed_from_outside = False
         self.allowed_by = None
         self.failure = self.failure_kind = None
 

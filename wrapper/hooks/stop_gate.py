@@ -12,6 +12,7 @@ may add context or refuse it. The decisions are pure (``steering``,
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,9 @@ class StopGate:
         #: The agent's transcript found where the agent keeps it, by session id.
         self._found_transcript: tuple[str, Path | None] | None = None
         self.steering = Steering(max_steers=config.max_steers)
+        #: Makes a block's reason the next prompt, adding the steers from
+        #: outside that wait (set by the run); else the reason alone.
+        self.with_steers: Callable[[Block], str] | None = None
         self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
 
     async def at_stop(self, facts: RunFacts, number: int) -> Launch | None:
@@ -124,7 +128,7 @@ class StopGate:
             event,
             # true at the limit too, as Claude Code has it: a block there can
             # no longer steer, only say that the gate did not pass
-            stop_hook_active=steering.steer_count > 0 or at_limit,
+            stop_hook_active=steering.hook_active or at_limit,
             last_assistant_message=last.text if last is not None else None,
             outcome=str(verdict.outcome),
             stop_reason=facts.final.stop_reason if facts.final else None,
@@ -286,14 +290,15 @@ class StopGate:
                 "the prompt, so it cannot steer the agent",
             )
             return None
+        text = self.with_steers(block) if self.with_steers is not None else block.reason
         try:
             launch = self.dialect.resume(
-                config.command, block.reason, config.run_dir, self.summary.session_id
+                config.command, text, config.run_dir, self.summary.session_id
             )
         except CannotResume as exc:
             steering.allow(AllowedBy.CANNOT_STEER, f"{blocked_by}, but it cannot steer: {exc}")
             return None
-        prompt, refused = await self.before_prompt(block.reason, first=False)
+        prompt, refused = await self.before_prompt(text, first=False)
         if refused is not None:
             steering.allow(
                 AllowedBy.PROMPT_BLOCKED,
@@ -301,7 +306,7 @@ class StopGate:
                 ErrorKind.PROMPT_BLOCKED,
             )
             return None
-        if prompt != block.reason:
+        if prompt != text:
             launch = self.dialect.resume(
                 config.command, prompt, config.run_dir, self.summary.session_id
             )

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -38,7 +39,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wrapper.core import environment
-from wrapper.core.limits import FREEZE_QUICK_LOOKS, FREEZE_ROUNDS
+from wrapper.core.limits import (
+    FREEZE_QUICK_LOOKS,
+    FREEZE_ROUNDS,
+    IDLE_BASELINE_SHARE,
+    IDLE_CPU_SHARE,
+)
 
 if TYPE_CHECKING:
     import psutil
@@ -191,6 +197,40 @@ def look_at_tree(pid: int) -> TreeLook:
         cpu += times.user + times.system + times.children_user + times.children_system
         pids.add(proc.pid)
     return TreeLook(cpu, frozenset(pids))
+
+
+class ActivityWatch:
+    """Looks at an agent's tree as its output arrives (no more than a few
+    times per idle window), to tell, when the idle limit comes due, whether
+    the tree worked since: CPU time spent, or a process that was not there.
+    A process merely existing (an MCP server, an agent that relaunched
+    itself as its child) is no work."""
+
+    def __init__(self, idle_timeout: float | None) -> None:
+        self.idle_timeout = idle_timeout
+        self._baseline: TreeLook | None = None
+        self._baseline_at = -math.inf
+
+    def refresh(self, pid: int | None, now: float) -> None:
+        idle = self.idle_timeout
+        if idle is not None and now - self._baseline_at >= idle * IDLE_BASELINE_SHARE:
+            self.look(pid, now)
+
+    def look(self, pid: int | None, now: float) -> TreeLook | None:
+        """A new baseline (None when there is no agent to look at)."""
+        if pid is None:
+            return None
+        look = look_at_tree(pid)
+        self._baseline, self._baseline_at = look, now
+        return look
+
+    def worked(self, pid: int | None, now: float) -> bool:
+        before, since = self._baseline, self._baseline_at
+        look = self.look(pid, now)
+        if before is None or look is None:
+            return False
+        cpu = look.cpu - before.cpu
+        return cpu > IDLE_CPU_SHARE * (now - since) or bool(look.pids - before.pids)
 
 
 def signal_tree(pid: int, sig: signal.Signals) -> list[int]:

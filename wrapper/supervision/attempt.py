@@ -38,6 +38,7 @@ from wrapper.core.events import (
     AssistantMessage,
     Event,
     Exited,
+    SessionStarted,
     SignalSent,
     Spawned,
     StderrLine,
@@ -49,8 +50,6 @@ from wrapper.core.events import (
 )
 from wrapper.core.framing import Frame, LineFramer, Oversized
 from wrapper.core.limits import (
-    IDLE_BASELINE_SHARE,
-    IDLE_CPU_SHARE,
     REAP_TIMEOUT,
     SILENT_AGENT_HINT_AFTER,
 )
@@ -138,10 +137,13 @@ class AttemptSupervisor:
         self._late = False
         self._late_warned = False
         #: The last look at the agent's tree, and when it was taken.
-        self._baseline: proctree.TreeLook | None = None
-        self._baseline_at = -math.inf
+        self._activity = proctree.ActivityWatch(config.idle_timeout)
         #: Set by a second wrapper signal: no more waiting for SIGTERM to work.
         self._hurry = trio.Event()
+        #: Told the attempt's number once its agent has started.
+        self.on_spawned: Callable[[int], None] | None = None
+        #: Told when the agent reports its session.
+        self.on_session: Callable[[], None] | None = None
 
     # -- entry points ----------------------------------------------------------
 
@@ -201,10 +203,12 @@ class AttemptSupervisor:
             self.claim.agents.add(proc.pid)
         widen_pipe(proc.stdout)
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=chosen_name(self.dialect)))
+        if self.on_spawned is not None:
+            self.on_spawned(number)
         self._session = self._open_session(proc, prompt)
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
         if self.config.idle_timeout is not None:
-            self._take_look(now)
+            self._activity.look(self._live_pid, now)
         for signum, cause in self._pending_interrupts:
             self._apply(tracker.interrupt(signum, trio.current_time(), cause))
         try:
@@ -234,6 +238,18 @@ class AttemptSupervisor:
             self._pending_interrupts.append((signum, cause))
             return
         self._apply(self.tracker.interrupt(signum, trio.current_time(), cause))
+
+    @property
+    def running(self) -> bool:
+        """Whether an agent is running (an attempt started and not exited)."""
+        record = self.record
+        return record is not None and record.pid is not None and record.exit is None
+
+    def steer(self, timeout: float) -> None:
+        """End the running attempt (or its live turn) to take a steer from
+        outside, once its running tool ended (at most ``timeout`` seconds)."""
+        if self.running and self.tracker is not None:
+            self._apply(self.tracker.steer(trio.current_time(), timeout))
 
     def _open_session(self, proc: Child, prompt: str | None) -> AcpDriver | None:
         """The live session of an agent driven over its stdin, if this one is."""
@@ -476,7 +492,7 @@ class AttemptSupervisor:
         now, wall = trio.current_time(), time.time()
         if self.tracker is not None:
             self.tracker.output_seen(now)
-            self._refresh_baseline(now)
+            self._activity.refresh(self._live_pid, now)
         events, texts = reader.feed(data)
         self._take_counts(reader)
         if texts is None:
@@ -500,7 +516,7 @@ class AttemptSupervisor:
                 if self.tracker is not None:
                     now = trio.current_time()
                     self.tracker.output_seen(now)
-                    self._refresh_baseline(now)
+                    self._activity.refresh(self._live_pid, now)
                 for frame in framer.feed(data):
                     self._stderr_frame(frame)
         finally:
@@ -566,6 +582,8 @@ class AttemptSupervisor:
             self._apply(effects)
         if isinstance(event, ToolStarted | ToolEnded):
             self.status.update(now, currentTool=self.summary.current_tool)
+        elif isinstance(event, SessionStarted) and self.on_session is not None:
+            self.on_session()
         self.status.touch(now, wall)
 
     def _late_event(self, event: Event) -> None:
@@ -600,7 +618,8 @@ class AttemptSupervisor:
                 )
             elif isinstance(effect, CheckActivity):
                 now = trio.current_time()
-                self._apply(self.tracker.activity(self._tree_worked(now), now))
+                worked = self._activity.worked(self._live_pid, now)
+                self._apply(self.tracker.activity(worked, now))
             else:
                 self.emit(effect)
         self._set_timer()
@@ -612,30 +631,10 @@ class AttemptSupervisor:
         state = STATUS_OF_PHASE[phase]
         self.status.update(trio.current_time(), force=True, state=state)
 
-    def _refresh_baseline(self, now: float) -> None:
-        """Look at the agent's tree as output arrives, for the idle check to
-        compare with, but no more than a few times per idle window."""
-        idle = self.config.idle_timeout
-        if idle is not None and now - self._baseline_at >= idle * IDLE_BASELINE_SHARE:
-            self._take_look(now)
-
-    def _take_look(self, now: float) -> proctree.TreeLook | None:
-        if self.record is None or self.record.pid is None or self.record.exit is not None:
-            return None
-        look = proctree.look_at_tree(self.record.pid)
-        self._baseline, self._baseline_at = look, now
-        return look
-
-    def _tree_worked(self, now: float) -> bool:
-        """Whether the agent's tree did work since the last look: CPU time
-        spent, or a process that was not there. A process merely existing
-        (an MCP server, an agent that relaunched itself as its child) is not."""
-        before, since = self._baseline, self._baseline_at
-        look = self._take_look(now)
-        if before is None or look is None:
-            return False
-        cpu = look.cpu - before.cpu
-        return cpu > IDLE_CPU_SHARE * (now - since) or bool(look.pids - before.pids)
+    @property
+    def _live_pid(self) -> int | None:
+        """The agent's pid while it runs (its tree is worth looking at)."""
+        return self.record.pid if self.running and self.record is not None else None
 
     def _send(self, effect: SendSignal) -> None:
         assert self.record is not None

@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from wrapper.core.config import (
     CONTEXT_POLICIES,
+    DEFAULT_MAX_EXTERNAL_STEERS,
     DEFAULT_MAX_STEERS,
     DEFAULT_RUNS_ROOT,
     MAX_TASK_BYTES,
@@ -267,6 +268,10 @@ def prepare_run(
         idle_timeout=options.idle_timeout,
         settings=settings,
         max_steers=_first(options.max_steers, settings.max_steers, DEFAULT_MAX_STEERS),
+        max_external_steers=_first(
+            options.max_external_steers, settings.max_external_steers, DEFAULT_MAX_EXTERNAL_STEERS
+        ),
+        steer_timeout=options.steer_timeout,
         hooks_fail_closed=options.hooks_fail_closed or settings.fail_closed,
         fail_on_max_steers=options.fail_on_max_steers or settings.fail_on_max_steers,
         subagent=options.subagent or child_depth(environ) > 1,

@@ -58,13 +58,11 @@ from wrapper.core.outcome import (
     RunFacts,
     Verdict,
     decide,
-    quoting_stderr,
 )
 from wrapper.core.result import AttemptRecord, build_result
 from wrapper.core.steering import AllowedBy
 from wrapper.core.summary import RunSummary
 from wrapper.dialects import Dialect, Launch, UsageError, chosen_name
-from wrapper.dialects.base import unrecognised_output
 from wrapper.files.artifacts import (
     ArtifactErrors,
     StreamFile,
@@ -82,6 +80,8 @@ from wrapper.sinks.pretty import PrettyView
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.early import EarlyStart, begin_run
+from wrapper.supervision.external import ExternalControl
+from wrapper.supervision.facts import facts_so_far, refused_resume
 from wrapper.supervision.result_file import say_at_end, write_result
 
 if TYPE_CHECKING:
@@ -145,6 +145,8 @@ class Run:
         self.interrupts: list[signal.Signals] = list(early.signals) if early else []
         #: The first interruption was the caller cancelling the run, not a signal.
         self.cancelled = False
+        #: The first interruption was an abort asked from outside: its reason.
+        self.abort_reason: str | None = None
         self.supervisor: AttemptSupervisor | None = None
         #: When the whole run must end, on trio's clock.
         self.deadline = self.clock_start + config.timeout if config.timeout else math.inf
@@ -238,6 +240,18 @@ class Run:
             transcript=launch.transcript,
         )
         self.steering = self.gate.steering
+        self.external = ExternalControl(
+            config,
+            self.stream,
+            self.status,
+            environ,
+            gate=self.gate,
+            live=launch.prompt is not None,
+            supervisor=lambda: self.supervisor,
+            between=self._between_attempts,
+            ended=lambda: bool(self.interrupts or self.timed_out),
+            on_abort=self.abort,
+        )
         self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
         self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
 
@@ -277,8 +291,17 @@ class Run:
         if self.between_attempts is not None:
             self.between_attempts.cancel()
 
+    def abort(self, reason: str | None) -> None:
+        """An abort asked from outside (``agent-wrapper abort``): the run ends
+        ``aborted`` (``abort_requested``), as a SIGTERM to the wrapper would end it."""
+        if not self.interrupts:
+            self.abort_reason = reason or ""
+        self.interrupt(signal.SIGTERM)
+
     def _cause(self) -> str | None:
         """What the agent's signals say of why, when no signal to the wrapper was it."""
+        if self.abort_reason is not None:
+            return "the run was aborted on request"
         return CANCELLED_BY_CALLER if self.cancelled else None
 
     async def execute(self) -> int:
@@ -309,13 +332,14 @@ class Run:
         return exit_status
 
     async def _execute_with_output(self) -> int:
-        if not self.own_pump or self.pump is None:
-            return await self._execute()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.pump.run)
-            if self.view is not None and os.isatty(1):
-                nursery.start_soon(self.tick_view)
+            if self.own_pump and self.pump is not None:
+                nursery.start_soon(self.pump.run)
+                if self.view is not None and os.isatty(1):
+                    nursery.start_soon(self.tick_view)
+            await self.external.start(nursery, self.dir_ok)
             exit_status = await self._execute()
+            await self.external.close(self.result.get("outcome") if self.result else None)
             nursery.cancel_scope.cancel()
         return exit_status
 
@@ -358,6 +382,8 @@ class Run:
             facts = RunFacts(**{**self._facts_so_far(), "interrupted_by": signal.SIGINT})
         if self.cancelled and facts.interrupted_by is not None:
             facts = dataclasses.replace(facts, cancelled=True)
+        if self.abort_reason is not None and facts.interrupted_by is not None:
+            facts = dataclasses.replace(facts, abort_reason=self.abort_reason)
         exit_status = await self._finish(decide(facts))
         if keyboard_interrupt:
             raise KeyboardInterrupt
@@ -409,6 +435,8 @@ class Run:
             claim=self.claim,
         )
         supervisor.permission_gate = self.permissions.decide
+        supervisor.on_spawned = self.external.spawned
+        supervisor.on_session = self.external.session_known
         for sig in self.interrupts:
             supervisor.interrupt(sig, self._cause())
         number = 1
@@ -419,6 +447,9 @@ class Run:
             if record.spawn_error is not None:
                 if number == 1:
                     return RunFacts(spawn_error=record.spawn_error)
+                self.external.refuse_in_flight(
+                    f"the agent could not be restarted with it: {record.spawn_error}"
+                )
                 self.steering.allow(
                     AllowedBy.CANNOT_STEER,
                     f"the agent could not be restarted to take the steer: {record.spawn_error}",
@@ -428,15 +459,14 @@ class Run:
                 # A live session's stop gate ran at the end of each turn.
                 self._warn_unasked()
                 return RunFacts(**self._facts_so_far())
-            refused = _refused_resume(record) if number > 1 else None
+            refused = refused_resume(record) if number > 1 else None
             if refused is not None:
                 self.steering.allow(AllowedBy.CANNOT_STEER, refused)
                 return RunFacts(**self._facts_so_far())
             facts = RunFacts(**self._facts_so_far())
             if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
                 return facts
-            with self._between_attempts():
-                resumed = await self.gate.at_stop(facts, number)
+            resumed = await self.external.after_stop(facts, number)
             if self.interrupts or self.timed_out:
                 return self._stopped_between_attempts()
             if resumed is None:
@@ -492,15 +522,14 @@ class Run:
         facts = RunFacts(**self._facts_so_far())
         if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
             return None
-        with self._between_attempts():
-            resumed = await self.gate.at_stop(facts, record.number)
-        if self.interrupts or self.timed_out or resumed is None:
+        prompt = await self.external.at_turn_end(facts, record.number)
+        if self.interrupts or self.timed_out or prompt is None:
             return None
         number = record.number + 1
         self.hook_ctx.env[environment.ATTEMPT] = str(number)
         if self.telemetry is not None:
             self.hook_ctx.env.update(self.telemetry.attempt_env(number, time.time()))
-        return resumed.prompt
+        return prompt
 
     def _warn_unasked(self) -> None:
         unasked = self.dialect.tools_run_unasked()
@@ -541,39 +570,12 @@ class Run:
         return RunFacts(**facts)
 
     def _facts_so_far(self) -> dict[str, Any]:
-        ran = [record for record in self.attempts if record.pid is not None]
-        failure = None
-        if self.steering.failure is not None:
-            kind = ErrorKind(self.steering.failure_kind or ErrorKind.STEER_FAILED)
-            failure = RunError(kind, self.steering.failure)
-        if not ran:
-            return {
-                "interrupted_by": self.interrupts[0] if self.interrupts else None,
-                "steer_failure": failure,
-            }
-        record = ran[-1]
-        tracker = record.tracker
-        return {
-            "final": tracker.final if tracker else None,
-            "exit": record.exit,
-            "signalled": bool(tracker and tracker.signalled),
-            "timed_out": bool(tracker and tracker.timed_out),
-            "attempt_timed_out": bool(tracker and tracker.attempt_timed_out),
-            "idle_timed_out": bool(tracker and tracker.idle_timed_out),
-            "stopped_answering": bool(tracker and tracker.stopped_answering),
-            "drain_timeout": self.config.drain_timeout,
-            "idle_timeout": self.config.idle_timeout,
-            "interrupted_by": tracker.interrupted_by if tracker else None,
-            "timeout": self.config.timeout,
-            "attempt_timeout": self.config.attempt_timeout,
-            "steer_failure": failure,
-            "stderr_tail": record.stderr_excerpt(),
-            "unrecognised_output": None
-            if record.recognised
-            else unrecognised_output(self.dialect, record.stdout_lines),
-        }
+        return facts_so_far(
+            self.attempts, self.interrupts, self.steering, self.config, self.dialect
+        )
 
     async def _finish(self, verdict: Verdict) -> int:
+        self.external.end("the run ended before it could be delivered")
         ended_at = time.time()
         pump = self.pump
         if pump is not None and pump.broken is not None:
@@ -614,6 +616,7 @@ class Run:
                 artifact_errors=self.errors.entries,
                 steering=self.steering,
                 policy=self.gate.policy,
+                external=self.external.ledger,
             )
 
         def render_kept() -> dict[str, Any]:
@@ -633,7 +636,9 @@ class Run:
         for log in (self.stdout_log, self.stderr_log, self.events_log, self.protocol_log):
             if log is not None:
                 log.close()
-        self.status.update(trio.current_time(), force=True, state="finished", outcome=outcome)
+        self.status.update(
+            trio.current_time(), force=True, state="finished", outcome=outcome, control=None
+        )
         if pump is not None:
             with trio.move_on_after(OUTPUT_FLUSH_TIMEOUT):
                 await pump.drain()
@@ -654,24 +659,6 @@ def _telemetry(environ: Mapping[str, str], **run: Any) -> RunTelemetry | None:
     from wrapper.sinks import telemetry  # noqa: PLC0415
 
     return telemetry.for_run(environ, **run)
-
-
-def _refused_resume(record: AttemptRecord) -> str | None:
-    """Why a resumed agent never took the steer: it exited non-zero on its own
-    without writing a byte (a session it no longer holds, say); else None."""
-    exit_, tracker = record.exit, record.tracker
-    if (
-        record.stdout_bytes
-        or exit_ is None
-        or not exit_.code
-        or (tracker is not None and tracker.signalled)
-    ):
-        return None
-    return quoting_stderr(
-        f"the agent could not be resumed to take the steer: it {exit_.describe()} "
-        "without writing anything",
-        record.stderr_excerpt(),
-    )
 
 
 def only_keyboard_interrupts(exc: BaseException) -> bool:

@@ -1,0 +1,310 @@
+"""Steers and aborts from outside a run: what stands behind its control
+socket (``control_server``), and how a steer reaches the agent.
+
+Each steer is recorded as it comes (``steer_requested``, status.json's
+``pendingSteers``) and settles once (``steer_delivered`` or
+``steer_refused``), which is when its sender's receipt goes out.
+
+Delivery, for every agent: a ``now`` steer ends the running attempt (once
+its tool ended, within ``--steer-timeout``; SIGINT, then the ladder) and
+the agent's session is resumed with it, as a Stop handler's block resumes
+it; a live session (ACP) has its turn cancelled and takes the steer as its
+next prompt. A steer is checked before the agent is interrupted: one whose
+session could not be resumed is refused and the agent left alone. At a
+stop, the steers that wait go first and that stop runs no Stop handlers; a
+steer that comes while the handlers run joins their block (each part
+marked), or is delivered alone when they allow the stop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+
+import trio
+
+from wrapper.core.config import RunConfig
+from wrapper.core.control import (
+    AbortRequest,
+    ExternalSteer,
+    ExternalSteers,
+    SteerRequest,
+    message,
+)
+from wrapper.core.events import SteerDelivered, SteerRefused, SteerRequested, WarningEvent
+from wrapper.core.outcome import RunFacts
+from wrapper.core.steering import Block
+from wrapper.dialects import CannotResume, Launch
+from wrapper.files import control_socket
+from wrapper.hooks.stop_gate import StopGate
+from wrapper.sinks.stream import EventStream, StatusWriter
+from wrapper.supervision.attempt import AttemptSupervisor
+from wrapper.supervision.control_server import ControlServer
+
+
+class ExternalControl:
+    def __init__(
+        self,
+        config: RunConfig,
+        stream: EventStream,
+        status: StatusWriter,
+        environ: Mapping[str, str],
+        *,
+        gate: StopGate,
+        live: bool,
+        supervisor: Callable[[], AttemptSupervisor | None],
+        between: Callable[[], AbstractContextManager[None]],
+        ended: Callable[[], bool],
+        on_abort: Callable[[str | None], None],
+    ) -> None:
+        """``gate``: the run's stop gate; ``live``: the agent takes its
+        prompts on a live session; ``supervisor``: the run's, once it has
+        one; ``between``: the scope hooks run in between attempts;
+        ``ended``: whether the run is ending (a signal, its deadline);
+        ``on_abort``: ends the run for an abort."""
+        self.config = config
+        self.stream = stream
+        self.status = status
+        self.environ = environ
+        self.gate = gate
+        self.live = live
+        self.supervisor = supervisor
+        self.between = between
+        self.ended = ended
+        self.on_abort = on_abort
+        gate.with_steers = self.with_steers
+        self.ledger = ExternalSteers(config.max_external_steers)
+        self._settled: dict[str, trio.Event] = {}
+        #: The steers the launch being started carries, until it has started.
+        self.in_flight: list[ExternalSteer] = []
+        #: Why requests are refused from now on (the run is ending), else None.
+        self.closing: str | None = None
+        self.server: ControlServer | None = None
+        self._finished = trio.Event()
+        self._outcome: str | None = None
+
+    async def start(self, nursery: trio.Nursery, enabled: bool) -> None:
+        """Listen on the run's socket (``enabled``: the run directory is usable)."""
+        if not enabled:
+            return
+        try:
+            path = control_socket.prepare(self.config.run_dir, self.config.run_id, self.environ)
+        except control_socket.NoSocket as exc:
+            self._warn(f"the run takes no steer or abort from outside: {exc}")
+            return
+        server = ControlServer(path, self, self._warn)
+        if await nursery.start(server.serve) is not None:
+            self.server = server
+            self.status.update(trio.current_time(), force=True, control=path)
+
+    async def close(self, outcome: str | None) -> None:
+        """The run ended with ``outcome``: stop listening, once the last
+        receipts went out (bounded)."""
+        self._outcome = outcome
+        self._finished.set()
+        if self.server is not None:
+            await self.server.close()
+            self.server = None
+
+    # -- the socket's requests -------------------------------------------------
+
+    def steer(self, request: SteerRequest) -> ExternalSteer:
+        if self.closing is not None:
+            # After the result: said to its sender alone.
+            steer = ExternalSteer("-", request.text, request.when, time.time())
+            steer.state, steer.why = "refused", self.closing
+            return steer
+        steer = self.ledger.request(request, time.time())
+        self._settled[steer.id] = trio.Event()
+        self.stream.emit(SteerRequested(id=steer.id, when=steer.when, text_length=len(steer.text)))
+        if steer.state == "refused":
+            self._said_refused(steer)
+        elif self.config.task is None:
+            self.refuse(
+                [steer],
+                "the run has no --task: the wrapper does not own the agent's prompt, "
+                "so it cannot give it a steer",
+            )
+        else:
+            self._pending_changed()
+            if steer.when == "now":
+                self._interrupt_for(steer)
+        return steer
+
+    async def settled(self, steer: ExternalSteer) -> None:
+        await self._settled[steer.id].wait()
+
+    async def finished(self) -> str | None:
+        await self._finished.wait()
+        return self._outcome
+
+    def abort(self, request: AbortRequest) -> str | None:
+        if self.closing is not None:
+            return self.closing
+        self.on_abort(request.reason)
+        return None
+
+    # -- the run's side ----------------------------------------------------------
+
+    @property
+    def queued(self) -> list[ExternalSteer]:
+        return self.ledger.queued
+
+    def take(self) -> list[ExternalSteer]:
+        """The steers that wait, now carried by the launch being made."""
+        taken = self.ledger.queued
+        self.in_flight = [*self.in_flight, *taken]
+        for steer in taken:
+            steer.state = "delivered"  # not queued any more; settled by ``delivered``
+        return taken
+
+    def delivered(self, how: str, attempt: int) -> None:
+        """The launch carrying the steers in flight started (or the live
+        session took them)."""
+        steers, self.in_flight = self.in_flight, []
+        self.ledger.deliver(steers, how, attempt, time.time())
+        for steer in steers:
+            self.stream.emit(SteerDelivered(id=steer.id, how=how, next_attempt=attempt))
+            self._settled[steer.id].set()
+        self._pending_changed()
+
+    def refuse(self, steers: Sequence[ExternalSteer], why: str) -> None:
+        now = time.time()
+        for steer in steers:
+            self.ledger.refuse(steer, why, now)
+            self._said_refused(steer)
+        self.in_flight = [steer for steer in self.in_flight if steer not in steers]
+        self._pending_changed()
+
+    def refuse_in_flight(self, why: str) -> None:
+        self.refuse(list(self.in_flight), why)
+
+    def end(self, why: str) -> None:
+        """The run is ending: every steer still waiting is refused, and so is
+        every request from now on."""
+        self.closing = why
+        self.refuse([*self.in_flight, *self.ledger.queued], why)
+
+    # -- delivery ----------------------------------------------------------------
+
+    def _interrupt_for(self, steer: ExternalSteer) -> None:
+        """End the running attempt for a ``now`` steer, unless the agent's
+        session could not be resumed (then the steer is refused and the agent
+        left alone). Between attempts the stop being decided carries it."""
+        supervisor = self.supervisor()
+        if supervisor is None:
+            return
+        problem = None if self.live else self.resume_problem()
+        if problem is not None and supervisor.running:
+            if self.gate.summary.session_id is None:
+                return  # not said yet: tried again once the agent reports it
+            self.refuse([steer], problem)
+            return
+        supervisor.steer(self.config.steer_timeout)
+
+    def session_known(self) -> None:
+        """The agent reported its session: a steer that waited for it may go."""
+        for steer in self.queued:
+            if steer.when == "now":
+                self._interrupt_for(steer)
+                return
+
+    def resume_problem(self) -> str | None:
+        """Why the agent's session could not be resumed now, or None."""
+        config, gate = self.config, self.gate
+        session = gate.summary.session_id
+        try:
+            gate.dialect.resume(config.command, "-", config.run_dir, session)
+        except CannotResume as exc:
+            return f"the agent could not be resumed with it: {exc}"
+        search = gate.dialect.transcript_search(session, gate.hook_ctx.env)
+        if search is not None and search[0].is_dir() and not any(search[0].glob(search[1])):
+            return f"the agent's session {session} has no file under {search[0]} to resume"
+        return None
+
+    async def after_stop(self, facts: RunFacts, number: int) -> Launch | None:
+        """The agent stopped (or was ended for a steer): what it resumes
+        with, or None to end the run."""
+        if self.queued:
+            launch = await self._launch()
+            if launch is not None or self.ended():
+                return launch
+        resumed = None  # the run's end may cancel the gate before it decides
+        with self.between():
+            resumed = await self.gate.at_stop(facts, number)
+        if resumed is None and self.queued and not self.ended():
+            resumed = await self._launch()
+        if resumed is None:
+            self.refuse_in_flight(self._why_not())
+        return resumed
+
+    async def at_turn_end(self, facts: RunFacts, number: int) -> str | None:
+        """A live session's turn ``number`` ended: the next prompt, or None."""
+        prompt = await self._prompt() if self.queued else None
+        if prompt is None and not self.ended():
+            resumed = None
+            with self.between():
+                resumed = await self.gate.at_stop(facts, number)
+            if resumed is None and self.queued and not self.ended():
+                prompt = await self._prompt()
+            elif resumed is not None:
+                prompt = resumed.prompt
+        if prompt is None or self.ended():
+            self.refuse_in_flight(self._why_not())
+            return None
+        if self.in_flight:
+            self.delivered("live", number + 1)
+        return prompt
+
+    async def _prompt(self) -> str | None:
+        """The steers that wait, as the next prompt (None: refused)."""
+        steers = self.take()
+        prompt, refused = None, None
+        with self.between():
+            prompt, refused = await self.gate.before_prompt(message(steers), first=False)
+        if refused is not None or prompt is None or self.ended():
+            self.refuse(steers, f"the steer prompt {refused or 'was not sent: the run is ending'}")
+            return None
+        self.gate.steering.resume_from_outside()
+        return prompt
+
+    async def _launch(self) -> Launch | None:
+        """The launch that resumes the agent's session with the steers that wait."""
+        problem = self.resume_problem()
+        if problem is not None:
+            self.refuse(self.take(), problem)
+            return None
+        prompt = await self._prompt()
+        if prompt is None:
+            return None
+        config, gate = self.config, self.gate
+        return gate.dialect.resume(config.command, prompt, config.run_dir, gate.summary.session_id)
+
+    def with_steers(self, block: Block) -> str:
+        """A Stop handler's block as the next prompt, with the steers that wait."""
+        steers = self.take()
+        return message(steers, (block.handler, block.reason)) if steers else block.reason
+
+    def spawned(self, number: int) -> None:
+        """Attempt ``number`` started: the steers it carries are delivered."""
+        if self.in_flight and number > 1:
+            self.delivered("resume", number)
+
+    def _why_not(self) -> str:
+        if self.ended():
+            return "the run ended before it could be delivered"
+        failure = self.gate.steering.failure
+        return "the agent could not be sent back to work" + (f": {failure}" if failure else "")
+
+    def _said_refused(self, steer: ExternalSteer) -> None:
+        self.stream.emit(SteerRefused(id=steer.id, why=steer.why or "refused"))
+        self._settled[steer.id].set()
+
+    def _pending_changed(self) -> None:
+        self.status.update(
+            trio.current_time(), force=True, pendingSteers=self.ledger.pending_json()
+        )
+
+    def _warn(self, message: str) -> None:
+        self.stream.emit(WarningEvent(code="control_unavailable", message=message))

@@ -1,0 +1,75 @@
+"""What a run knows of how it went so far: the facts its outcome is decided
+from (``wrapper.core.outcome.decide``), taken from its attempts, the
+wrapper's signals and the stop gate's steering."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+from wrapper.core.config import RunConfig
+from wrapper.core.outcome import ErrorKind, RunError, quoting_stderr
+from wrapper.core.result import AttemptRecord
+from wrapper.core.steering import Steering
+from wrapper.dialects import Dialect
+from wrapper.dialects.base import unrecognised_output
+
+
+def facts_so_far(
+    attempts: Sequence[AttemptRecord],
+    interrupts: Sequence[signal.Signals],
+    steering: Steering,
+    config: RunConfig,
+    dialect: Dialect,
+) -> dict[str, Any]:
+    """``RunFacts``' fields as the last attempt that ran left them."""
+    ran = [record for record in attempts if record.pid is not None]
+    failure = None
+    if steering.failure is not None:
+        kind = ErrorKind(steering.failure_kind or ErrorKind.STEER_FAILED)
+        failure = RunError(kind, steering.failure)
+    if not ran:
+        return {
+            "interrupted_by": interrupts[0] if interrupts else None,
+            "steer_failure": failure,
+        }
+    record = ran[-1]
+    tracker = record.tracker
+    return {
+        "final": tracker.final if tracker else None,
+        "exit": record.exit,
+        "signalled": bool(tracker and tracker.signalled),
+        "timed_out": bool(tracker and tracker.timed_out),
+        "attempt_timed_out": bool(tracker and tracker.attempt_timed_out),
+        "idle_timed_out": bool(tracker and tracker.idle_timed_out),
+        "stopped_answering": bool(tracker and tracker.stopped_answering),
+        "drain_timeout": config.drain_timeout,
+        "idle_timeout": config.idle_timeout,
+        "interrupted_by": tracker.interrupted_by if tracker else None,
+        "timeout": config.timeout,
+        "attempt_timeout": config.attempt_timeout,
+        "steer_failure": failure,
+        "stderr_tail": record.stderr_excerpt(),
+        "unrecognised_output": None
+        if record.recognised
+        else unrecognised_output(dialect, record.stdout_lines),
+    }
+
+
+def refused_resume(record: AttemptRecord) -> str | None:
+    """Why a resumed agent never took the steer: it exited non-zero on its own
+    without writing a byte (a session it no longer holds, say); else None."""
+    exit_, tracker = record.exit, record.tracker
+    if (
+        record.stdout_bytes
+        or exit_ is None
+        or not exit_.code
+        or (tracker is not None and tracker.signalled)
+    ):
+        return None
+    return quoting_stderr(
+        f"the agent could not be resumed to take the steer: it {exit_.describe()} "
+        "without writing anything",
+        record.stderr_excerpt(),
+    )
