@@ -99,7 +99,8 @@ class Running:
         assert wait_until(lambda: self.status().get("state") == state), self.status()
 
     def finish(self) -> tuple[int, dict[str, Any], list[dict[str, Any]], str]:
-        _, stderr = self.proc.communicate(timeout=HANG_LIMIT)
+        stdout, stderr = self.proc.communicate(timeout=HANG_LIMIT)
+        self.stdout = stdout.decode(errors="replace")
         result = read_result(self.run_dir / "result.json")
         status = self.status()
         validate("status", status)
@@ -336,6 +337,48 @@ def test_a_steer_while_a_person_is_asked_is_delivered_after_the_answer(tmp_path:
     assert result["finalText"] == "Kept the API."
 
 
+def test_a_live_session_takes_the_steer_as_its_next_prompt(tmp_path: Path) -> None:
+    tool_call = {
+        "assistant": {
+            "text": "Running it.",
+            "stopReason": "toolUse",
+            "toolCalls": [{"name": "bash", "arguments": {"command": "make"}}],
+        }
+    }
+    run = Running(
+        tmp_path,
+        [tool_call, {"tool": {"name": "bash", "duration": 6, "updates": 12}}, *answer("x")],
+        [answer("Steered live.")],
+        # the fake agent ends a cancelled turn only once its scenario played on
+        options=["--steer-timeout", "0.5", "--kill-after", "30"],
+        agent=ROOT / "fixtures" / "fake_agent" / "gemini",
+        agent_args=("--acp",),
+    )
+    run.wait_for_events()
+    steered = cli("steer", str(run.run_dir), "--text", "Skip the build", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (steered.returncode, receipt["state"], receipt["how"]) == (0, "delivered", "live")
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    assert result["finalText"] == "Steered live."
+    assert len({e["pid"] for e in of_type(events, "spawned")}) == 1, "one agent process"
+    assert not of_type(events, "signal_sent"), "a live steer sends no signal"
+
+
+def test_the_live_view_shows_each_steer(tmp_path: Path) -> None:
+    run = Running(
+        tmp_path,
+        [long_tool(), *answer("Built it.")],
+        [answer("Steered.")],
+        options=["--steer-timeout", "0.3", "--output", "pretty"],
+    )
+    run.wait_for_tool()
+    assert cli("steer", str(run.run_dir), "--text", "Go on").returncode == 0
+    assert run.finish()[0] == 0
+    assert "↪ steer s1 from outside (queued)" in run.stdout
+    assert "↪ steer s1 delivered by resume (attempt 2)" in run.stdout
+
+
 # -- refusals ----------------------------------------------------------------------
 
 
@@ -421,6 +464,8 @@ def test_a_run_that_ends_with_steers_queued_lists_them_refused(tmp_path: Path) -
     queued = cli("steer", str(run.run_dir), "--text", "docs", "--when", "next-stop", "--wait", "0")
     assert queued.returncode == 124
     assert run.status()["pendingSteers"][0]["id"] == "s1"
+    status = cli("status", str(run.run_dir))
+    assert "steers waiting to be delivered: s1 (next-stop)" in status.stdout
     run.proc.terminate()
     code, result, events, _ = run.finish()
     assert code == 143

@@ -187,6 +187,10 @@ def status_main(run_dir: str, as_json: bool) -> int:
         tool = f", running tool {status['currentTool']}" if status.get("currentTool") else ""
         agent = f", agent pid {status['pid']}" if status.get("pid") else ""
         lines = [f"{name}: {state}, attempt {status.get('attempt')}{agent}{tool}"]
+    pending = status.get("pendingSteers") if state != "finished" else None
+    if isinstance(pending, list) and pending:
+        ids = ", ".join(f"{p.get('id')} ({p.get('when')})" for p in pending if isinstance(p, dict))
+        lines.append(f"  steers waiting to be delivered: {ids}")
     print("\n".join(lines))
     return exit_status
 

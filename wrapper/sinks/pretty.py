@@ -25,6 +25,9 @@ from wrapper.core.events import (
     Spawned,
     StderrLine,
     Steer,
+    SteerDelivered,
+    SteerRefused,
+    SteerRequested,
     TextDelta,
     ToolEnded,
     ToolStarted,
@@ -201,6 +204,14 @@ class PrettyView:
         if isinstance(event, Steer):
             line = plain(f"↪ steering (attempt {event.next_attempt}): {event.reason}")
             return self._c(_YELLOW, _clip(line, 300))
+        if isinstance(event, SteerRequested):
+            when = " at the next stop" if event.when == "next-stop" else ""
+            return self._c(_YELLOW, f"↪ steer {event.id} from outside{when} (queued)")
+        if isinstance(event, SteerDelivered):
+            line = f"↪ steer {event.id} delivered by {event.how} (attempt {event.next_attempt})"
+            return self._c(_YELLOW, line)
+        if isinstance(event, SteerRefused):
+            return self._c(_YELLOW, _clip(plain(f"  ! steer {event.id} refused: {event.why}"), 300))
         if isinstance(event, Escalated):
             question = _tail(plain(event.question or ""), 400)
             line = self._c(_BOLD + _YELLOW, f"? waiting for a person ({event.id}): {question}")
