@@ -237,6 +237,51 @@ def test_sigterm_ends_every_run_aborted_with_its_result(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("no_leaks")
+def test_a_run_of_a_batch_is_steered_and_another_aborted_through_its_directory(
+    tmp_path: Path,
+) -> None:
+    slow = write_scenario(
+        tmp_path,
+        [{"sleep": 60}],
+        resumes=[[{"assistant": {"text": "Steered.", "stopReason": "stop"}}]],
+    )
+    spec = write_spec(tmp_path, [line(slow, label="steered"), line(slow, label="aborted")])
+    proc = subprocess.Popen(
+        batch_argv(spec, "--jobs", "2", "--runs-dir", "runs", "--output", "quiet"),
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    runs = tmp_path / "runs"
+    try:
+        assert wait_until(
+            lambda: all(state_of(runs / r) == "running" for r in ("steered", "aborted"))
+        )
+        control = [sys.executable, "-m", "wrapper"]
+        steer = subprocess.run(
+            [*control, "steer", str(runs / "steered"), "--text", "Go"],
+            timeout=HANG_LIMIT,
+            check=False,
+        )
+        abort = subprocess.run(
+            [*control, "abort", str(runs / "aborted")], timeout=HANG_LIMIT, check=False
+        )
+        assert (steer.returncode, abort.returncode) == (0, 0)
+        assert proc.wait(timeout=HANG_LIMIT) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    report = read_report(runs)
+    assert [(e["label"], e["outcome"]) for e in report["results"]] == [
+        ("steered", "ok"),
+        ("aborted", "aborted"),
+    ]
+    aborted = read_result(runs / "aborted" / "result.json")
+    assert aborted["error"]["kind"] == "abort_requested"
+
+
+@pytest.mark.usefixtures("no_leaks")
 def test_one_runs_cleanup_leaves_another_runs_agent_alone(tmp_path: Path) -> None:
     pidfile = tmp_path / "lingering.pid"
     leaves = scenario(

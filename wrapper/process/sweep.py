@@ -265,6 +265,8 @@ def finish_run(
             updatedAt=_iso(time.time()),
             currentTool=None,
             question=None,
+            control=None,
+            pendingSteers=[],
         )
         with contextlib.suppress(OSError):
             atomic_write(watch.run_dir / "status.json", dump_json(status))
