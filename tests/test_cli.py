@@ -247,6 +247,9 @@ def test_public_surface_is_pinned() -> None:
             "RunOutcome",
             "RunErrorInfo",
             "RunUsageError",
+            "steer",
+            "abort",
+            "Receipt",
         ]
     )
     for name in wrapper.__all__:

@@ -626,6 +626,6 @@ def test_arguments_that_are_not_utf8_still_end_in_a_result(tmp_path: Path, outpu
     assert result["artifacts"]["runDir"].endswith("run-\ufffd\ufffd")
     # The agent itself got the exact bytes.
     spawned = next(e for e in read_events(run_dir / "events.jsonl") if e["type"] == "spawned")
-    assert spawned["argv"][-2] == "--extra-\ufffd\ufffd"
+    assert "--extra-\ufffd\ufffd" in spawned["argv"]
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "finished"

@@ -118,6 +118,10 @@ class RunConfig:
     max_steers: int = DEFAULT_MAX_STEERS
     max_external_steers: int = DEFAULT_MAX_EXTERNAL_STEERS
     steer_timeout: float = DEFAULT_STEER_TIMEOUT
+    #: The agent is launched so that its session can be resumed (a steer may
+    #: come: from a blocked stop, or from outside when the run directory can
+    #: hold the session), as prepared.
+    resumable: bool = False
     #: A failing Stop handler ends the run as an error (``hook_failed``)
     #: instead of allowing the stop (resolved: flag or settings).
     hooks_fail_closed: bool = False
@@ -144,12 +148,10 @@ class RunConfig:
 
     @property
     def may_steer(self) -> bool:
-        """Whether the agent may be steered (a blocked stop, a steer from
-        outside): the launch must then be resumable."""
+        """Whether a stop may be blocked and steered (the launch must then be resumable)."""
         settings = self.settings
         return self.task is not None and (
-            self.max_external_steers > 0
-            or self.on_stop != "allow"
+            self.on_stop != "allow"
             or settings.retry_on_error
             or bool(settings.handlers(self.stop_event))
         )

@@ -287,9 +287,13 @@ class ExternalControl:
         return message(steers, (block.handler, block.reason)) if steers else block.reason
 
     def spawned(self, number: int) -> None:
-        """Attempt ``number`` started: the steers it carries are delivered."""
+        """Attempt ``number`` started: the steers it carries are delivered;
+        a ``now`` steer that came while no agent ran ends it at once."""
         if self.in_flight and number > 1:
             self.delivered("resume", number)
+        waiting = [steer for steer in self.queued if steer.when == "now"]
+        if waiting:
+            self._interrupt_for(waiting[0])
 
     def _why_not(self) -> str:
         if self.ended():

@@ -163,6 +163,16 @@ def _check_mode(command: Sequence[str], dialect: Dialect) -> None:
     )
 
 
+def _can_hold(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is, or can be made as, a directory this user writes."""
+    path = run_dir
+    while not path.exists():
+        if path.parent == path:
+            return False
+        path = path.parent
+    return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+
+
 def _missing_program(name: str, cwd: Path, environ: Mapping[str, str]) -> str | None:
     """Why ``name`` cannot be started as the run would start it, or None if it can."""
     if os.sep in name:
@@ -281,8 +291,12 @@ def prepare_run(
         auth_method=getattr(options, "auth_method", None) or settings.acp_auth_method,
         escalation_timeout=options.escalation_timeout,
     )
+    # A session file in a run directory that cannot be made would stop the
+    # agent: steers from outside then work only where the agent keeps it.
+    from_outside = task is not None and config.max_external_steers > 0 and _can_hold(run_dir)
+    config = dataclasses.replace(config, resumable=config.may_steer or from_outside)
     try:
-        launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)
+        launch = dialect.launch(config.command, task, run_dir, resumable=config.resumable)
     except UsageError as exc:
         raise RunUsageError(f"run: {exc}") from None
     return PreparedRun(config, dialect, launch)

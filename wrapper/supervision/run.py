@@ -416,7 +416,7 @@ class Run:
             if task != config.task:
                 try:
                     launch = self.dialect.launch(
-                        config.command, task, config.run_dir, resumable=self.config.may_steer
+                        config.command, task, config.run_dir, resumable=self.config.resumable
                     )
                 except UsageError as exc:
                     return RunFacts(spawn_error=str(exc))
