@@ -980,7 +980,7 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ('{"hooks": {"Stop": [{"hooks": [{"command": "a | b"}]}]}}', '"shell": true'),
         ('{"hooks": {"Stop": [{"hooks": [{"command": "x", "timeout": "1"}]}]}}', "timeout"),
         ('{"hooks": {"Stop": [{"hooks": [{"type": "prompt", "prompt": "p"}]}]}}', "evaluator"),
-        ('{"hooks": {"Stop": [{"hooks": [{"type": "http"}]}]}}', "not a handler type"),
+        ('{"hooks": {"Stop": [{"hooks": [{"type": "webhook"}]}]}}', "not a handler type"),
         ('{"stop": {"maxRetries": -1}}', "stop.maxRetries"),
         ('{"stop": {"retry": true}}', "stop.retry: unknown key"),
         ('{"stop": {"failClosed": "yes"}}', "stop.failClosed: expected true or false"),

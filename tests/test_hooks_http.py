@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import agent_env, invoke, run_wrapper, wrapper_argv, write_scenario
-from tests.test_hooks import answer, records, run_with, stop_hooks
+from tests.test_hooks import answer, records, run_cli, run_with, stop_hooks
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -280,3 +280,25 @@ def test_an_mcp_tool_handler_is_skipped_with_a_note(tmp_path: Path, server: Serv
     notes = [w["message"] for w in run.result["warnings"] if w["code"] == "settings_note"]
     assert any("hooks[0]: an mcp_tool handler is skipped" in n for n in notes)
     assert len(server.seen("/gate")) == 1
+
+
+def test_hook_test_runs_an_http_handler(tmp_path: Path, server: Server) -> None:
+    url = server.answer("/gate", block_first)
+    settings = tmp_path / "s.json"
+    settings.write_text(json.dumps(stop_hooks(http(url))))
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"hook_event_name": "Stop", "stop_hook_active": False}))
+    argv = ["hook-test", "--settings", str(settings), "--event", str(event)]
+    proc = run_cli(tmp_path, *argv)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert (report["decision"], report["reason"]) == ("block", "Run the tests.")
+    assert report["handler"] == f"http {url}"
+    (request,) = server.seen("/gate")
+    assert request["body"]["stop_hook_active"] is False
+
+    server.answer("/gate", Answer(500, b"down"))
+    proc = run_cli(tmp_path, *argv)
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["decision"] == "allow"
+    assert "answered HTTP 500: down; taken as allow" in proc.stderr

@@ -29,12 +29,14 @@ STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
 #: Handlers fired from what the stream shows; they observe and never block.
 OBSERVED_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "PreCompact"})
+#: Handlers of the run's own life: ``SessionStart`` (before an agent session's
+#: first prompt; may add context), ``SessionEnd`` (once the run's outcome is
+#: decided) and ``StopFailure`` (a turn ended on an API error); none blocks.
+LIFECYCLE_EVENTS = frozenset({"SessionStart", "SessionEnd", "StopFailure"})
 #: Claude Code events that need the agent's cooperation; the wrapper only
 #: sees the stream, so it cannot enforce them.
-UNENFORCEABLE_EVENTS = frozenset(
-    {"PreToolUse", "PermissionRequest", "Notification", "SessionStart", "SessionEnd"}
-)
-HOOK_EVENTS = STOP_EVENTS | PROMPT_EVENTS | OBSERVED_EVENTS
+UNENFORCEABLE_EVENTS = frozenset({"PreToolUse", "PermissionRequest", "Notification"})
+HOOK_EVENTS = STOP_EVENTS | PROMPT_EVENTS | OBSERVED_EVENTS | LIFECYCLE_EVENTS
 #: Newer Claude Code events, tied to its own features (teams, worktrees,
 #: MCP): the wrapper does not run them, and knowing them keeps them from
 #: being taken for misspellings of the events above.
@@ -52,7 +54,6 @@ OTHER_CLAUDE_EVENTS = frozenset(
         "PermissionDenied",
         "Elicitation",
         "ElicitationResult",
-        "StopFailure",
     }
 )
 KNOWN_EVENTS = HOOK_EVENTS | UNENFORCEABLE_EVENTS | OTHER_CLAUDE_EVENTS

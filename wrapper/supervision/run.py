@@ -152,6 +152,10 @@ class Run:
         self.timed_out = False
         #: Hooks running between attempts, cancelled by the wrapper's signals.
         self.between_attempts: trio.CancelScope | None = None
+        #: The SessionEnd handlers' scope: a signal once the outcome is decided
+        #: (the second, for a run a signal ended) cuts them.
+        self.ending = trio.CancelScope()
+        self.outcome_decided = False
 
         run_dir = config.run_dir
         self.dir_ok = (
@@ -276,6 +280,8 @@ class Run:
             self.supervisor.interrupt(sig, self._cause())
         if self.between_attempts is not None:
             self.between_attempts.cancel()
+        if self.outcome_decided or len(self.interrupts) > 1:
+            self.ending.cancel()
 
     def _cause(self) -> str | None:
         """What the agent's signals say of why, when no signal to the wrapper was it."""
@@ -394,6 +400,11 @@ class Run:
                     )
                 except UsageError as exc:
                     return RunFacts(spawn_error=str(exc))
+        elif started is None and config.settings.handlers("SessionStart"):
+            with self._between_attempts():
+                await self.gate.session_start_without_task()
+            if self.interrupts or self.timed_out:
+                return self._stopped_between_attempts()
         supervisor = self.supervisor = AttemptSupervisor(
             config=config,
             dialect=self.dialect,
@@ -575,6 +586,8 @@ class Run:
 
     async def _finish(self, verdict: Verdict) -> int:
         ended_at = time.time()
+        self.outcome_decided = True
+        await self.gate.session_end(self._render(verdict, ended_at, {}), self.ending)
         pump = self.pump
         if pump is not None and pump.broken is not None:
             self.stream.warnings.append(
@@ -600,24 +613,8 @@ class Run:
             else None,
         }
 
-        def render() -> dict[str, Any]:
-            return build_result(
-                config=self.config,
-                verdict=verdict,
-                attempts=self.attempts,
-                summary=self.summary,
-                dialect=chosen_name(self.dialect),
-                started_at=self.started_at,
-                ended_at=ended_at,
-                warnings=self.stream.warnings,
-                artifacts=artifacts,
-                artifact_errors=self.errors.entries,
-                steering=self.steering,
-                policy=self.gate.policy,
-            )
-
         def render_kept() -> dict[str, Any]:
-            self.result = render()
+            self.result = self._render(verdict, ended_at, artifacts)
             return self.result
 
         written = write_result(self.config, render_kept, self.errors, artifacts)
@@ -641,6 +638,24 @@ class Run:
             # The live view showed them as they came.
             say_at_end(self.stream.warnings, outcome, error, written)
         return exit_status
+
+    def _render(
+        self, verdict: Verdict, ended_at: float, artifacts: dict[str, str | None]
+    ) -> dict[str, Any]:
+        return build_result(
+            config=self.config,
+            verdict=verdict,
+            attempts=self.attempts,
+            summary=self.summary,
+            dialect=chosen_name(self.dialect),
+            started_at=self.started_at,
+            ended_at=ended_at,
+            warnings=self.stream.warnings,
+            artifacts=artifacts,
+            artifact_errors=self.errors.entries,
+            steering=self.steering,
+            policy=self.gate.policy,
+        )
 
 
 def _telemetry(environ: Mapping[str, str], **run: Any) -> RunTelemetry | None:
