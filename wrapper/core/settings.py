@@ -70,8 +70,6 @@ DEFAULT_HANDLER_TIMEOUTS = {"command": 60.0, "http": 60.0, "prompt": 30.0, "agen
 #: handler calls a tool of an MCP server the agent is connected to, and the
 #: wrapper has no such connection of its own.
 SKIPPED_HANDLER_TYPES = frozenset({"mcp_tool"})
-#: ``$NAME`` or ``${NAME}`` in an http handler's header values.
-_HEADER_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 #: Built-in error retry: how many steers it may use unless the settings say.
 DEFAULT_MAX_RETRIES = 2
 
@@ -134,17 +132,6 @@ class Handler:
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     allowed_env_vars: frozenset[str] = frozenset()
-
-    def header_values(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The headers with ``$NAME``/``${NAME}`` replaced, as Claude Code does:
-        by the variable's value if ``allowedEnvVars`` lists it, else by
-        nothing (a header never carries a variable it was not allowed)."""
-
-        def value(match: re.Match[str]) -> str:
-            name = match.group(1) or match.group(2)
-            return env.get(name, "") if name in self.allowed_env_vars else ""
-
-        return {key: _HEADER_VARIABLE.sub(value, text) for key, text in self.headers}
 
     @property
     def name(self) -> str:

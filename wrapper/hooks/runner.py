@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import http.client
 import itertools
+import re
 import signal
 import subprocess
 import time
@@ -53,6 +54,8 @@ from wrapper.process.spawn import Child
 
 #: The judge's prompt carries the hook input; beyond this it is cut.
 PROMPT_INPUT_CHARS = 100_000
+#: ``$NAME`` or ``${NAME}`` in an http handler's header values.
+_HEADER_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 @dataclass(slots=True)
@@ -165,7 +168,7 @@ async def _http(
         post_json,
         handler.url or "",
         dumps(payload),
-        handler.header_values(ctx.env),
+        header_values(handler, ctx.env),
         handler.timeout,
     )
     with trio.move_on_after(handler.timeout) as limit:
@@ -186,6 +189,18 @@ async def _http(
     if result.warning is not None:
         return _failed(f"answered {result.warning.removeprefix('printed ')}")
     return dataclasses.replace(result, exit_code=None)
+
+
+def header_values(handler: Handler, env: Mapping[str, str]) -> dict[str, str]:
+    """The handler's headers with ``$NAME``/``${NAME}`` replaced, as Claude
+    Code does: by the variable's value if ``allowedEnvVars`` lists it, else
+    by nothing (a header never carries a variable it was not allowed)."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return env.get(name, "") if name in handler.allowed_env_vars else ""
+
+    return {key: _HEADER_VARIABLE.sub(value, text) for key, text in handler.headers}
 
 
 def post_json(

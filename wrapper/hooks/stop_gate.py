@@ -41,6 +41,7 @@ from wrapper.core.summary import RunSummary
 from wrapper.dialects import CannotResume, Dialect, Launch
 from wrapper.files import mailbox
 from wrapper.hooks.escalation import notify_person, signal_help, wait_for_answer
+from wrapper.hooks.native import RECORDS, NativeRecords
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 from wrapper.sinks.stream import EventStream, StatusWriter
 
@@ -78,6 +79,22 @@ class StopGate:
         self._found_transcript: tuple[str, Path | None] | None = None
         self.steering = Steering(max_steers=config.max_steers)
         self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
+        #: The SessionEnd handlers' scope, once they run: a signal cuts them.
+        self._ending: trio.CancelScope | None = None
+        #: What the PreToolUse handlers the agent runs itself decided.
+        self._native = NativeRecords(config.run_dir / RECORDS)
+
+    def report_native_decisions(self) -> None:
+        """The decisions of PreToolUse handlers the agent ran itself (through
+        the relay) since the last call, as the run's events."""
+        for event in self._native.read_new():
+            self.stream.emit(event)
+
+    def signal_came(self) -> None:
+        """The wrapper received a stop signal: SessionEnd handlers running
+        (the outcome is decided by then) are cut."""
+        if self._ending is not None:
+            self._ending.cancel()
 
     async def at_stop(self, facts: RunFacts, number: int) -> Launch | None:
         """The agent stopped: allow it, or return the launch that steers it back.
@@ -116,13 +133,17 @@ class StopGate:
         results = await run_chain(handlers, "StopFailure", payload, self.hook_ctx, blocking=False)
         self._warn_failed("StopFailure", handlers, results, "it was skipped")
 
-    async def session_end(self, result: dict[str, Any], cut: trio.CancelScope) -> None:
+    async def session_end(self, result: dict[str, Any], *, skip: bool) -> None:
         """``SessionEnd``: the run's outcome is decided (``result``, as
         result.json will say it); its handlers observe, all of them within
-        ``SESSION_END_TIMEOUT``, and ``cut`` (a second signal) ends them."""
+        ``SESSION_END_TIMEOUT``, and a signal that comes meanwhile ends them
+        (``skip``: a second signal already came, they do not run)."""
         handlers = self.config.settings.handlers("SessionEnd")
         if not handlers:
             return
+        cut = self._ending = trio.CancelScope()
+        if skip:
+            cut.cancel()
         payload = self.hook_input(
             "SessionEnd",
             reason="other",

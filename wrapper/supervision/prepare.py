@@ -19,7 +19,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import orjson
 
 from wrapper.core.config import (
     CONTEXT_POLICIES,
@@ -36,6 +38,7 @@ from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
 from wrapper.files.artifacts import run_dir_problem
 from wrapper.files.settings_file import check_commands
 from wrapper.files.settings_file import load_settings as load
+from wrapper.hooks.native import SETTINGS_FILE, agent_settings
 from wrapper.process.invocation import LAUNCHER, wrapper_command, wrapper_executable
 
 PROG = "agent-wrapper"
@@ -201,7 +204,7 @@ def prepare_run(
     settings = load_settings(
         options.settings,
         say_notes=say_notes,
-        enforces_pre_tool_use=dialect.two_way,
+        enforces_pre_tool_use=dialect.two_way or dialect.takes_native_hooks(command),
     )
     _check_hook_commands(settings, cwd, environ)
     run_id = run_id or new_run_id()
@@ -255,8 +258,57 @@ def prepare_run(
         auth_method=getattr(options, "auth_method", None) or settings.acp_auth_method,
         escalation_timeout=options.escalation_timeout,
     )
+    if settings.pre_tool_use and dialect.takes_native_hooks(command):
+        dialect.native_hooks = native_hooks(dialect, config, environ)
     try:
         launch = dialect.launch(config.command, task, run_dir, resumable=config.may_steer)
     except UsageError as exc:
         raise RunUsageError(f"run: {exc}") from None
     return PreparedRun(config, dialect, launch)
+
+
+def native_hooks(
+    dialect: Dialect, config: RunConfig, environ: Mapping[str, str]
+) -> tuple[Path, str] | None:
+    """The settings file that hands the run's PreToolUse handlers to an agent
+    that enforces them itself (its path and text), or None when the agent
+    already loads them from where they are (its own settings files).
+
+    A settings option the user's COMMAND already has is read (a file, or
+    JSON as Claude Code's ``--settings`` also takes) and copied into it;
+    PreToolUse handlers it shares with the run's settings (the same file)
+    are the run's, relayed, so none runs twice."""
+    settings, cwd = config.settings, config.cwd
+    home = Path(environ.get("CLAUDE_CONFIG_DIR") or Path(environ.get("HOME", "~")) / ".claude")
+    own = {cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"}
+    own.add(home.expanduser() / "settings.json")
+    # as the settings were read: relative to this process's directory
+    files = [os.path.abspath(path) for path in settings.files]
+    if any(os.path.realpath(path) in {os.path.realpath(p) for p in own} for path in files):
+        return None
+    user: dict[str, Any] = {}
+    given = dialect.user_native_settings(config.command)
+    if given is not None:
+        option, value = dialect.native_hooks_option, given[2]
+        shared = False
+        try:
+            if value.lstrip().startswith("{"):
+                loaded = orjson.loads(value)
+            else:
+                path = cwd / value
+                shared = os.path.realpath(path) in {os.path.realpath(p) for p in files}
+                loaded = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise RunUsageError(
+                f"run: COMMAND's {option} {value}: cannot read it ({exc}); the wrapper adds "
+                "the PreToolUse handlers to a copy of it: give a readable JSON file"
+            ) from None
+        if not isinstance(loaded, dict):
+            raise RunUsageError(f"run: COMMAND's {option} {value}: expected a JSON object")
+        user = loaded
+        if shared and isinstance(user.get("hooks"), dict):
+            user["hooks"] = {k: v for k, v in user["hooks"].items() if k != "PreToolUse"}
+    wrapper_bin = config.wrapper_bin or str(config.run_dir / LAUNCHER)
+    merged = agent_settings(user, settings, wrapper_bin, files)
+    text = orjson.dumps(merged, option=orjson.OPT_INDENT_2).decode()
+    return config.run_dir / SETTINGS_FILE, text

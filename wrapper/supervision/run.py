@@ -152,10 +152,6 @@ class Run:
         self.timed_out = False
         #: Hooks running between attempts, cancelled by the wrapper's signals.
         self.between_attempts: trio.CancelScope | None = None
-        #: The SessionEnd handlers' scope: a signal once the outcome is decided
-        #: (the second, for a run a signal ended) cuts them.
-        self.ending = trio.CancelScope()
-        self.outcome_decided = False
 
         run_dir = config.run_dir
         self.dir_ok = (
@@ -280,8 +276,7 @@ class Run:
             self.supervisor.interrupt(sig, self._cause())
         if self.between_attempts is not None:
             self.between_attempts.cancel()
-        if self.outcome_decided or len(self.interrupts) > 1:
-            self.ending.cancel()
+        self.gate.signal_came()
 
     def _cause(self) -> str | None:
         """What the agent's signals say of why, when no signal to the wrapper was it."""
@@ -492,6 +487,7 @@ class Run:
             )
         if not any(done is record for done in self.attempts):  # a live session's turn is in
             self.attempts.append(record)
+        self.gate.report_native_decisions()
         if launch.transcript is not None:
             self.gate.transcript = launch.transcript
         return record
@@ -586,8 +582,6 @@ class Run:
 
     async def _finish(self, verdict: Verdict) -> int:
         ended_at = time.time()
-        self.outcome_decided = True
-        await self.gate.session_end(self._render(verdict, ended_at, {}), self.ending)
         pump = self.pump
         if pump is not None and pump.broken is not None:
             self.stream.warnings.append(
@@ -613,9 +607,27 @@ class Run:
             else None,
         }
 
+        def render() -> dict[str, Any]:
+            return build_result(
+                config=self.config,
+                verdict=verdict,
+                attempts=self.attempts,
+                summary=self.summary,
+                dialect=chosen_name(self.dialect),
+                started_at=self.started_at,
+                ended_at=ended_at,
+                warnings=self.stream.warnings,
+                artifacts=artifacts,
+                artifact_errors=self.errors.entries,
+                steering=self.steering,
+                policy=self.gate.policy,
+            )
+
         def render_kept() -> dict[str, Any]:
-            self.result = self._render(verdict, ended_at, artifacts)
+            self.result = render()
             return self.result
+
+        await self.gate.session_end(render(), skip=len(self.interrupts) > 1)
 
         written = write_result(self.config, render_kept, self.errors, artifacts)
         exit_status = verdict.exit_status if written is not None else EXIT_NO_RESULT
@@ -638,24 +650,6 @@ class Run:
             # The live view showed them as they came.
             say_at_end(self.stream.warnings, outcome, error, written)
         return exit_status
-
-    def _render(
-        self, verdict: Verdict, ended_at: float, artifacts: dict[str, str | None]
-    ) -> dict[str, Any]:
-        return build_result(
-            config=self.config,
-            verdict=verdict,
-            attempts=self.attempts,
-            summary=self.summary,
-            dialect=chosen_name(self.dialect),
-            started_at=self.started_at,
-            ended_at=ended_at,
-            warnings=self.stream.warnings,
-            artifacts=artifacts,
-            artifact_errors=self.errors.entries,
-            steering=self.steering,
-            policy=self.gate.policy,
-        )
 
 
 def _telemetry(environ: Mapping[str, str], **run: Any) -> RunTelemetry | None:
