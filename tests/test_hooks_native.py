@@ -193,3 +193,100 @@ def test_without_pre_tool_use_handlers_claude_gets_no_settings(tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr.decode()
     assert given_settings(tmp_path) == (records(tmp_path)[0]["argv"], None)
     assert not (tmp_path / "run" / "hooks").exists()
+
+
+# -- pi: an extension ----------------------------------------------------------------------
+
+
+def test_pi_gets_an_extension_that_relays_each_tool_call(tmp_path: Path) -> None:
+    settings = {
+        "hooks": {
+            "PreToolUse": [{"matcher": "bash", "hooks": [{"type": "command", "command": "true"}]}]
+        }
+    }
+    path = tmp_path / "wrapper-settings.json"
+    path.write_text(json.dumps(settings))
+    scenario = write_scenario(tmp_path, answer("Done."))
+    argv = [
+        sys.executable,
+        "-m",
+        "wrapper",
+        "run",
+        "--output",
+        "quiet",
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
+    argv += ["--settings", str(path), "--task", "Fix it", "--"]
+    argv += [
+        str(ROOT / "fixtures" / "fake_agent" / "pi"),
+        "--mode",
+        "json",
+        "-p",
+        "--scenario",
+        str(scenario),
+    ]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    (started,) = records(tmp_path)
+    assert started["prompt"] == "Fix it", "the extension is an option, not part of the task"
+    extension = Path(started["flags"]["--extension"])
+    assert extension == tmp_path / "run" / "hooks" / "pi-extension.mjs"
+    text = extension.read_text()
+    assert 'pi.on("tool_call"' in text
+    assert '"hook-relay","--handler","*","*","PreToolUse","--settings",' in text
+    result = read_result(tmp_path / "run" / "result.json")
+    assert not any("NOT ENFORCED" in w["message"] for w in result["warnings"])
+
+
+def relay_chain(
+    tmp_path: Path, settings: dict[str, Any], tool: str
+) -> subprocess.CompletedProcess[bytes]:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(settings))
+    argv = [sys.executable, "-m", "wrapper", "hook-relay", "--handler", "*", "*", "PreToolUse"]
+    argv += ["--settings", str(path)]
+    event = {"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": {}}
+    return subprocess.run(
+        argv,
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        env={**os.environ, "AGENT_WRAPPER_RUN_DIR": str(tmp_path / "run")},
+        cwd=ROOT,
+        timeout=HANG_LIMIT,
+        check=False,
+    )
+
+
+def test_the_whole_chain_relay_applies_the_matchers_and_the_first_refusal_decides(
+    tmp_path: Path,
+) -> None:
+    note = hook_script(tmp_path, "note.py", "json.load(sys.stdin)\n")
+    settings = {
+        "hooks": {
+            "PreToolUse": [
+                {"matcher": "bash|edit", "hooks": [{"type": "command", "command": note}]},
+                deny_bash(tmp_path)["hooks"]["PreToolUse"][0] | {"matcher": "bash"},
+            ]
+        }
+    }
+    relayed = relay_chain(tmp_path, settings, "bash")
+    assert relayed.returncode == 0, relayed.stderr.decode()
+    specific = json.loads(relayed.stdout)["hookSpecificOutput"]
+    assert (specific["permissionDecision"], specific["permissionDecisionReason"]) == (
+        "deny",
+        "No shell.",
+    )
+    events = NativeRecords(tmp_path / "run" / RECORDS).read_new()
+    assert [e.decision for e in events if isinstance(e, HookDecision)] == ["allow", "block"]
+
+    relayed = relay_chain(tmp_path, settings, "read")
+    assert (relayed.returncode, relayed.stdout) == (0, b"")
+    assert NativeRecords(tmp_path / "run" / RECORDS).read_new()[4:] == [], "no handler took it"

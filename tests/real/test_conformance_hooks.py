@@ -17,8 +17,10 @@ import pytest
 from tests.real.clis import CLIS
 from tests.real.harness import Case, Mock, cache_dir, cli_versions, mock_server_running, run_case
 
-#: The CLIs whose own hooks the wrapper hands PreToolUse handlers to.
-NATIVE = [(cli, version) for cli in ("claude",) for version in cli_versions(CLIS[cli])]
+#: The CLIs whose own hooks the wrapper hands PreToolUse handlers to, and
+#: what each calls its shell tool (matchers are case-sensitive).
+SHELL = {"claude": "Bash", "pi": "bash"}
+NATIVE = [(cli, version) for cli in SHELL for version in cli_versions(CLIS[cli])]
 IDS = [f"{cli}-{version}" for cli, version in NATIVE]
 REASON = "No shell in this run."
 
@@ -74,7 +76,7 @@ def test_a_denied_tool_never_runs_and_the_reason_is_recorded(
         f"open({str(log)!r}, 'a').write(json.dumps(event) + '\\n')\n"
         f"print({REASON!r}, file=sys.stderr)\nsys.exit(2)\n",
     )
-    hooks = {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "args": deny}]}]}
+    hooks = {"PreToolUse": [{"matcher": SHELL[cli], "hooks": [{"type": "command", "args": deny}]}]}
     case = run_with_hooks(cli, version, tmp_path, mock, hooks)
     where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
     assert "tool-out.txt" not in case.files(), where
@@ -86,7 +88,7 @@ def test_a_denied_tool_never_runs_and_the_reason_is_recorded(
     ), where
     (asked,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert asked["hook_event_name"] == "PreToolUse"
-    assert asked["tool_name"] == "Bash"
+    assert asked["tool_name"] == SHELL[cli]
     assert asked["run_id"] == case.result["runId"]
     (tool,) = case.of_type("tool_end")
     assert tool["isError"] is True
@@ -96,7 +98,22 @@ def test_a_denied_tool_never_runs_and_the_reason_is_recorded(
 
 
 @pytest.mark.parametrize(("cli", "version"), NATIVE, ids=IDS)
-def test_an_allowed_tool_runs_and_the_clis_own_settings_still_apply(
+def test_an_allowed_tool_runs(cli: str, version: str, mock: Mock, tmp_path: Path) -> None:
+    allow = script(tmp_path, "allow.py", "")
+    matcher = f"{SHELL[cli]}|read"
+    hooks = {"PreToolUse": [{"matcher": matcher, "hooks": [{"type": "command", "args": allow}]}]}
+    case = run_with_hooks(cli, version, tmp_path, mock, hooks)
+    where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
+    assert case.files().get("tool-out.txt") == "tool-ok", where
+    assert [d["decision"] for d in decisions(case)] == ["allow"], where
+    assert case.result["outcome"] == "ok", where
+
+
+CLAUDE = [(cli, version) for cli, version in NATIVE if cli == "claude"]
+
+
+@pytest.mark.parametrize(("cli", "version"), CLAUDE, ids=[f"{c}-{v}" for c, v in CLAUDE])
+def test_claudes_own_settings_on_command_still_apply(
     cli: str, version: str, mock: Mock, tmp_path: Path
 ) -> None:
     allow = script(tmp_path, "allow.py", "")

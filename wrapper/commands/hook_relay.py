@@ -20,17 +20,20 @@ import trio
 
 from wrapper.core import environment
 from wrapper.core.events import Event, HookDecision
+from wrapper.core.hook_protocol import Decision
 from wrapper.core.jsonout import dumps
 from wrapper.core.settings import SettingsError
 from wrapper.files.settings_file import load_settings
-from wrapper.hooks.native import RECORDS, agent_answer, record
+from wrapper.hooks.native import RECORDS, WHOLE_CHAIN, agent_answer, record
 from wrapper.hooks.runner import HookContext, run_chain
 
 
 def hook_relay(files: list[str], group: str, index: str, origin: str) -> int:
     """Relay the handler at ``index`` of the PreToolUse matcher group
     ``group`` of the settings ``files``, configured at ``origin`` (its key
-    in its file, ``hooks.PreToolUse[G].hooks[H]``)."""
+    in its file, ``hooks.PreToolUse[G].hooks[H]``); ``WHOLE_CHAIN`` relays
+    every handler whose matcher takes the tool, for an agent that cannot
+    apply matchers itself."""
     run_dir = os.environ.get(environment.RUN_DIR)
     try:
         payload = orjson.loads(sys.stdin.buffer.read())
@@ -42,11 +45,14 @@ def hook_relay(files: list[str], group: str, index: str, origin: str) -> int:
     tool = payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None
     try:
         settings = load_settings(files)
-        handler = settings.pre_tool_use[int(group)].handlers[int(index)]
+        if (group, index, origin) == WHOLE_CHAIN:
+            handlers = settings.pre_tool_use_handlers(tool or "")
+        else:
+            handlers = [settings.pre_tool_use[int(group)].handlers[int(index)]]
     except (SettingsError, IndexError, ValueError) as exc:
         _record(run_dir, origin, tool, f"could not be found again in the settings ({exc})")
         return 0
-    if handler.origin.rsplit(": ", 1)[-1] != origin:
+    if (group, index, origin) != WHOLE_CHAIN and handlers[0].origin.rsplit(": ", 1)[-1] != origin:
         _record(run_dir, origin, tool, "could not be found again: the settings files changed")
         return 0
     env = dict(os.environ)
@@ -62,11 +68,18 @@ def hook_relay(files: list[str], group: str, index: str, origin: str) -> int:
         evaluator=settings.evaluator,
         emit=events.append,
     )
-    chain = functools.partial(run_chain, [handler], "PreToolUse", payload, ctx, blocking=True)
-    (result,) = trio.run(chain)
-    decided = next(e for e in events if isinstance(e, HookDecision))
-    _append(run_dir, record(decided, tool, result.updated_input))
-    answer = agent_answer(result)
+    chain = functools.partial(run_chain, handlers, "PreToolUse", payload, ctx, blocking=True)
+    results = trio.run(chain)
+    decided = [e for e in events if isinstance(e, HookDecision)]
+    for result, decision in zip(results, decided, strict=False):
+        _append(run_dir, record(decision, tool, result.updated_input))
+    # As over ACP: the first that says allow or refuses decides; a plain
+    # allow leaves the decision to the next handler, then to the agent.
+    deciding = next(
+        (r for r in results if r.decision is not Decision.ALLOW or r.permission == "allow"),
+        None,
+    )
+    answer = agent_answer(deciding) if deciding is not None else None
     if answer is not None:
         sys.stdout.buffer.write(dumps(answer) + b"\n")
     return 0

@@ -441,14 +441,17 @@ class Dialect:
     #: whose value is the mode, and flags that each stand for one mode.
     permission_mode_options: ClassVar[tuple[str, ...]] = ()
     permission_mode_flags: ClassVar[Mapping[str, str]] = {}
-    #: The agent's own option that names a settings file with its hooks
-    #: (Claude Code's ``--settings``), for the programs that take it: the
-    #: wrapper hands the user's PreToolUse handlers to the agent through it.
+    #: The agent's own option that names a file with its hooks (Claude Code's
+    #: ``--settings``, pi's ``--extension``), for the programs that take it:
+    #: the wrapper hands the user's PreToolUse handlers to the agent through it.
     native_hooks_option: ClassVar[str | None] = None
     native_hooks_programs: ClassVar[frozenset[str]] = frozenset()
+    #: What that option names: a ``settings`` file (Claude Code's format,
+    #: merged with the user's) or an ``extension`` (pi's, added to the user's).
+    native_hooks_kind: ClassVar[str] = "settings"
 
-    #: The settings file given to the agent with ``native_hooks_option`` (its
-    #: path and text, written with every launch), once the run has one.
+    #: The file given to the agent with ``native_hooks_option`` (its path and
+    #: text, written with every launch), once the run has one.
     native_hooks: tuple[Path, str] | None = None
 
     def __init__(self) -> None:
@@ -458,9 +461,14 @@ class Dialect:
         """Whether the program ``command`` runs takes hooks through
         ``native_hooks_option``."""
         found = program(command)
-        return self.native_hooks_option is not None and bool(
-            found and found[0] in self.native_hooks_programs
-        )
+        return bool(self.native_hooks_option and found and found[0] in self.native_hooks_programs)
+
+    def native_hook_words(self) -> tuple[list[str], dict[Path, str]]:
+        """The option that gives the agent the run's hooks, and the file to write."""
+        if self.native_hooks is None or self.native_hooks_option is None:
+            return [], {}
+        path, text = self.native_hooks
+        return [self.native_hooks_option, str(path)], {path: text}
 
     def user_native_settings(self, command: Sequence[str]) -> tuple[int, int, str] | None:
         """Where ``command`` already gives ``native_hooks_option``: the slice

@@ -203,14 +203,12 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
     def with_native_hooks(self, command: Sequence[str]) -> tuple[list[str], dict[Path, str]]:
         """``command`` with the run's own settings file in place of the
         user's (the run's is a copy of it, merged), and the file to write."""
-        if self.native_hooks is None or self.native_hooks_option is None:
-            return list(command), {}
-        path, text = self.native_hooks
+        option, files = self.native_hook_words()
         words = list(command)
-        given = self.user_native_settings(words)
+        given = self.user_native_settings(words) if option else None
         if given is not None:
             del words[given[0] : given[1]]
-        return [*words, self.native_hooks_option, str(path)], {path: text}
+        return [*words, *option], files
 
     def launch(
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False

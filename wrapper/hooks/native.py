@@ -1,10 +1,15 @@
 """PreToolUse handlers enforced by the agent itself, through its own hooks
-(Claude Code's ``--settings``): the settings the agent is given, the relay
-each handler runs behind, and the relay's records read back into the run.
+(Claude Code's ``--settings``, pi's ``--extension``): what the agent is
+given, the relay the handlers run behind, and the relay's records read back
+into the run.
 
-The agent is given a copy of the user's own settings for it with one hook
+Claude Code is given a copy of the user's own settings for it with one hook
 per PreToolUse handler of the run's settings, under the handler's matcher:
-``WRAPPER hook-relay --handler GROUP INDEX ORIGIN --settings FILE...``.
+``WRAPPER hook-relay --handler GROUP INDEX ORIGIN --settings FILE...``. pi
+is given an extension whose ``tool_call`` handler runs
+``WRAPPER hook-relay --handler '*' '*' PreToolUse --settings FILE...``: the
+relay runs every handler whose matcher takes the tool, in order, the first
+that refuses deciding.
 The relay (``wrapper.commands.hook_relay``) runs the user's handler as a run
 would (any handler type), appends what it decided to ``RECORDS`` in the run
 directory and answers the agent in its own protocol; the run turns the
@@ -28,8 +33,12 @@ from wrapper.core.settings import Handler, Settings
 
 #: Where the relay appends its decisions, in the run directory.
 RECORDS = Path("hooks") / "native-decisions.jsonl"
-#: The settings file the agent is given, in the run directory.
+#: The settings file Claude Code is given, in the run directory.
 SETTINGS_FILE = Path("hooks") / "claude-settings.json"
+#: The extension pi is given, in the run directory.
+EXTENSION_FILE = Path("hooks") / "pi-extension.mjs"
+#: ``--handler`` for the relay that runs the whole chain of the tool.
+WHOLE_CHAIN = ("*", "*", "PreToolUse")
 #: The agent's own time limit on a relayed hook is the handler's and this
 #: much more: the relay enforces the handler's, and must have time to answer.
 RELAY_MARGIN = 10.0
@@ -58,6 +67,66 @@ def agent_settings(
     hooks["PreToolUse"] = groups
     merged["hooks"] = hooks
     return merged
+
+
+def pi_extension(settings: Settings, wrapper_bin: str, files: Sequence[str]) -> str:
+    """pi's extension that relays each tool call to the run's PreToolUse
+    handlers: a refusal (``deny``, ``ask``, exit 2, ``continue: false``)
+    blocks the tool with its reason; anything else, the relay's failure
+    included, lets it run."""
+    argv = [wrapper_bin, "hook-relay", "--handler", *WHOLE_CHAIN]
+    for path in files:
+        argv += ["--settings", path]
+    limit = sum(h.timeout for g in settings.pre_tool_use for h in g.handlers) + RELAY_MARGIN
+    return _PI_EXTENSION.replace("$RELAY", orjson.dumps(argv).decode()).replace(
+        "$LIMIT_MS", str(math.ceil(limit * 1000))
+    )
+
+
+_PI_EXTENSION = """\
+// Written by agent-wrapper for one run: the run's PreToolUse handlers, run
+// through its relay before each tool call.
+import { execFile } from "node:child_process";
+
+const RELAY = $RELAY;
+
+export default function (pi) {
+  pi.on("tool_call", async (event) => {
+    const input = JSON.stringify({
+      hook_event_name: "PreToolUse",
+      cwd: process.cwd(),
+      tool_name: event.toolName,
+      tool_input: event.input,
+      tool_use_id: event.toolCallId,
+    });
+    const out = await new Promise((resolve) => {
+      const child = execFile(
+        RELAY[0],
+        RELAY.slice(1),
+        { timeout: $LIMIT_MS, maxBuffer: 1024 * 1024 },
+        (error, stdout) => resolve(error ? "" : stdout),
+      );
+      child.stdin.on("error", () => {});
+      child.stdin.end(input);
+    });
+    let answer = null;
+    try {
+      answer = out.trim() ? JSON.parse(out) : null;
+    } catch {
+      answer = null;
+    }
+    if (answer === null || typeof answer !== "object") return undefined;
+    if (answer.continue === false) {
+      return { block: true, reason: answer.stopReason || "a PreToolUse handler ended the run" };
+    }
+    const specific = answer.hookSpecificOutput || {};
+    if (specific.permissionDecision === "deny" || specific.permissionDecision === "ask") {
+      return { block: true, reason: specific.permissionDecisionReason };
+    }
+    return undefined;
+  });
+}
+"""
 
 
 def relay_hook(

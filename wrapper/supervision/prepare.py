@@ -38,7 +38,7 @@ from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
 from wrapper.files.artifacts import run_dir_problem
 from wrapper.files.settings_file import check_commands
 from wrapper.files.settings_file import load_settings as load
-from wrapper.hooks.native import SETTINGS_FILE, agent_settings
+from wrapper.hooks.native import EXTENSION_FILE, SETTINGS_FILE, agent_settings, pi_extension
 from wrapper.process.invocation import LAUNCHER, wrapper_command, wrapper_executable
 
 PROG = "agent-wrapper"
@@ -270,20 +270,24 @@ def prepare_run(
 def native_hooks(
     dialect: Dialect, config: RunConfig, environ: Mapping[str, str]
 ) -> tuple[Path, str] | None:
-    """The settings file that hands the run's PreToolUse handlers to an agent
-    that enforces them itself (its path and text), or None when the agent
-    already loads them from where they are (its own settings files).
+    """The file that hands the run's PreToolUse handlers to an agent that
+    enforces them itself (its path and text: Claude Code's settings, pi's
+    extension), or None when the agent already loads them from where they
+    are (Claude Code's own settings files).
 
     A settings option the user's COMMAND already has is read (a file, or
     JSON as Claude Code's ``--settings`` also takes) and copied into it;
     PreToolUse handlers it shares with the run's settings (the same file)
     are the run's, relayed, so none runs twice."""
     settings, cwd = config.settings, config.cwd
+    wrapper_bin = config.wrapper_bin or str(config.run_dir / LAUNCHER)
+    # as the settings were read: relative to this process's directory
+    files = [os.path.abspath(path) for path in settings.files]
+    if dialect.native_hooks_kind == "extension":
+        return config.run_dir / EXTENSION_FILE, pi_extension(settings, wrapper_bin, files)
     home = Path(environ.get("CLAUDE_CONFIG_DIR") or Path(environ.get("HOME", "~")) / ".claude")
     own = {cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"}
     own.add(home.expanduser() / "settings.json")
-    # as the settings were read: relative to this process's directory
-    files = [os.path.abspath(path) for path in settings.files]
     if any(os.path.realpath(path) in {os.path.realpath(p) for p in own} for path in files):
         return None
     user: dict[str, Any] = {}
@@ -308,7 +312,6 @@ def native_hooks(
         user = loaded
         if shared and isinstance(user.get("hooks"), dict):
             user["hooks"] = {k: v for k, v in user["hooks"].items() if k != "PreToolUse"}
-    wrapper_bin = config.wrapper_bin or str(config.run_dir / LAUNCHER)
     merged = agent_settings(user, settings, wrapper_bin, files)
     text = orjson.dumps(merged, option=orjson.OPT_INDENT_2).decode()
     return config.run_dir / SETTINGS_FILE, text
