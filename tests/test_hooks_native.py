@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import HANG_LIMIT, ROOT, agent_env, read_result, write_scenario
-from tests.test_hooks import answer, hook_script, records
+from tests.test_hooks import answer, hook_script, records, run_cli
 from wrapper.core.events import HookDecision, HookStarted, WarningEvent
 from wrapper.hooks.native import RECORDS, NativeRecords
 
@@ -290,3 +290,17 @@ def test_the_whole_chain_relay_applies_the_matchers_and_the_first_refusal_decide
     relayed = relay_chain(tmp_path, settings, "read")
     assert (relayed.returncode, relayed.stdout) == (0, b"")
     assert NativeRecords(tmp_path / "run" / RECORDS).read_new()[4:] == [], "no handler took it"
+
+
+def test_hook_test_runs_pre_tool_use_handlers_by_their_matcher(tmp_path: Path) -> None:
+    settings = tmp_path / "s.json"
+    settings.write_text(json.dumps(deny_bash(tmp_path)))
+    event = tmp_path / "event.json"
+    for tool, status, decision in (("Bash", 1, "block"), ("Read", 0, "allow")):
+        event.write_text(json.dumps({"hook_event_name": "PreToolUse", "tool_name": tool}))
+        proc = run_cli(tmp_path, "hook-test", "--settings", str(settings), "--event", str(event))
+        assert proc.returncode == status, proc.stderr
+        report = json.loads(proc.stdout)
+        assert report["decision"] == decision
+        assert len(report["handlers"]) == (1 if tool == "Bash" else 0)
+    assert report["reason"] is None

@@ -63,7 +63,8 @@ def hook_relay(files: list[str], group: str, index: str, origin: str) -> int:
     ctx = HookContext(
         cwd=cwd,
         env=env,
-        run_dir=Path(run_dir) if run_dir else cwd / ".agent-wrapper" / "hook-relay",
+        # relays may run at once (parallel tool calls): verifiers apart
+        run_dir=Path(run_dir or cwd / ".agent-wrapper") / "hooks" / f"relay-{os.getpid()}",
         agent_command=(),
         evaluator=settings.evaluator,
         emit=events.append,
