@@ -304,3 +304,24 @@ def test_hook_test_runs_pre_tool_use_handlers_by_their_matcher(tmp_path: Path) -
         assert report["decision"] == decision
         assert len(report["handlers"]) == (1 if tool == "Bash" else 0)
     assert report["reason"] is None
+
+
+@pytest.mark.parametrize("kind", ["missing", "fifo", "not-json", "inline"])
+def test_claudes_own_settings_that_cannot_be_copied_are_a_usage_error(
+    tmp_path: Path, kind: str
+) -> None:
+    own = tmp_path / "own.json"
+    if kind == "fifo":
+        os.mkfifo(own)
+    elif kind == "not-json":
+        own.write_text("{oops")
+    value = '{"model": "opus"}' if kind == "inline" else str(own)
+    proc, _ = run_claude(tmp_path, deny_bash(tmp_path), ["--settings", value])
+    if kind == "inline":
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert given_settings(tmp_path)[1]["model"] == "opus"  # type: ignore[index]
+        return
+    assert proc.returncode == 2
+    (line,) = proc.stderr.decode().splitlines()
+    assert line.startswith("agent-wrapper: error: run: COMMAND's --settings: ")
+    assert "must be a readable JSON object" in line

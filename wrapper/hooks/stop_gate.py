@@ -166,19 +166,21 @@ class StopGate:
                 handlers, "SessionEnd", payload, self.hook_ctx, blocking=False
             )
         self._warn_failed("SessionEnd", handlers, results, "the run's end is unchanged")
-        if bound.cancelled_caught or cut.cancelled_caught:
-            why = (
-                "a second signal came"
-                if cut.cancelled_caught
-                else f"they were still running after {SESSION_END_TIMEOUT:g}s, their bound"
+        if skip:
+            why = "were skipped: a second signal came before they ran"
+        elif cut.cancelled_caught:
+            why = "were stopped by a signal that came while they ran"
+        elif bound.cancelled_caught:
+            why = f"were stopped after {SESSION_END_TIMEOUT:g}s, their bound"
+        else:
+            return
+        self.stream.emit(
+            WarningEvent(
+                code="hook_failed",
+                message=f"SessionEnd handlers {why} (each that finished has its "
+                "hook_decision event); the run's end is unchanged",
             )
-            self.stream.emit(
-                WarningEvent(
-                    code="hook_failed",
-                    message=f"SessionEnd handlers were stopped: {why}; "
-                    f"{len(handlers) - len(results)} of {len(handlers)} did not finish",
-                )
-            )
+        )
 
     async def session_start(self, source: str) -> list[str]:
         """``SessionStart``, before the first prompt of an agent session

@@ -36,7 +36,7 @@ from wrapper.core.config import (
 from wrapper.core.settings import Settings, SettingsError
 from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
 from wrapper.files.artifacts import run_dir_problem
-from wrapper.files.settings_file import check_commands
+from wrapper.files.settings_file import check_commands, read_settings_object
 from wrapper.files.settings_file import load_settings as load
 from wrapper.hooks.native import EXTENSION_FILE, SETTINGS_FILE, agent_settings, pi_extension
 from wrapper.process.invocation import LAUNCHER, wrapper_command, wrapper_executable
@@ -297,19 +297,18 @@ def native_hooks(
         shared = False
         try:
             if value.lstrip().startswith("{"):
-                loaded = orjson.loads(value)
+                user = orjson.loads(value)
             else:
                 path = cwd / value
                 shared = os.path.realpath(path) in {os.path.realpath(p) for p in files}
-                loaded = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError) as exc:
+                user = read_settings_object(str(path))
+        except (SettingsError, orjson.JSONDecodeError) as exc:
             raise RunUsageError(
-                f"run: COMMAND's {option} {value}: cannot read it ({exc}); the wrapper adds "
-                "the PreToolUse handlers to a copy of it: give a readable JSON file"
+                f"run: COMMAND's {option}: {exc}; the wrapper adds the PreToolUse handlers "
+                "to a copy of it, so it must be a readable JSON object"
             ) from None
-        if not isinstance(loaded, dict):
+        if not isinstance(user, dict):
             raise RunUsageError(f"run: COMMAND's {option} {value}: expected a JSON object")
-        user = loaded
         if shared and isinstance(user.get("hooks"), dict):
             user["hooks"] = {k: v for k, v in user["hooks"].items() if k != "PreToolUse"}
     merged = agent_settings(user, settings, wrapper_bin, files)
