@@ -22,6 +22,7 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
+from tests.test_acp_e2e import HANG, result_of, start
 from tests.test_hooks import (
     ALWAYS_BLOCK,
     answer,
@@ -318,3 +319,24 @@ def test_hook_test_runs_the_run_events_handlers(tmp_path: Path, event: str) -> N
     (ran,) = report["handlers"]
     assert ran["additionalContext"] == "Context for the session."
     assert [s["hook_event_name"] for s in seen(tmp_path, "seen")] == [event]
+
+
+def test_a_steer_on_a_live_session_starts_no_new_session(tmp_path: Path) -> None:
+    start_hook = recorder(tmp_path, "start", reply="Session note.")
+    block = hook_script(tmp_path, "block.py", ALWAYS_BLOCK)
+    settings = hooks(SessionStart=[command(start_hook)], Stop=[command(block)])
+    settings["stop"] = {"maxSteers": 1}
+    path = settings_file(tmp_path, settings)
+    steps: list[dict[str, Any]] = [{"assistant": {"text": "Fixed.", "stopReason": "stop"}}]
+    resumes = [[{"assistant": {"text": "Better.", "stopReason": "stop"}}]]
+    proc = start(tmp_path, steps, "--task", "Fix it", "--settings", str(path), resumes=resumes)
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    assert result_of(tmp_path)["steerCount"] == 1
+    assert [s["source"] for s in seen(tmp_path, "start")] == ["startup"]
+    out = [
+        json.loads(line)["msg"]
+        for line in (tmp_path / "run" / "protocol.jsonl").read_text().splitlines()
+    ]
+    prompts = [m["params"]["prompt"][0]["text"] for m in out if m.get("method") == "session/prompt"]
+    assert prompts == ["Session note.\n\nFix it", "Not good enough yet."]
