@@ -797,15 +797,32 @@ def test_hook_failures_and_settings_notes_end_a_quiet_run_on_stderr(tmp_path: Pa
 
 
 def test_unenforceable_events_are_reported_loudly(tmp_path: Path) -> None:
-    settings = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [command("true")]}]}}
+    settings = {"hooks": {"Notification": [{"hooks": [command("true")]}]}}
     run = run_with(tmp_path, settings, answer("Done."))
     assert "NOT ENFORCED" in run.stderr
     notes = [w["message"] for w in run.result["warnings"] if w["code"] == "settings_note"]
-    assert any("PreToolUse" in n and "NOT ENFORCED" in n for n in notes)
+    assert any("Notification" in n and "NOT ENFORCED" in n for n in notes)
+
+
+def test_pre_tool_use_is_not_enforced_on_an_agent_without_hooks_of_its_own(
+    tmp_path: Path,
+) -> None:
+    settings = {"hooks": {"PreToolUse": [{"matcher": "shell", "hooks": [command("true")]}]}}
+    scenario = write_scenario(tmp_path, answer("Done."))
+    path = settings_file(tmp_path, settings)
+    argv = wrapper_argv(tmp_path / "run", scenario, options=["--settings", str(path)])
+    codex = tmp_path / "codex"
+    codex.symlink_to(ROOT / "fixtures" / "fake_agent" / "fake-agent")
+    argv[argv.index("--") + 1 :] = [str(codex), "exec", "--json", "--scenario", str(scenario)]
+    proc = invoke(argv, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = read_result(tmp_path / "run" / "result.json")
+    notes = [w["message"] for w in result["warnings"] if w["code"] == "settings_note"]
+    assert any("hooks.PreToolUse: NOT ENFORCED" in n for n in notes)
 
 
 def test_a_live_view_shows_a_settings_note_once(tmp_path: Path) -> None:
-    settings = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [command("true")]}]}}
+    settings = {"hooks": {"Notification": [{"hooks": [command("true")]}]}}
     scenario = write_scenario(tmp_path, answer("Done."))
     options = ["--output", "pretty", "--settings", str(settings_file(tmp_path, settings))]
     proc = invoke(wrapper_argv(tmp_path / "run", scenario, options=options), tmp_path)
@@ -980,7 +997,7 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ('{"hooks": {"Stop": [{"hooks": [{"command": "a | b"}]}]}}', '"shell": true'),
         ('{"hooks": {"Stop": [{"hooks": [{"command": "x", "timeout": "1"}]}]}}', "timeout"),
         ('{"hooks": {"Stop": [{"hooks": [{"type": "prompt", "prompt": "p"}]}]}}', "evaluator"),
-        ('{"hooks": {"Stop": [{"hooks": [{"type": "http"}]}]}}', "not a handler type"),
+        ('{"hooks": {"Stop": [{"hooks": [{"type": "webhook"}]}]}}', "not a handler type"),
         ('{"stop": {"maxRetries": -1}}', "stop.maxRetries"),
         ('{"stop": {"retry": true}}', "stop.retry: unknown key"),
         ('{"stop": {"failClosed": "yes"}}', "stop.failClosed: expected true or false"),

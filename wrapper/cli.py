@@ -239,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
     hook_test.add_argument(
         "--event", metavar="EVENT.json", required=True, help="the hook input (- for stdin)"
     )
+
+    relay = sub.add_parser("hook-relay")  # the agent's own hook (wrapper.hooks.native)
+    relay.add_argument("--settings", action="append", required=True)
+    relay.add_argument("--handler", nargs=3, metavar=("GROUP", "INDEX", "ORIGIN"), required=True)
     return parser
 
 
@@ -382,6 +386,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         settings = _load_settings(args.settings)
         return hook_test(settings, args.event)
+    if args.subcommand == "hook-relay":
+        from wrapper.commands.hook_relay import hook_relay
+
+        return hook_relay(args.settings, *args.handler)
     parser.error(f"unknown subcommand {args.subcommand!r}")
     return None
 

@@ -141,7 +141,9 @@ def run_case(
     *,
     version: str | None = None,
     options: list[str] | None = None,
+    agent_args: list[str] | None = None,
 ) -> Case:
+    """``options`` go to the wrapper, ``agent_args`` to the CLI (after its own)."""
     cli = CLIS[cli_name]
     version = version or cli_version(cli)
     exe = cli.executable(cache_dir(), version)
@@ -168,7 +170,7 @@ def run_case(
         # The tool runs longer than the grace: the wrapper must wait for it.
         argv += ["--grace", "1"]
     argv += options or []
-    argv += ["--task", task, "--", *setup.argv]
+    argv += ["--task", task, "--", *setup.argv, *(agent_args or [])]
     # The wrapper runs from the repository with its own interpreter. PWD names
     # another directory on purpose, as when a runner exec()s the wrapper after
     # a chdir: the agent must work in (and write to) its working directory.

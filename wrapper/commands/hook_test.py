@@ -28,7 +28,7 @@ from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 PROG = "agent-wrapper hook-test"
 
 #: Events whose first block or end decides (the others only observe).
-BLOCKING = STOP_EVENTS | {"UserPromptSubmit"}
+BLOCKING = STOP_EVENTS | {"UserPromptSubmit", "PreToolUse"}
 
 
 #: Fields the wrapper itself reads from the event, and what each must be
@@ -86,7 +86,10 @@ def hook_test(settings: Settings, event_path: str) -> int:
         emit=events.append,
     )
     tool = payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None
-    handlers = settings.handlers(name, tool)
+    if name == "PreToolUse":  # kept apart: only some agents enforce it
+        handlers = settings.pre_tool_use_handlers(tool or "")
+    else:
+        handlers = settings.handlers(name, tool)
     # as a run has it: with stop.failClosed a failing Stop handler ends the run
     fail_closed = settings.fail_closed and name in STOP_EVENTS
     results = trio.run(

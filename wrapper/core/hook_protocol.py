@@ -195,3 +195,37 @@ def _clip(text: str) -> str:
     if len(text) <= REASON_CHARS:
         return text
     return text[:REASON_CHARS] + f"… [{len(text) - REASON_CHARS} more characters]"
+
+
+def stop_failure_error(api_status: int | None, message: str) -> str:
+    """Claude Code's name for why a turn failed (``StopFailure``'s ``error``),
+    from the provider's HTTP status when the agent reported one."""
+    if api_status == 429:
+        return "rate_limit"
+    if api_status in (401, 403):
+        return "authentication_failed"
+    if api_status == 402:
+        return "billing_error"
+    if api_status is not None and 400 <= api_status < 500:
+        return "invalid_request"
+    if api_status is not None and api_status >= 500:
+        return "server_error"
+    if "max_output_tokens" in message:
+        return "max_output_tokens"
+    return "unknown"
+
+
+#: Terminal escape sequences (CSI, OSC and two-character ones), removed whole
+#: so that no half of one is left as text.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+#: Control characters but newline and tab (C0, DEL, C1).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without terminal escapes and control characters, newlines and
+    tabs kept: what a tool printed for a terminal, made safe for a handler
+    that logs it or shows it to a person."""
+    if text.isprintable():
+        return text
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))

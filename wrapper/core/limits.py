@@ -77,6 +77,13 @@ HANDLER_OUTPUT_BYTES = 1024 * 1024
 HANDLER_DRAIN_TIMEOUT = 1.0
 #: A verifier agent gets this long beyond its own limit to write its result.
 VERIFIER_MARGIN = 10.0
+#: An http handler's response is read up to this size; a larger one is a
+#: failure (cutting a JSON answer would change what it says).
+HTTP_RESPONSE_BYTES = 1024 * 1024
+#: The SessionEnd handlers of a run, all together, get at most this long:
+#: whoever waits on the wrapper's exit (a runner, a person after Ctrl-C)
+#: must not wait on a notifier for long.
+SESSION_END_TIMEOUT = 5.0
 
 #: Observer handlers running at once.
 OBSERVER_CONCURRENCY = 4

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from wrapper.core.shellwords import ShellSyntax, split_command
 
@@ -28,12 +29,14 @@ STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
 #: Handlers fired from what the stream shows; they observe and never block.
 OBSERVED_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "PreCompact"})
+#: Handlers of the run's own life: ``SessionStart`` (before an agent session's
+#: first prompt; may add context), ``SessionEnd`` (once the run's outcome is
+#: decided) and ``StopFailure`` (a turn ended on an API error); none blocks.
+LIFECYCLE_EVENTS = frozenset({"SessionStart", "SessionEnd", "StopFailure"})
 #: Claude Code events that need the agent's cooperation; the wrapper only
 #: sees the stream, so it cannot enforce them.
-UNENFORCEABLE_EVENTS = frozenset(
-    {"PreToolUse", "PermissionRequest", "Notification", "SessionStart", "SessionEnd"}
-)
-HOOK_EVENTS = STOP_EVENTS | PROMPT_EVENTS | OBSERVED_EVENTS
+UNENFORCEABLE_EVENTS = frozenset({"PreToolUse", "PermissionRequest", "Notification"})
+HOOK_EVENTS = STOP_EVENTS | PROMPT_EVENTS | OBSERVED_EVENTS | LIFECYCLE_EVENTS
 #: Newer Claude Code events, tied to its own features (teams, worktrees,
 #: MCP): the wrapper does not run them, and knowing them keeps them from
 #: being taken for misspellings of the events above.
@@ -51,7 +54,6 @@ OTHER_CLAUDE_EVENTS = frozenset(
         "PermissionDenied",
         "Elicitation",
         "ElicitationResult",
-        "StopFailure",
     }
 )
 KNOWN_EVENTS = HOOK_EVENTS | UNENFORCEABLE_EVENTS | OTHER_CLAUDE_EVENTS
@@ -63,7 +65,11 @@ NEAR_MISS_EDITS = 2
 TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 #: Per-handler time limits, by handler type, in seconds.
-DEFAULT_HANDLER_TIMEOUTS = {"command": 60.0, "prompt": 30.0, "agent": 60.0}
+DEFAULT_HANDLER_TIMEOUTS = {"command": 60.0, "http": 60.0, "prompt": 30.0, "agent": 60.0}
+#: Claude Code handler types the wrapper skips (with a note): an ``mcp_tool``
+#: handler calls a tool of an MCP server the agent is connected to, and the
+#: wrapper has no such connection of its own.
+SKIPPED_HANDLER_TYPES = frozenset({"mcp_tool"})
 #: Built-in error retry: how many steers it may use unless the settings say.
 DEFAULT_MAX_RETRIES = 2
 
@@ -121,10 +127,21 @@ class Handler:
     prompt: str | None = None
     #: ``agent``: the verifier agent's command (default: the run's own).
     agent_command: tuple[str, ...] | None = None
+    #: ``http``: where the hook input is POSTed, the request's extra headers
+    #: (values as configured) and the variables they may use.
+    url: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    allowed_env_vars: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
         """A short description for events and result.json."""
+        if self.type == "http":
+            # Without credentials or the query: either may carry a secret.
+            parts = urlsplit(self.url or "")
+            port = f":{parts.port}" if parts.port is not None else ""
+            where = f"{parts.scheme}://{parts.hostname}{port}{parts.path}"
+            return f"http {where[:NAME_CHARS]}"
         if self.type == "command":
             text = self.command if self.command is not None else " ".join(self.args or ())
             if len(text) <= NAME_CHARS:
@@ -273,7 +290,7 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
         if isinstance(raw_hooks, dict) and isinstance(raw_hooks.get("PreToolUse"), list):
             key = "hooks.PreToolUse"
             for i, value in enumerate(raw_hooks["PreToolUse"]):
-                group = _group(where, f"{key}[{i}]", "PreToolUse", value)
+                group = _group(where, f"{key}[{i}]", "PreToolUse", value, notes)
                 if _valid_matcher(group.matcher):
                     pre_tool_use.append(group)
                 else:
@@ -344,7 +361,7 @@ def _hooks(where: str, value: Any, notes: list[str]) -> dict[str, list[MatcherGr
         key = f"hooks.{event}"
         if not isinstance(groups, list):
             raise SettingsError(f"{where}: {key}: expected a list of matcher groups")
-        parsed = [_group(where, f"{key}[{i}]", event, g) for i, g in enumerate(groups)]
+        parsed = [_group(where, f"{key}[{i}]", event, g, notes) for i, g in enumerate(groups)]
         if event in UNENFORCEABLE_EVENTS:
             notes.append(
                 f"{where}: {key}: NOT ENFORCED: the wrapper only sees the agent's output "
@@ -411,7 +428,9 @@ def _valid_matcher(matcher: str | None) -> bool:
     return True
 
 
-def _group(where: str, key: str, event: str, value: Any) -> MatcherGroup:
+def _group(
+    where: str, key: str, event: str, value: Any, notes: list[str] | None = None
+) -> MatcherGroup:
     if not isinstance(value, dict):
         raise SettingsError(f"{where}: {key}: expected an object with a hooks list")
     matcher = value.get("matcher")
@@ -425,19 +444,31 @@ def _group(where: str, key: str, event: str, value: Any) -> MatcherGroup:
     handlers = value.get("hooks")
     if not isinstance(handlers, list) or not handlers:
         raise SettingsError(f"{where}: {key}.hooks: expected a non-empty list of handlers")
-    return MatcherGroup(
-        matcher,
-        tuple(_handler(where, f"{key}.hooks[{i}]", h) for i, h in enumerate(handlers)),
-    )
+    kept = []
+    for i, raw in enumerate(handlers):
+        handler = _handler(where, f"{key}.hooks[{i}]", raw)
+        if handler is not None:
+            kept.append(handler)
+        elif notes is not None:
+            notes.append(
+                f"{where}: {key}.hooks[{i}]: an mcp_tool handler is skipped: it calls a tool "
+                "of an MCP server the agent is connected to, and the wrapper has no MCP "
+                "connection of its own; use a command or http handler instead"
+            )
+    return MatcherGroup(matcher, tuple(kept))
 
 
-def _handler(where: str, key: str, value: Any) -> Handler:
+def _handler(where: str, key: str, value: Any) -> Handler | None:
+    """The handler ``value`` configures; None for a type the wrapper skips."""
     if not isinstance(value, dict):
         raise SettingsError(f"{where}: {key}: expected an object")
     kind = value.get("type", "command")
+    if kind in SKIPPED_HANDLER_TYPES:
+        return None
     if kind not in DEFAULT_HANDLER_TIMEOUTS:
         raise SettingsError(
-            f"{where}: {key}.type: {kind!r} is not a handler type (command, prompt, agent)"
+            f"{where}: {key}.type: {kind!r} is not a handler type "
+            "(command, http, prompt, agent; mcp_tool is skipped)"
         )
     timeout = _seconds(
         where, f"{key}.timeout", value.get("timeout", DEFAULT_HANDLER_TIMEOUTS[kind])
@@ -445,6 +476,8 @@ def _handler(where: str, key: str, value: Any) -> Handler:
     origin = f"{where}: {key}"
     if kind == "command":
         return _command_handler(where, key, value, origin, timeout)
+    if kind == "http":
+        return _http_handler(where, key, value, origin, timeout)
     prompt = value.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise SettingsError(f"{where}: {key}.prompt: a {kind} handler needs a prompt")
@@ -477,6 +510,49 @@ def _command_handler(
                 '"shell": true to run it with /bin/sh -c, or give "args" as a list'
             ) from None
     return Handler(type="command", origin=origin, timeout=timeout, command=command, shell=shell)
+
+
+def _http_handler(
+    where: str, key: str, value: dict[str, Any], origin: str, timeout: float
+) -> Handler:
+    url = value.get("url")
+    if not isinstance(url, str) or not url.strip():
+        raise SettingsError(f'{where}: {key}.url: an http handler needs a "url" string')
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a bad port raises only when read)
+    except ValueError as exc:
+        raise SettingsError(f"{where}: {key}.url: not a usable URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(
+            f"{where}: {key}.url: expected an http:// or https:// URL with a host, got {url!r}"
+        )
+    headers = value.get("headers", {})
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise SettingsError(
+            f"{where}: {key}.headers: expected an object of header names and string values"
+        )
+    for name, text in headers.items():
+        if not name or any(c in name for c in ":\r\n ") or any(c in text for c in "\r\n\0"):
+            raise SettingsError(
+                f"{where}: {key}.headers: {name!r} is not a usable header (a name without "
+                "spaces or colons, a value on one line)"
+            )
+    allowed = value.get("allowedEnvVars", [])
+    if not isinstance(allowed, list) or not all(isinstance(v, str) for v in allowed):
+        raise SettingsError(
+            f"{where}: {key}.allowedEnvVars: expected a list of environment variable names"
+        )
+    return Handler(
+        type="http",
+        origin=origin,
+        timeout=timeout,
+        url=url,
+        headers=tuple(headers.items()),
+        allowed_env_vars=frozenset(allowed),
+    )
 
 
 def _argv(where: str, key: str, value: Any) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from wrapper.core.events import (
     WarningEvent,
 )
 from wrapper.core.framing import Frame, Oversized
-from wrapper.core.registry import program_name
+from wrapper.core.registry import program, program_name
 
 #: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
 #: pages including the terminating NUL).
@@ -441,9 +441,50 @@ class Dialect:
     #: whose value is the mode, and flags that each stand for one mode.
     permission_mode_options: ClassVar[tuple[str, ...]] = ()
     permission_mode_flags: ClassVar[Mapping[str, str]] = {}
+    #: The agent's own option that names a file with its hooks (Claude Code's
+    #: ``--settings``, pi's ``--extension``), for the programs that take it:
+    #: the wrapper hands the user's PreToolUse handlers to the agent through it.
+    native_hooks_option: ClassVar[str | None] = None
+    native_hooks_programs: ClassVar[frozenset[str]] = frozenset()
+    #: What that option names: a ``settings`` file (Claude Code's format,
+    #: merged with the user's) or an ``extension`` (pi's, added to the user's).
+    native_hooks_kind: ClassVar[str] = "settings"
+
+    #: The file given to the agent with ``native_hooks_option`` (its path and
+    #: text, written with every launch), once the run has one.
+    native_hooks: tuple[Path, str] | None = None
 
     def __init__(self) -> None:
         self._reset()
+
+    def takes_native_hooks(self, command: Sequence[str]) -> bool:
+        """Whether the program ``command`` runs takes hooks through
+        ``native_hooks_option``."""
+        found = program(command)
+        return bool(self.native_hooks_option and found and found[0] in self.native_hooks_programs)
+
+    def native_hook_words(self) -> tuple[list[str], dict[Path, str]]:
+        """The option that gives the agent the run's hooks, and the file to write."""
+        if self.native_hooks is None or self.native_hooks_option is None:
+            return [], {}
+        path, text = self.native_hooks
+        return [self.native_hooks_option, str(path)], {path: text}
+
+    def user_native_settings(self, command: Sequence[str]) -> tuple[int, int, str] | None:
+        """Where ``command`` already gives ``native_hooks_option``: the slice
+        of its words (start, end) and the value; None if it does not."""
+        option = self.native_hooks_option
+        if option is None:
+            return None
+        found = None
+        for i, word in enumerate(command):
+            if word == "--":
+                break
+            if word == option and i + 1 < len(command):
+                found = (i, i + 2, command[i + 1])
+            elif word.startswith(option + "="):
+                found = (i, i + 1, word[len(option) + 1 :])
+        return found
 
     def _reset(self) -> None:
         """Forget what belongs to one process (a resumed attempt starts afresh)."""

@@ -53,12 +53,17 @@ for a ``qwen`` program the task follows ``-p`` (a leading space before a
 task starting with ``-``) and a resume is ``--resume SESSION_ID -p TASK``. Claude
 Code takes the prompt only as an argument or on stdin (which the wrapper
 closes), so a task longer than one argument is a usage error.
+
+When the run has PreToolUse handlers, ``claude`` is also given
+``--settings RUN_DIR/hooks/claude-settings.json``: a copy of the user's own
+``--settings`` (which it replaces) with the handlers added, each behind the
+wrapper's relay (see ``wrapper.hooks.native``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -80,6 +85,7 @@ from wrapper.core.events import (
 from wrapper.dialects._shared import CommandLineDialect, exit_message
 from wrapper.dialects.base import (
     Handler,
+    Launch,
     as_count,
     as_float,
     as_int,
@@ -174,6 +180,11 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
     permission_mode_flags: ClassVar[Mapping[str, str]] = {
         "--dangerously-skip-permissions": "bypassPermissions"
     }
+    #: Claude Code takes hooks from a settings file named with ``--settings``
+    #: (checked on 2.1.197 and 2.1.332: a PreToolUse deny there blocks a tool
+    #: even under ``--dangerously-skip-permissions``); Qwen Code has no such option.
+    native_hooks_option: ClassVar[str | None] = "--settings"
+    native_hooks_programs: ClassVar[frozenset[str]] = frozenset({"claude", "claude-code"})
     #: Qwen Code (``qwen -o stream-json``) writes this stream, but its option
     #: parser drops what follows ``--``: its task goes after ``-p``, as Gemini
     #: CLI's (of which it is a fork), a leading ``-`` guarded.
@@ -188,6 +199,32 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
     #: The variable naming the agent's config directory, and its default under
     #: $HOME, where session transcripts are kept; None when there are none.
     transcript_dir: ClassVar[tuple[str, str] | None] = ("CLAUDE_CONFIG_DIR", ".claude")
+
+    def with_native_hooks(self, command: Sequence[str]) -> tuple[list[str], dict[Path, str]]:
+        """``command`` with the run's own settings file in place of the
+        user's (the run's is a copy of it, merged), and the file to write."""
+        option, files = self.native_hook_words()
+        words = list(command)
+        given = self.user_native_settings(words) if option else None
+        if given is not None:
+            del words[given[0] : given[1]]
+        return [*words, *option], files
+
+    def launch(
+        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
+    ) -> Launch:
+        words, files = self.with_native_hooks(command)
+        launch = super().launch(words, task, run_dir, resumable=resumable)
+        launch.files.update(files)
+        return launch
+
+    def resume(
+        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
+    ) -> Launch:
+        words, files = self.with_native_hooks(command)
+        launch = super().resume(words, prompt, run_dir, session_id)
+        launch.files.update(files)
+        return launch
 
     def _reset(self) -> None:
         self._model: str | None = None

@@ -14,7 +14,10 @@ pauses the completion grace until the compaction ends.
 The task is the last positional argument. pi reads ``@path`` arguments as
 files and anything starting with ``-`` as a flag, and has no ``--``, so such
 a task is given a leading space; a task too long for one argument is written
-to ``<run-dir>/task.md`` and passed as ``@<path>``.
+to ``<run-dir>/task.md`` and passed as ``@<path>``. When the run has
+PreToolUse handlers, pi is also given ``--extension
+RUN_DIR/hooks/pi-extension.mjs``, which relays each tool call to them (see
+``wrapper.hooks.native``).
 """
 
 from __future__ import annotations
@@ -77,6 +80,12 @@ SETTLE_GRACE = 0.2
 class PiDialect(DeltaDialect):
     name: ClassVar[str] = "pi"
     streaming_command: ClassVar[str] = "pi --mode json -p"
+    #: pi runs extensions given with ``--extension`` (beside the user's own);
+    #: a ``tool_call`` handler that returns ``{block: true}`` refuses the tool
+    #: (checked on 0.73.1).
+    native_hooks_option: ClassVar[str | None] = "--extension"
+    native_hooks_programs: ClassVar[frozenset[str]] = frozenset({"pi"})
+    native_hooks_kind: ClassVar[str] = "extension"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
@@ -116,28 +125,34 @@ class PiDialect(DeltaDialect):
     def launch(
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
     ) -> Launch:
+        option, files = self.native_hook_words()
         if task is None:
-            return Launch(list(command))
-        argv = list(command)
+            return Launch([*command, *option], files)
+        argv = [*command, *option]
         transcript = _session_path(command)
         if resumable and transcript is None and "--no-session" not in command:
             transcript = run_dir / SESSION_FILE
             argv += ["--session", str(transcript)]
-        return _with_prompt(argv, task, run_dir / "task.md", transcript)
+        launch = _with_prompt(argv, task, run_dir / "task.md", transcript)
+        launch.files.update(files)
+        return launch
 
     def resume(
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
         if "--no-session" in command:
             raise CannotResume(no_session("--no-session", "pi"))
-        argv = list(command)
+        option, files = self.native_hook_words()
+        argv = [*command, *option]
         transcript = _session_path(command)
         if transcript is None:
             transcript = run_dir / SESSION_FILE
             argv += ["--session", str(transcript)]
         if not transcript.is_file():
             raise CannotResume(f"pi's session file {transcript} does not exist")
-        return _with_prompt(argv, prompt, run_dir / "prompt.md", transcript)
+        launch = _with_prompt(argv, prompt, run_dir / "prompt.md", transcript)
+        launch.files.update(files)
+        return launch
 
     # -- handlers ------------------------------------------------------------
 

@@ -46,6 +46,11 @@ def _read(where: str) -> dict[str, Any]:
     return data
 
 
+#: One settings file's JSON object, read as ``load_settings`` reads each
+#: (the agent's own settings file too, when the wrapper copies it).
+read_settings_object = _read
+
+
 #: Interpreters whose first argument that is not an option is a script to
 #: check, and their options whose value is the next argument.
 INTERPRETERS = re.compile(r"(python|pypy)(\d+(\.\d+)*)?|node|bash|sh|dash|zsh|ksh|ruby|perl")

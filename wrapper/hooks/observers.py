@@ -13,6 +13,7 @@ from typing import Any
 import trio
 
 from wrapper.core.events import Compaction, Event, ToolEnded, ToolStarted, WarningEvent
+from wrapper.core.hook_protocol import plain_text
 from wrapper.core.limits import OBSERVER_CONCURRENCY, OBSERVER_QUEUE
 from wrapper.core.settings import OBSERVED_EVENTS, Handler, Settings
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
@@ -51,7 +52,8 @@ class Observers:
                 "tool_input": args,
                 "tool_use_id": event.tool_call_id,
             }
-            extra["error" if event.is_error else "tool_response"] = event.result
+            result = plain_text(event.result) if event.result is not None else None
+            extra["error" if event.is_error else "tool_response"] = result
             self._queue(name, self.settings.handlers(name, event.tool), extra)
         elif type(event) is Compaction and event.phase == "start":
             extra = {"trigger": "auto", "custom_instructions": None, "reason": event.reason}

@@ -1,15 +1,23 @@
-"""Running hook handlers: command, prompt (an evaluator judges) and agent (a
-verifier agent run through the wrapper itself).
+"""Running hook handlers: command, http (the input POSTed to a URL), prompt
+(an evaluator judges) and agent (a verifier agent run through the wrapper
+itself).
 
-Each handler is a subprocess in its own process group, given its JSON input
-on stdin, bounded in time (killed with its group when the time is up or the
-run is cancelled) and in the output kept from it. Nothing here decides what
-an answer means beyond the protocol; the caller decides what to do with it.
+Each handler but ``http`` is a subprocess in its own process group, given
+its JSON input on stdin, bounded in time (killed with its group when the
+time is up or the run is cancelled) and in the output kept from it. An
+``http`` handler's request runs in a worker thread with the same bound; its
+response body is read as a command handler's stdout. Nothing here decides
+what an answer means beyond the protocol; the caller decides what to do
+with it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import http.client
 import itertools
+import re
 import signal
 import subprocess
 import time
@@ -17,19 +25,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import trio
 
 from wrapper.core.events import Event, HookDecision, HookStarted, WarningEvent
 from wrapper.core.hook_protocol import (
+    STDERR_QUOTE_CHARS,
     Decision,
     HandlerResult,
     interpret_command,
     interpret_verdict,
 )
 from wrapper.core.jsonout import dumps
-from wrapper.core.limits import HANDLER_DRAIN_TIMEOUT, HANDLER_OUTPUT_BYTES, VERIFIER_MARGIN
+from wrapper.core.limits import (
+    HANDLER_DRAIN_TIMEOUT,
+    HANDLER_OUTPUT_BYTES,
+    HTTP_RESPONSE_BYTES,
+    VERIFIER_MARGIN,
+)
 from wrapper.core.settings import Handler
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.files.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
@@ -39,6 +54,8 @@ from wrapper.process.spawn import Child
 
 #: The judge's prompt carries the hook input; beyond this it is cut.
 PROMPT_INPUT_CHARS = 100_000
+#: ``$NAME`` or ``${NAME}`` in an http handler's header values.
+_HEADER_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 @dataclass(slots=True)
@@ -109,6 +126,8 @@ async def run_handler(
 ) -> HandlerResult:
     if handler.type == "command":
         return await _command(handler, payload, ctx, plain_text_is_context)
+    if handler.type == "http":
+        return await _http(handler, payload, ctx, plain_text_is_context)
     if handler.type == "prompt":
         return await _prompt(handler, payload, ctx)
     return await _agent(handler, payload, ctx)
@@ -137,6 +156,104 @@ async def _command(
         stderr=done.stderr,
         plain_text_is_context=plain_text_is_context,
     )
+
+
+async def _http(
+    handler: Handler, payload: dict[str, Any], ctx: HookContext, plain_text_is_context: bool
+) -> HandlerResult:
+    """POST the hook input to the handler's URL; a 2xx answer's body is read
+    as a command handler's stdout, anything else fails open (or closed, where
+    the caller says so) with a warning that says what happened."""
+    request = functools.partial(
+        post_json,
+        handler.url or "",
+        dumps(payload),
+        header_values(handler, ctx.env),
+        handler.timeout,
+    )
+    with trio.move_on_after(handler.timeout) as limit:
+        # The thread's socket has the same timeout, so an abandoned request
+        # ends soon after; cancelling the run does not wait for it.
+        answer = await trio.to_thread.run_sync(request, abandon_on_cancel=True)
+    if limit.cancelled_caught:
+        return _failed(f"did not answer within {handler.timeout:g}s")
+    if isinstance(answer, str):
+        return _failed(answer)
+    status, body = answer
+    if not 200 <= status < 300:
+        excerpt = body.decode("utf-8", "replace").strip()[:STDERR_QUOTE_CHARS]
+        return _failed(f"answered HTTP {status}{': ' + excerpt if excerpt else ''}")
+    result = interpret_command(
+        exit_code=0, stdout=body, stderr=b"", plain_text_is_context=plain_text_is_context
+    )
+    if result.warning is not None:
+        return _failed(f"answered {result.warning.removeprefix('printed ')}")
+    return dataclasses.replace(result, exit_code=None)
+
+
+def header_values(handler: Handler, env: Mapping[str, str]) -> dict[str, str]:
+    """The handler's headers with ``$NAME``/``${NAME}`` replaced, as Claude
+    Code does: by the variable's value if ``allowedEnvVars`` lists it, else
+    by nothing (a header never carries a variable it was not allowed)."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return env.get(name, "") if name in handler.allowed_env_vars else ""
+
+    return {key: _HEADER_VARIABLE.sub(value, text) for key, text in handler.headers}
+
+
+def post_json(
+    url: str, body: bytes, headers: Mapping[str, str], timeout: float
+) -> tuple[int, bytes] | str:
+    """POST ``body`` to ``url`` (blocking; run it in a thread). Returns the
+    status and the body, or what went wrong as a sentence. A redirect is not
+    followed: where it points is told instead. A body over
+    ``HTTP_RESPONSE_BYTES`` is a failure, not cut."""
+    parts = urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    deadline = time.monotonic() + timeout
+    try:
+        connection = kind(parts.hostname or "", parts.port, timeout=timeout)
+    except ValueError as exc:
+        return f"could not be reached at {url}: {exc}"
+    try:
+        connection.request(
+            "POST",
+            path,
+            body=body,
+            headers={**headers, "Content-Type": "application/json"},
+        )
+        response = connection.getresponse()
+        data = bytearray()
+        while len(data) <= HTTP_RESPONSE_BYTES:
+            if time.monotonic() > deadline:
+                return f"did not answer within {timeout:g}s"
+            chunk = response.read1(65536)
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > HTTP_RESPONSE_BYTES:
+            return (
+                f"answered with more than {HTTP_RESPONSE_BYTES // (1024 * 1024)} MiB; "
+                "an answer must be a small JSON object"
+            )
+        if 300 <= response.status < 400:
+            where = response.getheader("Location") or "nowhere (no Location header)"
+            return (
+                f"answered with a redirect (HTTP {response.status}) to {where}; "
+                "redirects are not followed: give the final address as the url"
+            )
+        return response.status, bytes(data)
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return (
+            f"could not be reached at {url.split('?', 1)[0]}: {why or type(exc).__name__} "
+            "(is the server up?)"
+        )
+    finally:
+        connection.close()
 
 
 async def _prompt(handler: Handler, payload: dict[str, Any], ctx: HookContext) -> HandlerResult:

@@ -5,8 +5,12 @@ allow it, the ``onStop`` policy decides (escalating to a person if need be).
 A block becomes a steer: the agent's session resumed with the reason as its
 next prompt. Before every prompt (the task, each steer) the
 ``UserPromptSubmit`` (and for a subagent's task ``SubagentStart``) handlers
-may add context or refuse it. The decisions are pure (``steering``,
-``policy``, ``protocol``); this class carries them out.
+may add context or refuse it; before the first prompt of an agent session
+(the task, each steer that resumes the agent) ``SessionStart`` handlers may
+add context. A turn that failed on an API error fires ``StopFailure`` before
+the Stop handlers, and the run's end ``SessionEnd``: both only observe. The
+decisions are pure (``steering``, ``policy``, ``protocol``); this class
+carries them out.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import trio
 
 from wrapper.core.config import RunConfig
 from wrapper.core.events import Escalated, EscalationAnswered, Steer, WarningEvent
-from wrapper.core.hook_protocol import Decision, HandlerResult
+from wrapper.core.hook_protocol import Decision, HandlerResult, stop_failure_error
+from wrapper.core.limits import SESSION_END_TIMEOUT
 from wrapper.core.outcome import ErrorKind, RunFacts, decide
 from wrapper.core.policy import (
     REPLY_HANDLER,
@@ -37,6 +42,7 @@ from wrapper.core.summary import RunSummary
 from wrapper.dialects import CannotResume, Dialect, Launch
 from wrapper.files import mailbox
 from wrapper.hooks.escalation import notify_person, signal_help, wait_for_answer
+from wrapper.hooks.native import RECORDS, NativeRecords
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 from wrapper.sinks.stream import EventStream, StatusWriter
 
@@ -77,6 +83,22 @@ class StopGate:
         #: outside that wait (set by the run); else the reason alone.
         self.with_steers: Callable[[Block], str] | None = None
         self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
+        #: The SessionEnd handlers' scope, once they run: a signal cuts them.
+        self._ending: trio.CancelScope | None = None
+        #: What the PreToolUse handlers the agent runs itself decided.
+        self._native = NativeRecords(config.run_dir / RECORDS)
+
+    def report_native_decisions(self) -> None:
+        """The decisions of PreToolUse handlers the agent ran itself (through
+        the relay) since the last call, as the run's events."""
+        for event in self._native.read_new():
+            self.stream.emit(event)
+
+    def signal_came(self) -> None:
+        """The wrapper received a stop signal: SessionEnd handlers running
+        (the outcome is decided by then) are cut."""
+        if self._ending is not None:
+            self._ending.cancel()
 
     async def at_stop(self, facts: RunFacts, number: int) -> Launch | None:
         """The agent stopped: allow it, or return the launch that steers it back.
@@ -84,6 +106,7 @@ class StopGate:
         The built-in error retry and the Stop hooks go first; when they allow
         the stop, the ``onStop`` policy decides (a ``continue: false`` from a
         hook ends the run whatever the policy)."""
+        await self._stop_failure(facts)
         block = await self._stop_hooks(facts)
         if block is not None:
             return await self._steer(block, number + 1)
@@ -92,6 +115,101 @@ class StopGate:
         if self.steering.failure_kind == ErrorKind.GATE_NOT_PASSED:
             return None
         return await self._policy(number)
+
+    async def _stop_failure(self, facts: RunFacts) -> None:
+        """``StopFailure``: the turn ended on the agent's own error (an API
+        call that failed). Its handlers observe; the Stop handlers and the
+        error retry run after them as for any stop."""
+        handlers = self.config.settings.handlers("StopFailure")
+        error = decide(facts).error
+        if not handlers or error is None or error.kind != ErrorKind.AGENT_ERROR:
+            return
+        last = self.summary.last_assistant
+        payload = self.hook_input(
+            "StopFailure",
+            error=stop_failure_error(error.api_status, error.message),
+            error_details=(last.error_message if last is not None else None) or error.message,
+            last_assistant_message=last.text if last is not None else None,
+            api_status=error.api_status,
+            stop_reason=facts.final.stop_reason if facts.final else None,
+            raw_stop_reason=facts.final.raw_stop_reason if facts.final else None,
+        )
+        results = await run_chain(handlers, "StopFailure", payload, self.hook_ctx, blocking=False)
+        self._warn_failed("StopFailure", handlers, results, "it was skipped")
+
+    async def session_end(self, result: dict[str, Any], *, skip: bool) -> None:
+        """``SessionEnd``: the run's outcome is decided (``result``, as
+        result.json will say it); its handlers observe, all of them within
+        ``SESSION_END_TIMEOUT``, and a signal that comes meanwhile ends them
+        (``skip``: a second signal already came, they do not run)."""
+        handlers = self.config.settings.handlers("SessionEnd")
+        if not handlers:
+            return
+        cut = self._ending = trio.CancelScope()
+        if skip:
+            cut.cancel()
+        payload = self.hook_input(
+            "SessionEnd",
+            reason="other",
+            outcome=result["outcome"],
+            success=result["success"],
+            exit_status=result["exitStatus"],
+            stop_reason=result["stopReason"],
+            raw_stop_reason=result["rawStopReason"],
+            error=result["error"],
+            last_assistant_message=result["finalText"],
+            usage=result["usage"],
+            tools_used=result["toolsUsed"],
+            steer_count=result["steerCount"],
+            steers=result["steers"],
+            duration_ms=result["durationMs"],
+        )
+        results: list[HandlerResult] = []
+        with cut, trio.move_on_after(SESSION_END_TIMEOUT) as bound:
+            results = await run_chain(
+                handlers, "SessionEnd", payload, self.hook_ctx, blocking=False
+            )
+        self._warn_failed("SessionEnd", handlers, results, "the run's end is unchanged")
+        if skip:
+            why = "were skipped: a second signal came before they ran"
+        elif cut.cancelled_caught:
+            why = "were stopped by a signal that came while they ran"
+        elif bound.cancelled_caught:
+            why = f"were stopped after {SESSION_END_TIMEOUT:g}s, their bound"
+        else:
+            return
+        self.stream.emit(
+            WarningEvent(
+                code="hook_failed",
+                message=f"SessionEnd handlers {why} (each that finished has its "
+                "hook_decision event); the run's end is unchanged",
+            )
+        )
+
+    async def session_start(self, source: str) -> list[str]:
+        """``SessionStart``, before the first prompt of an agent session
+        (``startup``) or of a resumed one (``resume``): the context its
+        handlers add (their plain stdout too, as Claude Code takes it)."""
+        handlers = self.config.settings.handlers("SessionStart")
+        if not handlers:
+            return []
+        payload = self.hook_input("SessionStart", source=source)
+        results = await run_chain(handlers, "SessionStart", payload, self.hook_ctx, blocking=False)
+        self._warn_failed("SessionStart", handlers, results, "it was skipped")
+        return [r.context for r in results if r.context]
+
+    async def session_start_without_task(self) -> None:
+        """``SessionStart`` for a run whose prompt is on the agent's command
+        line: the context its handlers add cannot be given (a warning says so)."""
+        if await self.session_start("startup"):
+            self.stream.emit(
+                WarningEvent(
+                    code="hook_context_dropped",
+                    message="SessionStart handlers added context, but the run has no --task: "
+                    "the wrapper does not own the prompt, so it was not given to the agent; "
+                    "pass the task with --task to have it added",
+                )
+            )
 
     async def _stop_hooks(self, facts: RunFacts) -> Block | None:
         settings, steering = self.config.settings, self.steering
@@ -298,7 +416,9 @@ class StopGate:
         except CannotResume as exc:
             steering.allow(AllowedBy.CANNOT_STEER, f"{blocked_by}, but it cannot steer: {exc}")
             return None
-        prompt, refused = await self.before_prompt(text, first=False)
+        # A live session goes on in the same process: no new session starts.
+        resumed = "resume" if launch.prompt is None else None
+        prompt, refused = await self.before_prompt(text, first=False, session=resumed)
         if refused is not None:
             steering.allow(
                 AllowedBy.PROMPT_BLOCKED,
@@ -314,10 +434,17 @@ class StopGate:
         self.stream.emit(Steer(next_attempt=number, handler=block.handler, reason=block.reason))
         return launch
 
-    async def before_prompt(self, prompt: str, *, first: bool) -> tuple[str, str | None]:
-        """``SubagentStart`` (first prompt of a subagent) and ``UserPromptSubmit``
-        handlers: context they add is appended; a block refuses the prompt."""
+    async def before_prompt(
+        self, prompt: str, *, first: bool, session: str | None = None
+    ) -> tuple[str, str | None]:
+        """``SessionStart`` (the first prompt of an agent session: ``session``
+        says how it starts, ``startup`` for the ``first``), ``SubagentStart``
+        (first prompt of a subagent) and ``UserPromptSubmit`` handlers: the
+        context of ``SessionStart`` goes before the prompt, that of the others
+        after it; a block refuses the prompt."""
         settings, contexts = self.config.settings, []
+        source = "startup" if first else session
+        preamble = await self.session_start(source) if source is not None else []
         if first and self.config.subagent:
             handlers = settings.handlers("SubagentStart")
             payload = self.hook_input("SubagentStart")
@@ -339,7 +466,7 @@ class StopGate:
                     return prompt, f"was blocked by UserPromptSubmit handler {handler.name}{why}"
                 if result.context:
                     contexts.append(result.context)
-        return "\n\n".join([prompt, *contexts]), None
+        return "\n\n".join([*preamble, prompt, *contexts]), None
 
     def hook_input(self, event: str, **extra: Any) -> dict[str, Any]:
         config = self.config

@@ -77,14 +77,15 @@ def early_start(
     early_signals: list[signal.Signals],
 ) -> EarlyStart | None:
     """Start the agent before the wrapper imports its heavy parts, when nothing
-    has to happen first (a refusal for nesting depth, prompt hooks that may
-    change or refuse the task). None when the run must start the usual way.
+    has to happen first (a refusal for nesting depth, prompt and session hooks
+    that may change or refuse the task). None when the run must start the usual way.
     ``early_signals`` holds the stop signals received so far, and those to come
     until the run is up (``guardian.record_stop_signals``)."""
     settings = config.settings
     if (
         child_depth(environ) > config.max_depth
         or settings.handlers("UserPromptSubmit")
+        or settings.handlers("SessionStart")
         or (config.subagent and settings.handlers("SubagentStart"))
     ):
         return None

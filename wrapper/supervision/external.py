@@ -262,7 +262,11 @@ class ExternalControl:
         steers = self.take()
         prompt, refused = None, None
         with self.between():
-            prompt, refused = await self.gate.before_prompt(message(steers), first=False)
+            # Resumed, the agent starts its saved session again (SessionStart).
+            session = None if self.live else "resume"
+            prompt, refused = await self.gate.before_prompt(
+                message(steers), first=False, session=session
+            )
         if refused is not None or prompt is None or self.ended():
             self.refuse(steers, f"the steer prompt {refused or 'was not sent: the run is ending'}")
             return None

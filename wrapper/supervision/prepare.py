@@ -19,7 +19,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import orjson
 
 from wrapper.core.config import (
     CONTEXT_POLICIES,
@@ -36,8 +38,9 @@ from wrapper.core.registry import lacks_mode, program_name
 from wrapper.core.settings import Settings, SettingsError
 from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
 from wrapper.files.artifacts import run_dir_problem
-from wrapper.files.settings_file import check_commands
+from wrapper.files.settings_file import check_commands, read_settings_object
 from wrapper.files.settings_file import load_settings as load
+from wrapper.hooks.native import EXTENSION_FILE, SETTINGS_FILE, agent_settings, pi_extension
 from wrapper.process.invocation import LAUNCHER, wrapper_command, wrapper_executable
 
 PROG = "agent-wrapper"
@@ -229,7 +232,7 @@ def prepare_run(
     settings = load_settings(
         options.settings,
         say_notes=say_notes,
-        enforces_pre_tool_use=dialect.two_way,
+        enforces_pre_tool_use=dialect.two_way or dialect.takes_native_hooks(command),
     )
     _check_hook_commands(settings, cwd, environ)
     # A program that is not there is said as such when it is started.
@@ -295,8 +298,59 @@ def prepare_run(
     # agent: steers from outside then work only where the agent keeps it.
     from_outside = task is not None and config.max_external_steers > 0 and _can_hold(run_dir)
     config = dataclasses.replace(config, resumable=config.may_steer or from_outside)
+    if settings.pre_tool_use and dialect.takes_native_hooks(command):
+        dialect.native_hooks = native_hooks(dialect, config, environ)
     try:
         launch = dialect.launch(config.command, task, run_dir, resumable=config.resumable)
     except UsageError as exc:
         raise RunUsageError(f"run: {exc}") from None
     return PreparedRun(config, dialect, launch)
+
+
+def native_hooks(
+    dialect: Dialect, config: RunConfig, environ: Mapping[str, str]
+) -> tuple[Path, str] | None:
+    """The file that hands the run's PreToolUse handlers to an agent that
+    enforces them itself (its path and text: Claude Code's settings, pi's
+    extension), or None when the agent already loads them from where they
+    are (Claude Code's own settings files).
+
+    A settings option the user's COMMAND already has is read (a file, or
+    JSON as Claude Code's ``--settings`` also takes) and copied into it;
+    PreToolUse handlers it shares with the run's settings (the same file)
+    are the run's, relayed, so none runs twice."""
+    settings, cwd = config.settings, config.cwd
+    wrapper_bin = config.wrapper_bin or str(config.run_dir / LAUNCHER)
+    # as the settings were read: relative to this process's directory
+    files = [os.path.abspath(path) for path in settings.files]
+    if dialect.native_hooks_kind == "extension":
+        return config.run_dir / EXTENSION_FILE, pi_extension(settings, wrapper_bin, files)
+    home = Path(environ.get("CLAUDE_CONFIG_DIR") or Path(environ.get("HOME", "~")) / ".claude")
+    own = {cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"}
+    own.add(home.expanduser() / "settings.json")
+    if any(os.path.realpath(path) in {os.path.realpath(p) for p in own} for path in files):
+        return None
+    user: dict[str, Any] = {}
+    given = dialect.user_native_settings(config.command)
+    if given is not None:
+        option, value = dialect.native_hooks_option, given[2]
+        shared = False
+        try:
+            if value.lstrip().startswith("{"):
+                user = orjson.loads(value)
+            else:
+                path = cwd / value
+                shared = os.path.realpath(path) in {os.path.realpath(p) for p in files}
+                user = read_settings_object(str(path))
+        except (SettingsError, orjson.JSONDecodeError) as exc:
+            raise RunUsageError(
+                f"run: COMMAND's {option}: {exc}; the wrapper adds the PreToolUse handlers "
+                "to a copy of it, so it must be a readable JSON object"
+            ) from None
+        if not isinstance(user, dict):
+            raise RunUsageError(f"run: COMMAND's {option} {value}: expected a JSON object")
+        if shared and isinstance(user.get("hooks"), dict):
+            user["hooks"] = {k: v for k, v in user["hooks"].items() if k != "PreToolUse"}
+    merged = agent_settings(user, settings, wrapper_bin, files)
+    text = orjson.dumps(merged, option=orjson.OPT_INDENT_2).decode()
+    return config.run_dir / SETTINGS_FILE, text

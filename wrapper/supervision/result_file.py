@@ -24,6 +24,7 @@ WARNINGS_AT_END = frozenset(
         "max_steers_reached",
         "hook_observers_cut",
         "hook_observers_dropped",
+        "hook_context_dropped",
         "silent_agent",
         "pre_tool_use_not_asked",
     }

@@ -290,6 +290,7 @@ class Run:
             self.supervisor.interrupt(sig, self._cause())
         if self.between_attempts is not None:
             self.between_attempts.cancel()
+        self.gate.signal_came()
 
     def abort(self, reason: str | None) -> None:
         """An abort asked from outside (``agent-wrapper abort``): the run ends
@@ -420,6 +421,11 @@ class Run:
                     )
                 except UsageError as exc:
                     return RunFacts(spawn_error=str(exc))
+        elif started is None and config.settings.handlers("SessionStart"):
+            with self._between_attempts():
+                await self.gate.session_start_without_task()
+            if self.interrupts or self.timed_out:
+                return self._stopped_between_attempts()
         supervisor = self.supervisor = AttemptSupervisor(
             config=config,
             dialect=self.dialect,
@@ -511,6 +517,7 @@ class Run:
             )
         if not any(done is record for done in self.attempts):  # a live session's turn is in
             self.attempts.append(record)
+        self.gate.report_native_decisions()
         if launch.transcript is not None:
             self.gate.transcript = launch.transcript
         return record
@@ -622,6 +629,8 @@ class Run:
         def render_kept() -> dict[str, Any]:
             self.result = render()
             return self.result
+
+        await self.gate.session_end(render(), skip=len(self.interrupts) > 1)
 
         written = write_result(self.config, render_kept, self.errors, artifacts)
         exit_status = verdict.exit_status if written is not None else EXIT_NO_RESULT

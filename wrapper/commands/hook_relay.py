@@ -1,0 +1,110 @@
+"""``agent-wrapper hook-relay``: one PreToolUse handler of a run, run for the
+agent that enforces it natively (``wrapper.hooks.native``).
+
+The agent runs it as its own hook, with the hook input on stdin. It finds
+the handler in the run's settings files, runs it as a run would, appends
+its decision to the run directory's records and answers the agent in its
+protocol. Whatever goes wrong fails open (exit 0, no answer), recorded when
+the run directory is known: a relay must never be what blocks a tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+import orjson
+import trio
+
+from wrapper.core import environment
+from wrapper.core.events import Event, HookDecision
+from wrapper.core.hook_protocol import Decision
+from wrapper.core.jsonout import dumps
+from wrapper.core.settings import SettingsError
+from wrapper.files.settings_file import load_settings
+from wrapper.hooks.native import RECORDS, WHOLE_CHAIN, agent_answer, record
+from wrapper.hooks.runner import HookContext, run_chain
+
+
+def hook_relay(files: list[str], group: str, index: str, origin: str) -> int:
+    """Relay the handler at ``index`` of the PreToolUse matcher group
+    ``group`` of the settings ``files``, configured at ``origin`` (its key
+    in its file, ``hooks.PreToolUse[G].hooks[H]``); ``WHOLE_CHAIN`` relays
+    every handler whose matcher takes the tool, for an agent that cannot
+    apply matchers itself."""
+    run_dir = os.environ.get(environment.RUN_DIR)
+    try:
+        payload = orjson.loads(sys.stdin.buffer.read())
+    except (OSError, orjson.JSONDecodeError):
+        payload = None
+    if not isinstance(payload, dict):
+        _record(run_dir, origin, None, "was given no JSON object as hook input by the agent")
+        return 0
+    tool = payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None
+    try:
+        settings = load_settings(files)
+        if (group, index, origin) == WHOLE_CHAIN:
+            handlers = settings.pre_tool_use_handlers(tool or "")
+        else:
+            handlers = [settings.pre_tool_use[int(group)].handlers[int(index)]]
+    except (SettingsError, IndexError, ValueError) as exc:
+        _record(run_dir, origin, tool, f"could not be found again in the settings ({exc})")
+        return 0
+    if (group, index, origin) != WHOLE_CHAIN and handlers[0].origin.rsplit(": ", 1)[-1] != origin:
+        _record(run_dir, origin, tool, "could not be found again: the settings files changed")
+        return 0
+    env = dict(os.environ)
+    cwd = Path(env.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+    payload.setdefault("run_id", env.get(environment.RUN_ID))
+    payload.setdefault("agent_id", env.get(environment.RUN_ID))
+    events: list[Event] = []
+    ctx = HookContext(
+        cwd=cwd,
+        env=env,
+        # relays may run at once (parallel tool calls): verifiers apart
+        run_dir=Path(run_dir or cwd / ".agent-wrapper") / "hooks" / f"relay-{os.getpid()}",
+        agent_command=(),
+        evaluator=settings.evaluator,
+        emit=events.append,
+    )
+    chain = functools.partial(run_chain, handlers, "PreToolUse", payload, ctx, blocking=True)
+    results = trio.run(chain)
+    decided = [e for e in events if isinstance(e, HookDecision)]
+    for result, decision in zip(results, decided, strict=False):
+        _append(run_dir, record(decision, tool, result.updated_input))
+    # As over ACP: the first that says allow or refuses decides; a plain
+    # allow leaves the decision to the next handler, then to the agent.
+    deciding = next(
+        (r for r in results if r.decision is not Decision.ALLOW or r.permission == "allow"),
+        None,
+    )
+    answer = agent_answer(deciding) if deciding is not None else None
+    if answer is not None:
+        sys.stdout.buffer.write(dumps(answer) + b"\n")
+    return 0
+
+
+def _record(run_dir: str | None, handler: str, tool: str | None, why: str) -> None:
+    failed = HookDecision(event="PreToolUse", handler=handler, decision="allow", warning=why)
+    _append(run_dir, record(failed, tool, False))
+
+
+def _append(run_dir: str | None, line: bytes) -> None:
+    """One write in append mode: records of relays running at once never mix."""
+    if not run_dir:
+        return
+    path = Path(run_dir) / RECORDS
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        print(
+            f"agent-wrapper hook-relay: cannot record the decision in {path}: {exc}",
+            file=sys.stderr,
+        )

@@ -1,0 +1,267 @@
+"""PreToolUse handlers enforced by the agent itself, through its own hooks
+(Claude Code's ``--settings``, pi's ``--extension``): what the agent is
+given, the relay the handlers run behind, and the relay's records read back
+into the run.
+
+Claude Code is given a copy of the user's own settings for it with one hook
+per PreToolUse handler of the run's settings, under the handler's matcher:
+``WRAPPER hook-relay --handler GROUP INDEX ORIGIN --settings FILE...``. pi
+is given an extension whose ``tool_call`` handler runs
+``WRAPPER hook-relay --handler '*' '*' PreToolUse --settings FILE...``: the
+relay runs every handler whose matcher takes the tool, in order, the first
+that refuses deciding.
+The relay (``wrapper.commands.hook_relay``) runs the user's handler as a run
+would (any handler type), appends what it decided to ``RECORDS`` in the run
+directory and answers the agent in its own protocol; the run turns the
+records into its ``hook_started``/``hook_decision`` events and warnings, so
+that a decision taken inside the agent is seen as one the wrapper took.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wrapper.core.events import Event, HookDecision, HookStarted, WarningEvent
+from wrapper.core.hook_protocol import Decision, HandlerResult
+from wrapper.core.settings import Handler, Settings
+
+#: Where the relay appends its decisions, in the run directory.
+RECORDS = Path("hooks") / "native-decisions.jsonl"
+#: The settings file Claude Code is given, in the run directory.
+SETTINGS_FILE = Path("hooks") / "claude-settings.json"
+#: The extension pi is given, in the run directory.
+EXTENSION_FILE = Path("hooks") / "pi-extension.mjs"
+#: ``--handler`` for the relay that runs the whole chain of the tool.
+WHOLE_CHAIN = ("*", "*", "PreToolUse")
+#: The agent's own time limit on a relayed hook is the handler's and this
+#: much more: the relay enforces the handler's, and must have time to answer.
+RELAY_MARGIN = 10.0
+#: A record line is read back only up to this size (a reason is cut long before).
+RECORD_BYTES = 256 * 1024
+
+
+def agent_settings(
+    user: Mapping[str, Any], settings: Settings, wrapper_bin: str, files: Sequence[str]
+) -> dict[str, Any]:
+    """``user`` (the agent's settings from its command line, or empty) with a
+    relayed hook for each PreToolUse handler of ``settings`` (read from
+    ``files``, absolute), after the user's own."""
+    merged = dict(user)
+    hooks = dict(merged["hooks"]) if isinstance(merged.get("hooks"), dict) else {}
+    groups = list(hooks["PreToolUse"]) if isinstance(hooks.get("PreToolUse"), list) else []
+    for g, group in enumerate(settings.pre_tool_use):
+        relayed = [
+            relay_hook(wrapper_bin, files, g, h, handler)
+            for h, handler in enumerate(group.handlers)
+        ]
+        entry: dict[str, Any] = {"hooks": relayed}
+        if group.matcher:
+            entry["matcher"] = group.matcher
+        groups.append(entry)
+    hooks["PreToolUse"] = groups
+    merged["hooks"] = hooks
+    return merged
+
+
+def pi_extension(settings: Settings, wrapper_bin: str, files: Sequence[str]) -> str:
+    """pi's extension that relays each tool call to the run's PreToolUse
+    handlers: a refusal (``deny``, ``ask``, exit 2, ``continue: false``)
+    blocks the tool with its reason; anything else, the relay's failure
+    included, lets it run."""
+    argv = [wrapper_bin, "hook-relay", "--handler", *WHOLE_CHAIN]
+    for path in files:
+        argv += ["--settings", path]
+    limit = sum(h.timeout for g in settings.pre_tool_use for h in g.handlers) + RELAY_MARGIN
+    return _PI_EXTENSION.replace("$RELAY", orjson.dumps(argv).decode()).replace(
+        "$LIMIT_MS", str(math.ceil(limit * 1000))
+    )
+
+
+_PI_EXTENSION = """\
+// Written by agent-wrapper for one run: the run's PreToolUse handlers, run
+// through its relay before each tool call.
+import { execFile } from "node:child_process";
+
+const RELAY = $RELAY;
+
+export default function (pi) {
+  pi.on("tool_call", async (event) => {
+    const input = JSON.stringify({
+      hook_event_name: "PreToolUse",
+      cwd: process.cwd(),
+      tool_name: event.toolName,
+      tool_input: event.input,
+      tool_use_id: event.toolCallId,
+    });
+    const out = await new Promise((resolve) => {
+      const child = execFile(
+        RELAY[0],
+        RELAY.slice(1),
+        { timeout: $LIMIT_MS, maxBuffer: 1024 * 1024 },
+        (error, stdout) => resolve(error ? "" : stdout),
+      );
+      child.stdin.on("error", () => {});
+      child.stdin.end(input);
+    });
+    let answer = null;
+    try {
+      answer = out.trim() ? JSON.parse(out) : null;
+    } catch {
+      answer = null;
+    }
+    if (answer === null || typeof answer !== "object") return undefined;
+    if (answer.continue === false) {
+      return { block: true, reason: answer.stopReason || "a PreToolUse handler ended the run" };
+    }
+    const specific = answer.hookSpecificOutput || {};
+    if (specific.permissionDecision === "deny" || specific.permissionDecision === "ask") {
+      return { block: true, reason: specific.permissionDecisionReason };
+    }
+    return undefined;
+  });
+}
+"""
+
+
+def relay_hook(
+    wrapper_bin: str, files: Sequence[str], group: int, index: int, handler: Handler
+) -> dict[str, Any]:
+    """The agent's hook that runs ``handler`` through the relay."""
+    # The handler's place in its file, to check it is still there: the file
+    # itself is given by its absolute path, and was perhaps named otherwise.
+    where = handler.origin.rsplit(": ", 1)[-1]
+    argv = [wrapper_bin, "hook-relay", "--handler", str(group), str(index), where]
+    for path in files:
+        argv += ["--settings", path]
+    return {
+        "type": "command",
+        "command": shlex.join(argv),
+        "timeout": math.ceil(handler.timeout + RELAY_MARGIN),
+    }
+
+
+def agent_answer(result: HandlerResult) -> dict[str, Any] | None:
+    """What the relay tells the agent (Claude Code's PreToolUse answer) for
+    the handler's ``result``; None to say nothing (the agent decides as it
+    would without the hook: a handler that allowed without saying so, or
+    failed, which fails open)."""
+    if result.warning is not None:
+        return None
+    if result.decision is Decision.END:
+        answer: dict[str, Any] = {"continue": False}
+        if result.reason:
+            answer["stopReason"] = result.reason
+        return answer
+    specific: dict[str, Any] = {"hookEventName": "PreToolUse"}
+    if result.decision is Decision.BLOCK:
+        specific["permissionDecision"] = "ask" if result.permission == "ask" else "deny"
+        specific["permissionDecisionReason"] = result.reason or "denied by a PreToolUse handler"
+    elif result.permission == "allow":
+        specific["permissionDecision"] = "allow"
+        if result.reason:
+            specific["permissionDecisionReason"] = result.reason
+    if result.context:
+        specific["additionalContext"] = result.context
+    if len(specific) == 1:
+        return None
+    return {"hookSpecificOutput": specific}
+
+
+def record(decided: HookDecision, tool: str | None, updated_input: bool) -> bytes:
+    """One line of ``RECORDS``."""
+    return (
+        orjson.dumps(
+            {
+                "handler": decided.handler,
+                "decision": decided.decision,
+                "reason": decided.reason,
+                "warning": decided.warning,
+                "exitCode": decided.exit_code,
+                "durationMs": decided.duration_ms,
+                "tool": tool,
+                "updatedInput": updated_input,
+            }
+        )
+        + b"\n"
+    )
+
+
+class NativeRecords:
+    """The relay's records of one run, read as they grow."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+
+    def read_new(self) -> list[Event]:
+        """The events of the records appended since the last call."""
+        try:
+            with self.path.open("rb") as file:
+                file.seek(self._offset)
+                data = file.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        events: list[Event] = []
+        for line in data[:end].splitlines():
+            if len(line) > RECORD_BYTES:
+                continue
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(entry, dict):
+                events += _events(entry)
+        return events
+
+
+def _events(entry: dict[str, Any]) -> list[Event]:
+    def text(key: str) -> str | None:
+        value = entry.get(key)
+        return value if isinstance(value, str) else None
+
+    def number(key: str) -> int | None:
+        value = entry.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    handler = text("handler") or "?"
+    decision = text("decision") or "allow"
+    warning = text("warning")
+    tool = text("tool")
+    events: list[Event] = [
+        HookStarted(event="PreToolUse", handler=handler),
+        HookDecision(
+            event="PreToolUse",
+            handler=handler,
+            decision=decision,
+            reason=text("reason"),
+            warning=warning,
+            exit_code=number("exitCode"),
+            duration_ms=number("durationMs") or 0,
+        ),
+    ]
+    if warning is not None:
+        events.append(
+            WarningEvent(
+                code="hook_failed",
+                message=f"PreToolUse handler {handler} {warning}; "
+                f"the agent decided on {tool or 'the tool'} as without it",
+            )
+        )
+    if entry.get("updatedInput") is True:
+        events.append(
+            WarningEvent(
+                code="updated_input_ignored",
+                message=f"PreToolUse handler {handler} changed the input of {tool!r}; "
+                "the relay cannot hand a changed input to the agent, so the tool was "
+                "decided on as the agent asked for it",
+            )
+        )
+    return events
