@@ -144,7 +144,10 @@ def _batch(tmp_path: Path, lines: list[dict[str, object]]) -> subprocess.Complet
 
 def test_a_batch_is_checked_up_front_and_a_line_may_turn_the_check_off(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path, DONE)
-    line: dict[str, object] = {"command": [str(FAKE_CLAUDE), "-p", "--scenario", str(scenario)], "task": "Fix it"}
+    line: dict[str, object] = {
+        "command": [str(FAKE_CLAUDE), "-p", "--scenario", str(scenario)],
+        "task": "Fix it",
+    }
     proc = _batch(tmp_path, [line | {"label": "ok"}, line | {"label": "no mode"}])
     assert proc.returncode == 2
     assert "line 1: " in proc.stderr.decode()
