@@ -374,3 +374,149 @@ def test_claude_line_that_is_not_json_exits_1(tmp_path: Path, agents: Any) -> No
     assert agent.exit_code() == 1
     assert agent.lines == []
     assert "Error parsing streaming input line" in agent.stderr()
+
+
+# ---------------------------------------------------------------------------
+# pi --mode rpc
+
+PI = ["--mode", "rpc"]
+
+
+def test_pi_steer_mid_tool_lands_in_the_same_run(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "pi", PI, tool_scenario())
+    agent.send({"id": "prompt-1", "type": "prompt", "message": "Do the task."})
+    assert agent.wait_for(is_type("response"))["id"] == "prompt-1"
+    agent.wait_for(is_type("tool_execution_start"))
+    started = agent.times[agent.cursor - 1]
+    agent.send({"id": "steer-2", "type": "steer", "message": "Also mention this."})
+    update = agent.wait_for(is_type("queue_update"))
+    assert update["steering"] == ["Also mention this."]
+    assert agent.wait_for(is_type("response"))["id"] == "steer-2"
+    agent.wait_for(is_type("tool_execution_end"))
+    assert agent.times[agent.cursor - 1] - started >= TOOL_SECONDS - 0.2
+    steer = agent.wait_for(
+        lambda line: line["type"] == "message_end" and line["message"]["role"] == "user"
+    )
+    assert steer["message"]["content"][0]["text"] == "Also mention this."
+    answer = agent.wait_for(is_type("message_end"))
+    assert answer["message"]["content"][0]["text"] == "TOOL-DONE"
+    end = agent.wait_for(is_type("agent_end"))
+    assert [m["role"] for m in end["messages"]] == [
+        "user",
+        "assistant",
+        "toolResult",
+        "user",
+        "assistant",
+    ]
+    agent.close()
+    assert agent.exit_code() == 0
+    real = capture("pi-0.73.1", "steer")
+    assert kinds(agent.lines, pi_kind) == kinds(real, pi_kind)
+    keys_match(agent.lines, real, pi_kind)
+    assert [(m["received"], m["midTool"]) for m in agent.messages()] == [
+        ("prompt", False),
+        ("steer", True),
+    ]
+
+
+def test_pi_follow_up_comes_after_the_model_stops_in_the_same_run(
+    tmp_path: Path, agents: Any
+) -> None:
+    agent = start(agents, tmp_path, "pi", PI, tool_scenario())
+    agent.send({"id": "prompt-1", "type": "prompt", "message": "Do the task."})
+    agent.wait_for(is_type("tool_execution_start"))
+    agent.send({"id": "follow_up-2", "type": "follow_up", "message": "Then this."})
+    agent.wait_for(is_type("agent_end"))
+    agent.close()
+    assert agent.exit_code() == 0
+    texts = [
+        line["message"]["content"][0]["text"]
+        for line in agent.lines
+        if line["type"] == "message_end" and line["message"]["role"] in ("user", "assistant")
+    ]
+    assert texts == ["Do the task.", "Running it.", "TOOL-DONE", "Then this.", "AGAIN"]
+    assert [line["type"] for line in agent.lines].count("agent_end") == 1
+    assert kinds(agent.lines, pi_kind) == kinds(capture("pi-0.73.1", "follow_up"), pi_kind)
+
+
+def test_pi_prompt_after_the_end_is_a_new_run_and_busy_prompts_are_refused(
+    tmp_path: Path, agents: Any
+) -> None:
+    agent = start(agents, tmp_path, "pi", PI, tool_scenario())
+    agent.send({"id": "prompt-1", "type": "prompt", "message": "Do the task."})
+    agent.wait_for(is_type("tool_execution_start"))
+    agent.send({"id": "prompt-2", "type": "prompt", "message": "Too soon."})
+    refused = agent.wait_for(is_type("response", id="prompt-2"))
+    assert refused["success"] is False
+    assert "streamingBehavior" in refused["error"]
+    agent.wait_for(is_type("agent_end"))
+    agent.send({"id": "prompt-3", "type": "prompt", "message": "Next."})
+    agent.wait_for(is_type("agent_start"))
+    end = agent.wait_for(is_type("agent_end"))
+    assert end["messages"][-1]["content"][0]["text"] == "AGAIN"
+    agent.close()
+    assert agent.exit_code() == 0
+    assert [(m["text"], m["accepted"]) for m in agent.messages()] == [
+        ("Do the task.", True),
+        ("Too soon.", False),
+        ("Next.", True),
+    ]
+    assert len(agent.pids()) == 1
+
+
+def test_pi_abort_ends_the_run_then_answers(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "pi", PI, tool_scenario(LONG_SECONDS))
+    agent.send({"id": "prompt-1", "type": "prompt", "message": "Do the task."})
+    agent.wait_for(is_type("tool_execution_start"))
+    sent = time.monotonic()
+    agent.send({"id": "abort-2", "type": "abort"})
+    killed = agent.wait_for(is_type("tool_execution_end"))
+    assert killed["isError"] is True
+    assert killed["result"]["content"][0]["text"] == "Command aborted"
+    aborted = agent.wait_for(
+        lambda line: line["type"] == "message_end" and line["message"]["role"] == "assistant"
+    )
+    assert aborted["message"]["stopReason"] == "aborted"
+    agent.wait_for(is_type("agent_end"))
+    assert agent.wait_for(is_type("response"))["id"] == "abort-2"
+    assert time.monotonic() - sent < 5
+    agent.send({"id": "prompt-3", "type": "prompt", "message": "Carry on."})
+    assert agent.wait_for(is_type("agent_end"))["messages"][-1]["content"][0]["text"] == "AGAIN"
+    agent.close()
+    assert agent.exit_code() == 0
+    real = capture("pi-0.73.1", "abort")
+    assert kinds(agent.lines, pi_kind) == kinds(real, pi_kind)
+    keys_match(agent.lines, real, pi_kind)
+
+
+def test_pi_end_of_input_mid_run_exits_0_at_once(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "pi", PI, tool_scenario(LONG_SECONDS))
+    agent.send({"id": "prompt-1", "type": "prompt", "message": "Do the task."})
+    agent.wait_for(is_type("tool_execution_start"))
+    closed = time.monotonic()
+    agent.close()
+    assert agent.exit_code() == 0
+    assert time.monotonic() - closed < 5
+    assert "agent_end" not in [line["type"] for line in agent.lines]
+
+
+def test_pi_bad_lines_are_answered_and_pi_carries_on(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "pi", PI, tool_scenario(0.1))
+    agent.send("this is not json")
+    agent.send({"id": "no_such_command-1", "type": "no_such_command"})
+    parse = agent.wait_for(is_type("response"))
+    assert (parse["command"], parse["success"]) == ("parse", False)
+    assert parse["error"].startswith("Failed to parse command:")
+    unknown = agent.wait_for(is_type("response"))
+    assert unknown == {
+        "type": "response",
+        "command": "no_such_command",
+        "success": False,
+        "error": "Unknown command: no_such_command",
+    }
+    agent.send({"id": "prompt-1", "type": "prompt", "message": "Do the task."})
+    agent.wait_for(is_type("agent_end"))
+    agent.close()
+    assert agent.exit_code() == 0
+    real = capture("pi-0.73.1", "bad_lines")
+    assert kinds(agent.lines, pi_kind)[:2] == kinds(real, pi_kind)[:2]
