@@ -520,3 +520,156 @@ def test_pi_bad_lines_are_answered_and_pi_carries_on(tmp_path: Path, agents: Any
     assert agent.exit_code() == 0
     real = capture("pi-0.73.1", "bad_lines")
     assert kinds(agent.lines, pi_kind)[:2] == kinds(real, pi_kind)[:2]
+
+
+# ---------------------------------------------------------------------------
+# codex app-server
+
+
+class Codex:
+    """A JSON-RPC client of the fake's app-server, with a thread started."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.next_id = 1
+        self.request("initialize", {"clientInfo": {"name": "test", "version": "0"}})
+        agent.send({"method": "initialized"})
+        answer = self.request("thread/start", {"cwd": ".", "approvalPolicy": "never"})
+        self.thread = answer["result"]["thread"]["id"]
+        agent.wait_for(lambda line: line.get("method") == "thread/started")
+
+    def request(self, method: str, params: dict[str, Any], *, wait: bool = True) -> Line:
+        request_id = self.next_id
+        self.next_id += 1
+        self.agent.send({"id": request_id, "method": method, "params": params})
+        if not wait:
+            return {"id": request_id}
+        return self.agent.wait_for(lambda line: line.get("id") == request_id)
+
+    def text(self, text: str) -> list[dict[str, str]]:
+        return [{"type": "text", "text": text}]
+
+    def turn(self, text: str) -> str:
+        answer = self.request("turn/start", {"threadId": self.thread, "input": self.text(text)})
+        turn_id: str = answer["result"]["turn"]["id"]
+        return turn_id
+
+    def steer(self, turn_id: str, text: str) -> Line:
+        params = {"threadId": self.thread, "expectedTurnId": turn_id, "input": self.text(text)}
+        return self.request("turn/steer", params)
+
+
+def method_is(method: str, item: str | None = None) -> Callable[[Line], bool]:
+    return lambda line: (
+        line.get("method") == method and (item is None or line["params"]["item"]["type"] == item)
+    )
+
+
+def item_texts(lines: list[Line]) -> list[str]:
+    found = []
+    for line in lines:
+        if line.get("method") == "item/completed":
+            item = line["params"]["item"]
+            if item["type"] == "userMessage":
+                found.append(item["content"][0]["text"])
+            elif item["type"] == "agentMessage":
+                found.append(item["text"])
+    return found
+
+
+def test_codex_steer_mid_tool_lands_in_the_same_turn(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "codex", ["app-server"], tool_scenario())
+    codex = Codex(agent)
+    turn_id = codex.turn("Do the task.")
+    agent.wait_for(method_is("item/started", "commandExecution"))
+    started = agent.times[agent.cursor - 1]
+    assert codex.steer(turn_id, "Also mention this.")["result"] == {"turnId": turn_id}
+    agent.wait_for(method_is("item/completed", "commandExecution"))
+    assert agent.times[agent.cursor - 1] - started >= TOOL_SECONDS - 0.2
+    done = agent.wait_for(method_is("turn/completed"))
+    assert done["params"]["turn"]["status"] == "completed"
+    assert item_texts(agent.lines) == [
+        "Do the task.",
+        "Running it.",
+        "Also mention this.",
+        "TOOL-DONE",
+    ]
+    # After the end: a new turn in the same thread and process.
+    second = codex.turn("Next.")
+    assert second != turn_id
+    assert agent.wait_for(method_is("turn/completed"))["params"]["threadId"] == codex.thread
+    agent.close()
+    assert agent.exit_code() == 0
+    real = capture("codex-0.169.0", "steer")
+    first_turn = agent.lines[: agent.lines.index(done) + 1]
+    assert kinds(first_turn, codex_kind) == kinds(real, codex_kind)
+    keys_match(agent.lines, real, codex_kind)
+    assert [(m["received"], m["midTool"]) for m in agent.messages()] == [
+        ("turn_start", False),
+        ("turn_steer", True),
+        ("turn_start", False),
+    ]
+    assert len(agent.pids()) == 1
+
+
+def test_codex_steer_while_the_model_answers_drops_that_answer(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "codex", ["app-server"], THINK)
+    codex = Codex(agent)
+    turn_id = codex.turn("Do the task.")
+    agent.wait_for(method_is("item/completed", "userMessage"))
+    codex.steer(turn_id, "Also mention this.")
+    agent.wait_for(method_is("turn/completed"))
+    agent.close()
+    assert agent.exit_code() == 0
+    assert item_texts(agent.lines) == ["Do the task.", "Also mention this.", "AGAIN"]
+    real = capture("codex-0.169.0", "steer_think")
+    assert kinds(agent.lines, codex_kind) == kinds(real, codex_kind)
+
+
+def test_codex_interrupt_completes_the_turn_interrupted(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "codex", ["app-server"], tool_scenario(LONG_SECONDS))
+    codex = Codex(agent)
+    turn_id = codex.turn("Do the task.")
+    agent.wait_for(method_is("item/started", "commandExecution"))
+    sent = time.monotonic()
+    answer = codex.request("turn/interrupt", {"threadId": codex.thread, "turnId": turn_id})
+    assert answer["result"] == {}
+    done = agent.wait_for(method_is("turn/completed"))
+    assert done["params"]["turn"]["status"] == "interrupted"
+    assert time.monotonic() - sent < 5
+    codex.turn("Carry on.")
+    agent.wait_for(method_is("turn/completed"))
+    agent.close()
+    assert agent.exit_code() == 0
+    real = capture("codex-0.169.0", "interrupt")
+    assert kinds(agent.lines, codex_kind) == kinds(real, codex_kind)
+
+
+def test_codex_refuses_a_steer_without_a_turn_and_bad_lines(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "codex", ["app-server"], tool_scenario(0.1))
+    codex = Codex(agent)
+    refused = codex.steer("no-such-turn", "Hello?")
+    assert refused["error"] == {"code": -32600, "message": "no active turn to steer"}
+    agent.send("this is not json")
+    unknown = codex.request("no/such/method", {})
+    assert unknown["error"]["code"] == -32600
+    assert "unknown variant `no/such/method`" in unknown["error"]["message"]
+    codex.turn("Do the task.")
+    assert agent.wait_for(method_is("turn/completed"))["params"]["turn"]["status"] == "completed"
+    agent.close()
+    assert agent.exit_code() == 0
+    assert "Failed to deserialize JSONRPCMessage" in agent.stderr()
+    assert [m["accepted"] for m in agent.messages()] == [False, True]
+
+
+def test_codex_end_of_input_mid_turn_exits_0_at_once(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "codex", ["app-server"], tool_scenario(LONG_SECONDS))
+    codex = Codex(agent)
+    codex.turn("Do the task.")
+    agent.wait_for(method_is("item/started", "commandExecution"))
+    closed = time.monotonic()
+    agent.close()
+    assert agent.exit_code() == 0
+    assert time.monotonic() - closed < 5
+    assert not [line for line in agent.lines if line.get("method") == "turn/completed"]
+    assert "failed to record rollout items" in agent.stderr()
