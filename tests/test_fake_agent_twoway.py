@@ -376,6 +376,47 @@ def test_claude_line_that_is_not_json_exits_1(tmp_path: Path, agents: Any) -> No
     assert "Error parsing streaming input line" in agent.stderr()
 
 
+def test_claude_messages_mid_tool_share_one_answer_and_the_last_entry_repeats(
+    tmp_path: Path, agents: Any
+) -> None:
+    scenario = tool_scenario()
+    scenario["resumes"] = [
+        [{"assistant": {"text": "AGAIN"}}, {"agent_end": {}}],
+        [{"assistant": {"text": "LAST"}}, {"agent_end": {}}],
+    ]
+    agent = start(agents, tmp_path, "claude", CLAUDE, scenario)
+    agent.send(user("Do the task."))
+    agent.wait_for(has_block("tool_use"))
+    agent.send(user("One."))
+    agent.send(user("Two."))
+    assert agent.wait_for(is_type("result"))["result"] == "TOOL-DONE"
+    answers = []
+    for text in ("Three.", "Four.", "Five."):
+        agent.send(user(text))
+        answers.append(agent.wait_for(is_type("result"))["result"])
+    assert answers == ["AGAIN", "LAST", "LAST"]
+    agent.close()
+    assert agent.exit_code() == 0
+    assert [m["midTool"] for m in agent.messages()] == [False, True, True, False, False, False]
+    assert len(agent.pids()) == 1
+
+
+def test_claude_mid_tool_message_with_no_answer_left_goes_on_in_the_turn(
+    tmp_path: Path, agents: Any
+) -> None:
+    scenario = tool_scenario()
+    del scenario["steps"][2]
+    agent = start(agents, tmp_path, "claude", CLAUDE, scenario)
+    agent.send(user("Do the task."))
+    agent.wait_for(has_block("tool_use"))
+    agent.send(user("Also mention this."))
+    assert agent.wait_for(is_type("result"))["result"] == "AGAIN"
+    agent.close()
+    assert agent.exit_code() == 0
+    assert list(map(claude_kind, agent.lines)).count("result") == 1
+    assert list(map(claude_kind, agent.lines)).count("system/init") == 1
+
+
 # ---------------------------------------------------------------------------
 # pi --mode rpc
 
@@ -520,6 +561,26 @@ def test_pi_bad_lines_are_answered_and_pi_carries_on(tmp_path: Path, agents: Any
     assert agent.exit_code() == 0
     real = capture("pi-0.73.1", "bad_lines")
     assert kinds(agent.lines, pi_kind)[:2] == kinds(real, pi_kind)[:2]
+
+
+def test_pi_steer_while_the_model_answers_is_a_further_turn_of_the_run(
+    tmp_path: Path, agents: Any
+) -> None:
+    agent = start(agents, tmp_path, "pi", PI, THINK)
+    agent.send({"id": "prompt-1", "type": "prompt", "message": "Do the task."})
+    agent.wait_for(is_type("message_end"))
+    agent.send({"id": "steer-2", "type": "steer", "message": "Also mention this."})
+    agent.wait_for(is_type("agent_end"))
+    agent.close()
+    assert agent.exit_code() == 0
+    texts = [
+        line["message"]["content"][0]["text"]
+        for line in agent.lines
+        if line["type"] == "message_end"
+    ]
+    assert texts == ["Do the task.", "PLAIN-OK", "Also mention this.", "AGAIN"]
+    assert kinds(agent.lines, pi_kind) == kinds(capture("pi-0.73.1", "steer_think"), pi_kind)
+    assert [m["during"] for m in agent.messages()] == ["idle", "model"]
 
 
 # ---------------------------------------------------------------------------
@@ -673,3 +734,21 @@ def test_codex_end_of_input_mid_turn_exits_0_at_once(tmp_path: Path, agents: Any
     assert time.monotonic() - closed < 5
     assert not [line for line in agent.lines if line.get("method") == "turn/completed"]
     assert "failed to record rollout items" in agent.stderr()
+
+
+def test_codex_turn_start_while_a_turn_runs_joins_it(tmp_path: Path, agents: Any) -> None:
+    agent = start(agents, tmp_path, "codex", ["app-server"], tool_scenario())
+    codex = Codex(agent)
+    turn_id = codex.turn("Do the task.")
+    agent.wait_for(method_is("item/started", "commandExecution"))
+    assert codex.turn("Also mention this.") == turn_id
+    agent.wait_for(method_is("turn/completed"))
+    agent.close()
+    assert agent.exit_code() == 0
+    assert item_texts(agent.lines) == [
+        "Do the task.",
+        "Running it.",
+        "Also mention this.",
+        "TOOL-DONE",
+    ]
+    assert [line.get("method") for line in agent.lines].count("turn/completed") == 1
