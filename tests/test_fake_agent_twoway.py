@@ -99,10 +99,11 @@ class Agent:
         with self.changed:
             self.changed.notify_all()
 
-    def send(self, message: dict[str, Any] | str) -> None:
+    def send(self, *messages: dict[str, Any] | str) -> None:
+        """Write the messages, one a line, in one write."""
         assert self.proc.stdin is not None
-        text = message if isinstance(message, str) else json.dumps(message)
-        self.proc.stdin.write(text.encode() + b"\n")
+        texts = [m if isinstance(m, str) else json.dumps(m) for m in messages]
+        self.proc.stdin.write("".join(f"{text}\n" for text in texts).encode())
         self.proc.stdin.flush()
 
     def close(self) -> None:
@@ -752,3 +753,117 @@ def test_codex_turn_start_while_a_turn_runs_joins_it(tmp_path: Path, agents: Any
         "TOOL-DONE",
     ]
     assert [line.get("method") for line in agent.lines].count("turn/completed") == 1
+
+
+# ---------------------------------------------------------------------------
+# Every capture replayed: the client's lines written to the fake at the same
+# points of its stream, the same kinds of lines coming back in the same order.
+
+#: The mock's scripted tasks as scenarios.
+MOCK_TASKS: dict[str, dict[str, Any]] = {
+    "plain": {
+        "version": 1,
+        "steps": [{"assistant": {"text": "PLAIN-OK"}}, {"agent_end": {}}],
+        "resumes": [[{"assistant": {"text": "AGAIN"}}, {"agent_end": {}}]],
+    },
+    "slow": tool_scenario(1.0),
+    "long": tool_scenario(LONG_SECONDS),
+    "think": THINK,
+}
+
+#: Captures the fake does not replay, and why.
+NOT_REPLAYED = {
+    "claude-2.1.197/mid_tool_replay": "--replay-user-messages is not played",
+    "claude-2.1.332/mid_tool_replay": "--replay-user-messages is not played",
+    "claude-2.1.197/mid_think_replay": "--replay-user-messages is not played",
+    "claude-2.1.332/mid_think_replay": "--replay-user-messages is not played",
+    # A race: codex had not started the turn when its input ended; the fake
+    # starts a turn as soon as it answers turn/start.
+    "codex-0.169.0/eof_early": "the turn had not started",
+}
+
+LAUNCH = {"claude": ("claude", CLAUDE), "pi": ("pi", PI), "codex": ("codex", ["app-server"])}
+KIND_OF = {"claude": claude_kind, "pi": pi_kind, "codex": codex_kind}
+
+
+def replayable() -> list[tuple[str, str]]:
+    found = []
+    for folder in sorted(TWOWAY.iterdir()):
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.jsonl")):
+                if f"{folder.name}/{path.stem}" not in NOT_REPLAYED:
+                    found.append((folder.name, path.stem))
+    return found
+
+
+def ids_in(lines: list[Line]) -> list[str]:
+    """Thread and turn ids in order of first appearance."""
+    found: list[str] = []
+    for line in lines:
+        holders = [line.get("result"), line.get("params")]
+        for holder in holders:
+            if not isinstance(holder, dict):
+                continue
+            for key in ("thread", "turn"):
+                value = holder.get(key)
+                if isinstance(value, dict) and value.get("id") not in found:
+                    found.append(value["id"])
+    return found
+
+
+@pytest.mark.parametrize(("cli", "name"), replayable())
+def test_capture_replayed_gives_the_same_kinds_of_lines(
+    cli: str, name: str, tmp_path: Path, agents: Any
+) -> None:
+    family = cli.split("-", maxsplit=1)[0]
+    kind_of = KIND_OF[family]
+    entries = [
+        json.loads(line) for line in (TWOWAY / cli / f"{name}.jsonl").read_text().splitlines()
+    ]
+    sent = [e["msg"] for e in entries if e["dir"] == "stdin"]
+    # The mock's task is named in the first message: [scenario:NAME:...].
+    named = json.dumps(sent).split("[scenario:")
+    task = named[1].split(":")[0] if len(named) > 1 else "plain"
+    launcher, args = LAUNCH[family]
+    agent = start(agents, tmp_path, launcher, args, MOCK_TASKS[task])
+    real: list[Line] = []
+    batch: list[str] = []
+    closed = False
+    for index, entry in enumerate(entries):
+        if entry["dir"] == "stdout":
+            real.append(entry["msg"])
+            continue
+        closing = entry["dir"] == "probe" and entry["msg"]["event"] == "stdin_closed"
+        if closed or (entry["dir"] != "stdin" and not closing):
+            continue
+        # Write where the real CLI's client wrote: once the fake has printed
+        # as much of its stream (and the ids the line names).
+        wanted = (len(kinds(real, kind_of)), len(ids_in(real)))
+        deadline = time.monotonic() + HANG
+        while (len(kinds(list(agent.lines), kind_of)), len(ids_in(list(agent.lines)))) < wanted:
+            assert time.monotonic() < deadline, (wanted, kinds(agent.lines, kind_of))
+            time.sleep(0.02)
+        if closing:
+            agent.close()
+            closed = True
+            continue
+        message = entry["msg"]
+        text = message["raw"] if set(message) == {"raw"} else json.dumps(message)
+        for theirs, ours in zip(ids_in(real), ids_in(list(agent.lines)), strict=False):
+            text = text.replace(theirs, ours)
+        batch.append(text)
+        following = entries[index + 1] if index + 1 < len(entries) else None
+        # Lines the client wrote together arrive together.
+        together = (
+            following is not None
+            and following["dir"] == "stdin"
+            and following["t"] - entry["t"] < 0.002
+        )
+        if not together:
+            agent.send(*batch)
+            batch = []
+    exits = [
+        e["msg"]["code"] for e in entries if e["dir"] == "probe" and e["msg"]["event"] == "exit"
+    ]
+    assert agent.exit_code() == exits[0]
+    assert kinds(agent.lines, kind_of) == kinds(real, kind_of)
