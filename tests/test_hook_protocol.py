@@ -25,10 +25,10 @@ from wrapper.core.settings import (
     IdleSettings,
     MatcherGroup,
     SettingsError,
-    edit_distance,
     near_miss,
 )
 from wrapper.core.shellwords import ShellSyntax, split_command
+from wrapper.core.spelling import edit_distance
 from wrapper.core.steering import AllowedBy, Steering
 from wrapper.files.settings_file import load_settings
 from wrapper.files.transcript import TAIL_BLOCK_BYTES, last_assistant_message

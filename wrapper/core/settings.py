@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from wrapper.core.shellwords import ShellSyntax, split_command
+from wrapper.core.spelling import closest
 
 #: Stop handlers: may block a stop and steer the agent.
 STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
@@ -387,29 +388,7 @@ def _hooks(where: str, value: Any, notes: list[str]) -> dict[str, list[MatcherGr
 
 def near_miss(name: str) -> str | None:
     """The known event ``name`` is most likely a misspelling of, if any."""
-    folded = name.casefold()
-    best: tuple[int, str] | None = None
-    for known in sorted(KNOWN_EVENTS):
-        distance = edit_distance(folded, known.casefold())
-        if distance <= NEAR_MISS_EDITS and (best is None or distance < best[0]):
-            best = (distance, known)
-    return best[1] if best is not None else None
-
-
-def edit_distance(a: str, b: str) -> int:
-    """Insertions, deletions, substitutions and swaps of neighbours that turn
-    ``a`` into ``b`` (optimal string alignment distance)."""
-    older: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        row = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                row[j] = min(row[j], older[j - 2] + 1)
-        older, prev = prev, row
-    return prev[len(b)]
+    return closest(name, KNOWN_EVENTS, NEAR_MISS_EDITS)
 
 
 def _claude_permissions(data: Mapping[str, Any]) -> bool:
