@@ -207,28 +207,7 @@ def alive(pids: list[int]) -> list[int]:
     return found
 
 
-#: Claude Code 2.1.197, interrupted mid-tool, prints the tool's rejection on
-#: stdout but exits (0, within about 15 ms) before it is in the session file;
-#: resumed, it drops the tool call that has no result, so the model sees the
-#: first task and the text before the call, not the call. 2.1.332 records the
-#: rejection (or, resumed, an "interrupted" result for a call without one).
-CLAUDE_DROPS_INTERRUPTED_CALL = pytest.mark.xfail(
-    reason="Claude Code 2.1.197 does not save an interrupted tool call's result "
-    "before it exits on SIGINT, and drops the call when resumed",
-    strict=True,
-)
-MID_TOOL_CASES = [
-    pytest.param(
-        cli,
-        version,
-        id=f"{cli}-{version}",
-        marks=[CLAUDE_DROPS_INTERRUPTED_CALL] if (cli, version) == ("claude", "2.1.197") else [],
-    )
-    for cli, version in CASES
-]
-
-
-@pytest.mark.parametrize(("cli", "version"), MID_TOOL_CASES)
+@pytest.mark.parametrize(("cli", "version"), CASES, ids=IDS)
 def test_a_steer_interrupts_a_tool_past_the_steer_timeout(
     cli: str, version: str, mock: Mock, tmp_path: Path
 ) -> None:
