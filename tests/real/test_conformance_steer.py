@@ -96,6 +96,31 @@ def ts(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()
 
 
+def tool_results(body: Any) -> list[str]:
+    """The tool results a model request carries, as the CLI wrote them."""
+    found: list[str] = []
+    if isinstance(body, dict):
+        if (
+            body.get("type") in ("tool_result", "function_call_output")
+            or body.get("role") == "tool"
+        ):
+            found.append(json.dumps(body.get("content", body.get("output"))))
+        for value in body.values():
+            found += tool_results(value)
+    elif isinstance(body, list):
+        for item in body:
+            found += tool_results(item)
+    return found
+
+
+def exit_after_sigint(case: Case) -> str:
+    """How the first attempt ended after the steer's SIGINT, and how soon."""
+    sigint = next(e for e in case.of_type("signal_sent") if e["signal"] == "SIGINT")
+    exited = next(e for e in case.of_type("exited") if e["attempt"] == 1)
+    how = exited["exitSignal"] or f"exit {exited['exitCode']}"
+    return f"{how} {ts(exited) - ts(sigint):.2f} s after SIGINT"
+
+
 def check_installed(cli: str, version: str) -> None:
     exe = CLIS[cli].executable(cache_dir(), version)
     if not exe.exists():
@@ -152,7 +177,8 @@ def test_a_steer_during_a_tool_reaches_the_model_by_resume(
     signals = [e["signal"] for e in case.of_type("signal_sent")]
     report(
         case,
-        f"steer: delivered {ts(delivered) - ts(requested):.1f} s after it was requested "
+        f"steer: delivered {ts(delivered) - ts(requested):.1f} s after it was requested, "
+        f"first attempt {exit_after_sigint(case)} "
         f"(the steer command took {sent['took']:.1f} s); signals {signals}; "
         f"first attempt {result['attempts'][0].get('exitCode')} "
         f"{result['attempts'][0].get('signalsSent')}; "
@@ -254,8 +280,7 @@ def test_a_steer_interrupts_a_tool_past_the_steer_timeout(
     report(
         case,
         f"mid-tool steer: delivered {sent['took']:.1f} s after it was sent; first attempt "
-        f"exit {first.get('exitCode')} signal {first.get('exitSignal')} signals "
-        f"{[s['signal'] for s in first['signalsSent']]}; tool pids {sent['tool']} alive after "
-        f"delivery {sent['left']}; carrying request toolResults {carrying[0].get('toolResults')}"
-        f"; run took {case.elapsed:.1f} s; finalText {result['finalText']!r}",
+        f"{exit_after_sigint(case)}, signals {[s['signal'] for s in first['signalsSent']]}; "
+        f"tool alive after delivery {sent['left']}; the interrupted call's result in the "
+        f"resumed request {tool_results(carrying[0]['body'])}; run took {case.elapsed:.1f} s",
     )
