@@ -154,13 +154,17 @@ def test_a_steer_during_a_tool_reaches_the_model_by_resume(
     steered = sent["proc"]
     assert steered.returncode == 0, f"{where}\nsteer: {steered.stdout} {steered.stderr}"
     receipt = json.loads(steered.stdout)
-    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "resume", 2)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "resume", 2), (
+        where
+    )
     jsonschema.validate(result, SCHEMA)
     assert (result["outcome"], case.returncode) == ("ok", 0), where
     assert len(result["attempts"]) == 2, where
     assert result["externalSteerCount"] == 1, where
     (record,) = result["externalSteers"]
-    assert (record["outcome"], record["how"], record["attempt"]) == ("delivered", "resume", 2)
+    assert (record["outcome"], record["how"], record["attempt"]) == ("delivered", "resume", 2), (
+        where
+    )
     (delivered,) = case.of_type("steer_delivered")
     assert delivered["how"] == "resume", where
     # The model request that carried the steer: the same conversation (the
@@ -177,13 +181,10 @@ def test_a_steer_during_a_tool_reaches_the_model_by_resume(
     signals = [e["signal"] for e in case.of_type("signal_sent")]
     report(
         case,
-        f"steer: delivered {ts(delivered) - ts(requested):.1f} s after it was requested, "
-        f"first attempt {exit_after_sigint(case)} "
-        f"(the steer command took {sent['took']:.1f} s); signals {signals}; "
-        f"first attempt {result['attempts'][0].get('exitCode')} "
-        f"{result['attempts'][0].get('signalsSent')}; "
-        f"carrying request toolResults {carrying[0].get('toolResults')}; "
-        f"finalText {result['finalText']!r}",
+        f"steer: delivered {ts(delivered) - ts(requested):.1f} s after it was requested "
+        f"(the steer command took {sent['took']:.1f} s); first attempt "
+        f"{exit_after_sigint(case)}; signals {signals}; the call's result in the resumed "
+        f"request {tool_results(carrying[0]['body'])}",
     )
 
 
@@ -268,7 +269,9 @@ def test_a_steer_interrupts_a_tool_past_the_steer_timeout(
     assert sent["tool"], f"{where}\nthe tool was not running"
     assert sent["left"] == [], f"{where}\nthe interrupted tool outlived its attempt"
     receipt = json.loads(steered.stdout)
-    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "resume", 2)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "resume", 2), (
+        where
+    )
     assert (result["outcome"], case.returncode) == ("ok", 0), where
     carrying = [r for r in case.requests if f"[inject:{WORD}]" in json.dumps(r["body"])]
     assert carrying, f"{where}\nno model request carried the steer"
