@@ -165,6 +165,36 @@ def test_a_steer_during_a_tool_resumes_the_session_with_it(tmp_path: Path) -> No
     assert [e["signal"] for e in of_type(events, "signal_sent")][:1] == ["SIGINT"]
 
 
+def test_a_steer_interrupts_the_agent_and_not_the_tool_it_set_apart(tmp_path: Path) -> None:
+    # Agents start their shell tools in process groups of their own and, on
+    # SIGINT, interrupt them and record the call; the wrapper's SIGINT goes
+    # to the agent's group only, as a terminal's Ctrl-C does, and what the
+    # agent leaves running is ended before the resumed attempt starts.
+    pidfile = tmp_path / "tool.pid"
+    tool = {"spawn": {"seconds": 60, "setsid": True, "pidfile": str(pidfile)}}
+    run = Running(
+        tmp_path,
+        [{"tool": {"name": "bash", "finish": False}}, tool, {"sleep": 40}, *answer("Built.")],
+        [answer("Steered.")],
+        options=["--steer-timeout", "0.5"],
+    )
+    run.wait_for_tool()
+    assert wait_until(pidfile.exists)
+    tool_pid = int(pidfile.read_text())
+    steered = cli("steer", str(run.run_dir), "--text", "Stop that")
+    assert steered.returncode == 0, steered.stderr
+    code, result, events, _ = run.finish()
+    assert (code, result["finalText"]) == (0, "Steered.")
+    agent_pid = result["attempts"][0]["pid"]
+    signals = of_type(events, "signal_sent")
+    assert signals[0]["signal"] == "SIGINT"
+    assert signals[0]["pids"] == [agent_pid], "the SIGINT reached the tool set apart"
+    ended = [e for e in signals if tool_pid in e["pids"]]
+    assert [e["signal"] for e in ended][:1] == ["SIGTERM"]
+    second_spawn = of_type(events, "spawned")[1]["seq"]
+    assert ended[0]["seq"] < second_spawn, "the tool outlived its attempt"
+
+
 def test_a_running_tool_is_let_finish_within_the_steer_timeout(tmp_path: Path) -> None:
     run = Running(tmp_path, [long_tool(2), *answer("Built it.")], [answer("Steered.")])
     run.wait_for_tool()

@@ -9,5 +9,10 @@ import os
 collect_ignore = (
     []
     if os.environ.get("AGENT_WRAPPER_CLIS")
-    else ["test_conformance.py", "test_conformance_acp.py", "test_conformance_hooks.py"]
+    else [
+        "test_conformance.py",
+        "test_conformance_acp.py",
+        "test_conformance_hooks.py",
+        "test_conformance_steer.py",
+    ]
 )

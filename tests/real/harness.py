@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,8 +142,13 @@ def run_case(
     version: str | None = None,
     options: list[str] | None = None,
     agent_args: list[str] | None = None,
+    during: Callable[[Path, str], None] | None = None,
 ) -> Case:
-    """``options`` go to the wrapper, ``agent_args`` to the CLI (after its own)."""
+    """Run one case to its end. ``options`` go to the wrapper, ``agent_args``
+    to the CLI (after its own). ``during``, when given, is called with the
+    run directory and the case's nonce while the wrapper runs (to steer or
+    abort it from outside); the wrapper's output then goes to files, not
+    pipes nobody reads."""
     cli = CLIS[cli_name]
     version = version or cli_version(cli)
     exe = cli.executable(cache_dir(), version)
@@ -179,15 +184,18 @@ def run_case(
     env["PYTHONPATH"] = str(ROOT)
     env["PWD"] = str(stale)
     started = time.monotonic()
-    proc = subprocess.run(
-        argv,
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=CASE_LIMIT,
-        check=False,
-    )
+    if during is None:
+        proc = subprocess.run(
+            argv,
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=CASE_LIMIT,
+            check=False,
+        )
+    else:
+        proc = _run_with(argv, work, env, base, lambda: during(run_dir, nonce))
     elapsed = time.monotonic() - started
     try:
         result = json.loads((run_dir / "result.json").read_text())
@@ -218,6 +226,29 @@ def run_case(
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(run_dir / "stdout.log", target)
     return case
+
+
+def _run_with(
+    argv: list[str],
+    work: Path,
+    env: dict[str, str],
+    base: Path,
+    during: Callable[[], None],
+) -> subprocess.CompletedProcess[bytes]:
+    """The wrapper in the background while ``during()`` acts on it."""
+    out, err = base / "wrapper.stdout", base / "wrapper.stderr"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        child = subprocess.Popen(
+            argv, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+        )
+        try:
+            during()
+            child.wait(CASE_LIMIT)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    return subprocess.CompletedProcess(argv, child.returncode, out.read_bytes(), err.read_bytes())
 
 
 def exit_latencies(case: Case) -> list[float]:

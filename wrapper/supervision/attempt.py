@@ -642,7 +642,17 @@ class AttemptSupervisor:
         if self._session is not None and effect.signal is signal.SIGTERM:
             # A live session's turn is cancelled over the protocol first.
             self._session.cancel()
-        pids = proctree.signal_tree(self.record.pid, effect.signal)
+        if effect.signal is signal.SIGINT:
+            # An interrupt goes where a terminal's Ctrl-C goes, the agent's
+            # process group, and not to the tools it started in groups of
+            # their own: the agent interrupts them itself and records the
+            # call as interrupted. A tool killed under it first can make it
+            # exit without recording the call, and its resumed session then
+            # lacks it. What the agent leaves running is ended as leftovers.
+            reached = proctree.signal_group(self.record.pid, effect.signal)
+            pids = [self.record.pid] if reached else []
+        else:
+            pids = proctree.signal_tree(self.record.pid, effect.signal)
         self._record_signal(effect.signal, effect.reason, pids)
 
     def _record_signal(self, sig: signal.Signals, reason: str, pids: Sequence[int]) -> None:

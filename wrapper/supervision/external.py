@@ -6,7 +6,8 @@ Each steer is recorded as it comes (``steer_requested``, status.json's
 ``steer_refused``), which is when its sender's receipt goes out.
 
 Delivery, for every agent: a ``now`` steer ends the running attempt (once
-its tool ended, within ``--steer-timeout``; SIGINT, then the ladder) and
+its tool ended, within ``--steer-timeout``; SIGINT to the agent's process
+group as a terminal's Ctrl-C, then the ladder to its whole tree) and
 the agent's session is resumed with it, as a Stop handler's block resumes
 it; a live session (ACP) has its turn cancelled and takes the steer as its
 next prompt. A steer is checked before the agent is interrupted: one whose
