@@ -50,12 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
         "batch",
         help="run the runs of a JSONL spec, several at once",
         usage=f"{PROG} batch SPEC.jsonl [--jobs N] [--runs-dir DIR] [--junit FILE] "
-        "[--shard I/N] [--output MODE] [run options...]",
+        "[--shard I/N] [--skip-passed | --skip-finished] [--exit-zero] [--output MODE] "
+        "[run options...]",
         description="Run every run of SPEC.jsonl (one JSON object a line: command, and "
         "optionally task, label, cwd, env and any run option in camelCase), at most N at "
         "once, in one process with one guardian. The run options given here are the "
         "defaults a line overrides. Writes each run's directory, RUNS_DIR/batch.json and, "
-        "with --junit, a JUnit report. Exit 0 when every run is ok, 1 otherwise.",
+        "with --junit, a JUnit report. Exit 0 when every run passed (ended ok, or as its line's "
+        "expect says), 1 when one did not, 2 on a usage error, 3 when the batch itself failed, "
+        "128+N when stopped by signal N.",
     )
     batch.add_argument("spec", metavar="SPEC.jsonl", help="the runs, one JSON object a line")
     batch.add_argument(
@@ -77,6 +80,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="I/N",
         help="run only shard I of N (from 1): the lines whose place in the spec, from 0, "
         "is I-1 modulo N",
+    )
+    again = batch.add_mutually_exclusive_group()
+    again.add_argument(
+        "--skip-passed",
+        action="store_true",
+        help="do not start a line whose run directory holds a result.json of the same line "
+        "(same digest) that passed, or that a person aborted on request; the others run again, "
+        "afresh (the agent's session is not resumed)",
+    )
+    again.add_argument(
+        "--skip-finished",
+        action="store_true",
+        help="do not start a line whose run directory holds a result.json of the same line, "
+        "whatever its outcome",
+    )
+    batch.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 whenever every line ran to its end, whatever the outcomes (for engines "
+        "that must not retry agent failures); a batch that failed itself or was stopped by a "
+        "signal still says so",
     )
     options.add_run_options(batch)
     normalize = sub.add_parser(
@@ -463,18 +487,24 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     """The batch the spec asks for, every line checked and prepared, or a
     usage error (exit 2) naming the first line that is wrong."""
     import copy
+    import dataclasses
+    import hashlib
 
     from wrapper.core.config import ColorMode, OutputMode
     from wrapper.fleet.batch import Batch, BatchRun
+    from wrapper.fleet.report import SpecInfo
+    from wrapper.fleet.retry import Earlier
     from wrapper.fleet.spec import (
         Places,
         SpecError,
         folder_names,
+        line_digest,
         parse_shard,
         parse_spec,
         planned_places,
         shard,
     )
+    from wrapper.fleet.spec import run_options as line_options
     from wrapper.supervision.prepare import RunUsageError, prepare_run
     from wrapper.supervision.run import resolve_output
 
@@ -488,7 +518,8 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
         _usage_error("batch: --task-file cannot be -: the runs of a batch share no standard input")
     spec_path = Path(args.spec)
     try:
-        text = spec_path.read_text(encoding="utf-8")
+        raw = spec_path.read_bytes()
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _usage_error(f"batch: {args.spec}: cannot read it: {reason}")
@@ -501,6 +532,8 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     except SpecError as exc:
         _usage_error(f"batch: {args.spec}: {exc}")
     selected = shard(every, *shard_of)
+    spec_info = SpecInfo(str(spec_path.absolute()), hashlib.sha256(raw).hexdigest(), len(every))
+    option_dests = [action.dest for action in line_options(options.run_parser()).values()]
     names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     output = OutputMode(args.output)
     quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
@@ -536,7 +569,26 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
             places.claim(run.line, config.run_dir, config.result_path)
         except SpecError as exc:
             _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
-        items.append(BatchRun(run.name, run.label, run.line, prepared, environ))
+        digest = line_digest(run, config.task, option_dests)
+        config = dataclasses.replace(config, batch={"lineDigest": digest})
+        item = BatchRun(
+            run.name,
+            run.label,
+            run.line,
+            dataclasses.replace(prepared, config=config),
+            environ,
+            index=run.index,
+            line_digest=digest,
+            expect=run.expect,
+        )
+        if args.skip_passed or args.skip_finished:
+            earlier = Earlier.read(config.result_path, config.run_dir)
+            item.rerun = earlier.why_again(digest, run.expect, every_outcome=args.skip_finished)
+            if item.rerun is None:
+                item.result, item.reused, item.state = earlier.result, True, "done"
+            elif earlier.there:
+                _say_once(f"batch: {run.name}: running it again: {item.rerun}")
+        items.append(item)
     return Batch(
         runs=items,
         runs_dir=runs_dir,
@@ -544,7 +596,15 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
         output=output,
         junit=junit,
         color=ColorMode(args.color),
+        shard=shard_of,
+        spec=spec_info,
+        exit_zero=args.exit_zero,
     )
+
+
+def _say_once(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"{PROG}: {line}", file=sys.stderr, flush=True)
 
 
 def _ignored_by_git(runs_dir: Path) -> None:

@@ -142,6 +142,7 @@ def build_result(
         "warnings": warnings,
         "artifacts": artifacts,
         "artifactErrors": artifact_errors,
+        "batch": dict(config.batch) if config.batch is not None else None,
     }
 
 
@@ -257,6 +258,7 @@ def wrapper_killed_result(
             "config": artifact("config.json"),
         },
         "artifactErrors": [],
+        "batch": conf.get("batch") if isinstance(conf.get("batch"), dict) else None,
     }
 
 

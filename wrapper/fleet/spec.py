@@ -1,7 +1,8 @@
 """A batch's spec: one run a line, checked whole before anything starts.
 
 A line is a JSON object: ``command`` (the agent's argv) and, optionally,
-``task``, ``label``, ``cwd``, ``env`` and any run option under its long name
+``task``, ``label``, ``cwd``, ``env``, ``expect`` (what the run should end
+with, when not ``ok``) and any run option under its long name
 in camelCase (``dialect``, ``runDir``, ``timeout``, ``settings``,
 ``maxSteers``, ``hooksFailClosed``, ...). The run options given on the
 command line are the defaults a line overrides. Paths are relative to the
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import copy
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wrapper.fleet.passing import ERROR_KINDS, OUTCOMES, Expectation
 from wrapper.supervision.prepare import text_problem
 
 
@@ -34,7 +37,7 @@ class WrongType(SpecError):
 
 
 #: Keys of a line that are not run options.
-OWN_KEYS = ("command", "cwd", "env")
+OWN_KEYS = ("command", "cwd", "env", "expect")
 #: Run options that a batch sets for all its runs, never a line.
 BATCH_ONLY = frozenset({"output", "color"})
 #: Run options whose values are paths, taken relative to the spec's directory.
@@ -57,6 +60,8 @@ class SpecRun:
     cwd: Path
     #: Added to the environment the batch itself got.
     env: dict[str, str] = field(default_factory=dict)
+    #: What the run should end with when that is not ``ok``.
+    expect: Expectation | None = None
 
     @property
     def label(self) -> str | None:
@@ -115,8 +120,8 @@ def _parse_line(
     spec_dir: Path,
     options: Mapping[str, argparse.Action],
     defaults: argparse.Namespace,
-) -> tuple[tuple[str, ...], argparse.Namespace, Path, dict[str, str]]:
-    """A line's command, options, working directory and environment."""
+) -> tuple[tuple[str, ...], argparse.Namespace, Path, dict[str, str], Expectation | None]:
+    """A line's command, options, working directory, environment and expectation."""
     try:
         obj = json.loads(raw)
     except ValueError as exc:
@@ -144,7 +149,48 @@ def _parse_line(
         namespace.task = None
     cwd = check_cwd("cwd", obj["cwd"], spec_dir) if "cwd" in obj else spec_dir
     env = check_env("env", obj.get("env", {}))
-    return command, namespace, cwd, env
+    expect = check_expect("expect", obj["expect"]) if "expect" in obj else None
+    return command, namespace, cwd, env, expect
+
+
+def check_expect(key: str, value: Any) -> Expectation:
+    """What a line expects its run to end with: ``{"outcome", "errorKind"}``, either."""
+    if not isinstance(value, Mapping):
+        raise WrongType(f'"{key}" must be an object such as {{"outcome": "error"}}')
+    for name in value:
+        if name not in ("outcome", "errorKind"):
+            raise SpecError(f'"{key}": {_unknown(name, ["outcome", "errorKind"])}')
+    if not value:
+        raise SpecError(f'"{key}" names nothing: give "outcome", "errorKind" or both')
+    outcome, kind = value.get("outcome"), value.get("errorKind")
+    for name, given, known in (("outcome", outcome, OUTCOMES), ("errorKind", kind, ERROR_KINDS)):
+        if name in value and given not in known:
+            raise SpecError(
+                f'"{key}": "{name}" must be one of {", ".join(known)}, not {_brief(given)}'
+            )
+    return Expectation(outcome, kind)
+
+
+def line_digest(run: SpecRun, task: str | None, option_dests: Iterable[str]) -> str:
+    """The SHA-256 of a line as resolved: its command, its task (a task
+    file's content, not its name), working directory, added environment,
+    expectation and every run option in effect. Two runs of one digest are
+    the same run asked for again, wherever the line sits in the spec."""
+    options = {
+        dest: getattr(run.options, dest, None)
+        for dest in sorted(option_dests)
+        if dest not in ("task", "task_file", *BATCH_ONLY)
+    }
+    resolved = {
+        "command": list(run.command),
+        "task": task,
+        "cwd": str(run.cwd),
+        "env": run.env,
+        "expect": run.expect.to_json() if run.expect is not None else None,
+        "options": options,
+    }
+    text = json.dumps(resolved, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def check_command(key: str, value: Any) -> tuple[str, ...]:
