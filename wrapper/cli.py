@@ -103,6 +103,22 @@ def build_parser() -> argparse.ArgumentParser:
         "signal still says so",
     )
     options.add_run_options(batch)
+    merge = sub.add_parser(
+        "merge",
+        help="merge the reports of a spec's shards into one batch.json and JUnit report",
+        usage=f"{PROG} merge RUNS_DIR... [--junit FILE] [--out FILE]",
+        description="Read the batch.json of every shard (its runs folder, or the file) and "
+        "write one batch.json (to --out, else stdout) and, with --junit, one JUnit report. "
+        "Checks that the inputs are shards of one spec and that every run of it is there "
+        "exactly once, and names what is missing or doubled. Exit 0: complete, every run "
+        "passed; 1: complete, some did not; 4: runs or shards missing or doubled, or shards "
+        "of different specs; 2: usage.",
+    )
+    merge.add_argument(
+        "inputs", nargs="+", metavar="RUNS_DIR", help="a shard's runs folder or its batch.json"
+    )
+    merge.add_argument("--junit", metavar="FILE", help="also write one JUnit XML report to FILE")
+    merge.add_argument("--out", metavar="FILE", help="write the merged batch.json to FILE")
     normalize = sub.add_parser(
         "normalize",
         help="print a saved raw stream as normalized events",
@@ -298,6 +314,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args, command)
     if args.subcommand == "batch":
         return _batch(args)
+    if args.subcommand == "merge":
+        from wrapper.fleet.merge import merge_main
+
+        return merge_main(args.inputs, args.junit, args.out)
     if args.subcommand in ("signal", "reply", "status"):
         from wrapper.commands import control as tools
 

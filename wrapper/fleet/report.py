@@ -130,6 +130,8 @@ def batch_json(
         "outcomes": outcomes,
         "results": [entry.to_json() for entry in entries],
         "warnings": [dict(warning) for warning in warnings],
+        # Only a merged report lists the shards it was made of.
+        "shards": None,
     }
 
 
