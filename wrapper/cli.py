@@ -507,18 +507,18 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     """The batch the spec asks for, every line checked and prepared, or a
     usage error (exit 2) naming the first line that is wrong."""
     import copy
-    import dataclasses
     import hashlib
+    from functools import partial
 
     from wrapper.core.config import ColorMode, OutputMode
     from wrapper.fleet.batch import Batch, BatchRun
     from wrapper.fleet.report import SpecInfo
     from wrapper.fleet.retry import Earlier
     from wrapper.fleet.spec import (
+        LineDigests,
         Places,
         SpecError,
         folder_names,
-        line_digest,
         parse_shard,
         parse_spec,
         planned_places,
@@ -553,7 +553,10 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
         _usage_error(f"batch: {args.spec}: {exc}")
     selected = shard(every, *shard_of)
     spec_info = SpecInfo(str(spec_path.absolute()), hashlib.sha256(raw).hexdigest(), len(every))
-    option_dests = [action.dest for action in line_options(options.run_parser()).values()]
+    digests = LineDigests(
+        [action.dest for action in line_options(options.run_parser()).values()], args
+    )
+    base_environ = dict(os.environ)
     names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     output = OutputMode(args.output)
     quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
@@ -573,7 +576,9 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
             continue
         run_options = copy.copy(run.options)
         run_options.output = quiet_runs
-        environ = {**os.environ, **run.env}
+        # One copy of the environment for the lines that add nothing to it:
+        # reading os.environ whole costs more than preparing a run.
+        environ = {**base_environ, **run.env} if run.env else base_environ
         try:
             prepared = prepare_run(
                 run_options,
@@ -581,6 +586,7 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
                 cwd=run.cwd,
                 environ=environ,
                 run_dir=runs_dir / names[run.index],
+                batch=partial(digests.recorded, run),
             )
         except RunUsageError as exc:
             _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
@@ -589,13 +595,12 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
             places.claim(run.line, config.run_dir, config.result_path)
         except SpecError as exc:
             _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
-        digest = line_digest(run, config.task, option_dests)
-        config = dataclasses.replace(config, batch={"lineDigest": digest})
+        digest = str((config.batch or {}).get("lineDigest"))
         item = BatchRun(
             run.name,
             run.label,
             run.line,
-            dataclasses.replace(prepared, config=config),
+            prepared,
             environ,
             index=run.index,
             line_digest=digest,

@@ -171,26 +171,47 @@ def check_expect(key: str, value: Any) -> Expectation:
     return Expectation(outcome, kind)
 
 
-def line_digest(run: SpecRun, task: str | None, option_dests: Iterable[str]) -> str:
-    """The SHA-256 of a line as resolved: its command, its task (a task
+class LineDigests:
+    """The SHA-256 of each line as resolved: its command, its task (a task
     file's content, not its name), working directory, added environment,
     expectation and every run option in effect. Two runs of one digest are
-    the same run asked for again, wherever the line sits in the spec."""
-    options = {
-        dest: getattr(run.options, dest, None)
-        for dest in sorted(option_dests)
-        if dest not in ("task", "task_file", *BATCH_ONLY)
-    }
-    resolved = {
-        "command": list(run.command),
-        "task": task,
-        "cwd": str(run.cwd),
-        "env": run.env,
-        "expect": run.expect.to_json() if run.expect is not None else None,
-        "options": options,
-    }
-    text = json.dumps(resolved, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    the same run asked for again, wherever the line sits in the spec.
+
+    The options a line leaves as the command line gave them are encoded
+    once, not once a line: a spec of many thousands of lines is checked
+    before its first run starts."""
+
+    def __init__(self, option_dests: Iterable[str], defaults: argparse.Namespace) -> None:
+        self._dests = sorted(
+            dest for dest in option_dests if dest not in ("task", "task_file", *BATCH_ONLY)
+        )
+        self._defaults = defaults
+        self._encoded = {dest: _encode(getattr(defaults, dest, None)) for dest in self._dests}
+
+    def recorded(self, run: SpecRun, task: str | None) -> dict[str, str]:
+        """What the run's result.json records of its line (``batch``)."""
+        return {"lineDigest": self.of(run, task)}
+
+    def of(self, run: SpecRun, task: str | None) -> str:
+        given, defaults, encoded = vars(run.options), vars(self._defaults), self._encoded
+        parts = []
+        for dest in self._dests:
+            value = given.get(dest)
+            same = value is defaults.get(dest)
+            parts.append(f'"{dest}":{encoded[dest] if same else _encode(value)}')
+        resolved = {
+            "command": list(run.command),
+            "task": task,
+            "cwd": str(run.cwd),
+            "env": run.env,
+            "expect": run.expect.to_json() if run.expect is not None else None,
+        }
+        text = _encode(resolved)[:-1] + ',"options":{' + ",".join(parts) + "}}"
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _encode(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
 
 
 def check_command(key: str, value: Any) -> tuple[str, ...]:
@@ -331,16 +352,19 @@ class Places:
     """
 
     def __init__(self, reserved: Mapping[Path, str] | None = None) -> None:
+        #: Where each folder really is, by its spelling: the runs of a spec
+        #: mostly share a few parents, each resolved once.
+        self._folders: dict[str, str] = {}
         #: Where each claimed path really is -> whose it is ("line 3's", ...).
         self._holders: dict[str, str] = {
-            real_place(path): holder for path, holder in (reserved or {}).items()
+            self._real(path): holder for path, holder in (reserved or {}).items()
         }
 
     def claim(self, line: int, *paths: Path) -> None:
         """Give ``paths`` to ``line``, or ``SpecError`` naming whose one of them is."""
         mine: dict[str, Path] = {}
         for path in paths:
-            where = real_place(path)
+            where = self._real(path)
             holder = self._holders.get(where)
             if holder is not None:
                 same = "" if str(path) == where else f" (that is {where})"
@@ -351,6 +375,25 @@ class Places:
             mine.setdefault(where, path)
         for where in mine:
             self._holders[where] = f"line {line}'s"
+
+    def _real(self, path: Path) -> str:
+        """``real_place(path)``, its parent resolved once for all its children.
+        A name that is not a symlink (or not there yet) adds nothing to
+        resolve, so the place is the real parent's with that name."""
+        name = path.name
+        if name in ("", ".", "..") or path.parent == path:
+            return real_place(path)
+        try:
+            linked = os.path.islink(path)
+        except (OSError, ValueError):
+            linked = True
+        if linked:
+            return real_place(path)
+        parent = str(path.parent)
+        real = self._folders.get(parent)
+        if real is None:
+            real = self._folders[parent] = real_place(path.parent)
+        return os.path.join(real, name)
 
 
 def planned_places(run: SpecRun, automatic: Path) -> tuple[Path, ...]:
