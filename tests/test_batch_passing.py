@@ -9,6 +9,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import pytest
+
+from tests.conftest import validate
 from tests.test_batch import OK_STEPS, line, read_report, run_batch, scenario, write_spec
 
 CRASH: list[dict[str, Any]] = [{"stderr": "fatal: the tool blew up"}, {"exit": 3}]
@@ -123,3 +127,16 @@ def test_the_junit_suite_names_the_spec_and_shard_and_has_wall_time(tmp_path: Pa
     assert report["spec"]["lines"] == 6
     assert report["spec"]["path"] == str(spec)
     assert [entry["index"] for entry in report["results"]] == [1, 3, 5]
+
+
+def test_the_spec_schema_knows_what_expect_may_name() -> None:
+    from tests.conftest import schema
+    from wrapper.fleet.passing import ERROR_KINDS, OUTCOMES
+
+    expect = schema("spec")["properties"]["expect"]["properties"]
+    assert tuple(expect["outcome"]["enum"]) == OUTCOMES
+    assert sorted(expect["errorKind"]["enum"]) == sorted(ERROR_KINDS)
+    validate("spec", {"command": ["pi"], "expect": {"outcome": "error", "errorKind": "timeout"}})
+    for wrong in ({"outcom": "error"}, {}, {"outcome": "crashed"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate("spec", {"command": ["pi"], "expect": wrong})
