@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from wrapper.fleet.passing import ERROR_KINDS, OUTCOMES, Expectation
 from wrapper.supervision.prepare import text_problem
 
@@ -207,11 +209,13 @@ class LineDigests:
             "expect": run.expect.to_json() if run.expect is not None else None,
         }
         text = _encode(resolved)[:-1] + ',"options":{' + ",".join(parts) + "}}"
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _encode(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    # Values that are no JSON type (paths, enums, settings) by their text;
+    # every string was checked to hold no lone surrogate.
+    return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def check_command(key: str, value: Any) -> tuple[str, ...]:
@@ -376,23 +380,23 @@ class Places:
         for where in mine:
             self._holders[where] = f"line {line}'s"
 
-    def _real(self, path: Path) -> str:
-        """``real_place(path)``, its parent resolved once for all its children.
+    def _real(self, path: Path | str) -> str:
+        """``real_place(path)``, each parent resolved once for all its children.
         A name that is not a symlink (or not there yet) adds nothing to
         resolve, so the place is the real parent's with that name."""
-        name = path.name
-        if name in ("", ".", "..") or path.parent == path:
-            return real_place(path)
+        text = os.fspath(path)
+        parent, name = os.path.split(text)
+        if name in ("", ".", "..") or not parent or not os.path.isabs(text):
+            return real_place(Path(text))
         try:
-            linked = os.path.islink(path)
+            linked = os.path.islink(text)
         except (OSError, ValueError):
             linked = True
         if linked:
-            return real_place(path)
-        parent = str(path.parent)
+            return real_place(Path(text))
         real = self._folders.get(parent)
         if real is None:
-            real = self._folders[parent] = real_place(path.parent)
+            real = self._folders[parent] = self._real(parent)
         return os.path.join(real, name)
 
 
