@@ -179,9 +179,12 @@ def test_a_run_whose_batch_was_sigkilled_runs_again(tmp_path: Path) -> None:
     )
     runs = tmp_path / "runs"
     try:
+        # Both agents started (the fake records its start), the first one finished.
         assert wait_until(
             lambda: (
-                state_of(runs / "slow") == "running" and (runs / "done" / "result.json").exists()
+                state_of(runs / "slow") == "running"
+                and (runs / "done" / "result.json").exists()
+                and starts(tmp_path) == 2
             )
         )
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()

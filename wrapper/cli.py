@@ -1,4 +1,10 @@
-"""The command line: argument parsing, subcommands and exit statuses only."""
+"""The command line: argument parsing, subcommands and exit statuses only.
+
+One module, though long: every subcommand's parser, and the checks that turn
+its arguments into what is run (a batch's whole spec, before any run
+starts, included), are the command line's one job; the runs themselves and
+what a batch or a merge does are elsewhere (``supervision``, ``fleet``).
+"""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ from wrapper.core.events import (
     ResultWritten,
     WarningEvent,
 )
-from wrapper.core.limits import OWN_STOP_WAIT, TICK_SECONDS
+from wrapper.core.limits import TICK_SECONDS
 from wrapper.core.outcome import (
     CANCELLED_BY_CALLER,
     EXIT_NO_RESULT,
@@ -61,7 +61,6 @@ from wrapper.core.outcome import (
     quoting_stderr,
 )
 from wrapper.core.result import AttemptRecord, build_result
-from wrapper.core.signals import STOP_SIGNALS
 from wrapper.core.steering import AllowedBy
 from wrapper.core.summary import RunSummary
 from wrapper.dialects import Dialect, Launch, UsageError, chosen_name
@@ -83,6 +82,7 @@ from wrapper.sinks.pretty import PrettyView
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.early import EarlyStart, begin_run
+from wrapper.supervision.own_stop import OwnStop, died_of_foreign_stop
 from wrapper.supervision.result_file import say_at_end, write_result
 
 if TYPE_CHECKING:
@@ -153,8 +153,7 @@ class Run:
         self.timed_out = False
         #: Hooks running between attempts, cancelled by the wrapper's signals.
         self.between_attempts: trio.CancelScope | None = None
-        #: Set when a stop signal of the wrapper's own comes (see ``_await_own_stop``).
-        self._own_stop: trio.Event | None = None
+        self.own_stop = OwnStop()
 
         run_dir = config.run_dir
         self.dir_ok = (
@@ -279,8 +278,7 @@ class Run:
             self.supervisor.interrupt(sig, self._cause())
         if self.between_attempts is not None:
             self.between_attempts.cancel()
-        if self._own_stop is not None:
-            self._own_stop.set()
+        self.own_stop.arrived()
 
     def _cause(self) -> str | None:
         """What the agent's signals say of why, when no signal to the wrapper was it."""
@@ -421,8 +419,8 @@ class Run:
             self.hook_ctx.env[environment.ATTEMPT] = str(number)
             record = await self._attempt(supervisor, number, launch, started)
             started = None
-            if _died_of_foreign_stop(record) and not self.interrupts:
-                await self._await_own_stop()
+            if died_of_foreign_stop(record) and not self.interrupts:
+                await self.own_stop.wait()
             if record.spawn_error is not None:
                 if number == 1:
                     return RunFacts(spawn_error=record.spawn_error)
@@ -571,7 +569,7 @@ class Run:
             "drain_timeout": self.config.drain_timeout,
             "idle_timeout": self.config.idle_timeout,
             "interrupted_by": (tracker.interrupted_by if tracker else None)
-            or (self.interrupts[0] if self.interrupts and _died_of_foreign_stop(record) else None),
+            or (self.interrupts[0] if self.interrupts and died_of_foreign_stop(record) else None),
             "timeout": self.config.timeout,
             "attempt_timeout": self.config.attempt_timeout,
             "steer_failure": failure,
@@ -580,18 +578,6 @@ class Run:
             if record.recognised
             else unrecognised_output(self.dialect, record.stdout_lines),
         }
-
-    async def _await_own_stop(self) -> None:
-        """The agent died of a stop signal the wrapper did not send: wait up
-        to ``OWN_STOP_WAIT`` for the wrapper's own, which a job's cancellation
-        sends to every process of the job, the agent's first. If it comes,
-        the run ends ``aborted`` as it would have had it come first."""
-        self._own_stop = trio.Event()
-        try:
-            with trio.move_on_after(OWN_STOP_WAIT):
-                await self._own_stop.wait()
-        finally:
-            self._own_stop = None
 
     async def _finish(self, verdict: Verdict) -> int:
         ended_at = time.time()
@@ -691,18 +677,6 @@ def _refused_resume(record: AttemptRecord) -> str | None:
         f"the agent could not be resumed to take the steer: it {exit_.describe()} "
         "without writing anything",
         record.stderr_excerpt(),
-    )
-
-
-def _died_of_foreign_stop(record: AttemptRecord) -> bool:
-    """Whether the agent died of a stop signal that the wrapper did not send it."""
-    exit_ = record.exit
-    tracker = record.tracker
-    return (
-        exit_ is not None
-        and exit_.signal in STOP_SIGNALS
-        and not record.signals_sent
-        and not (tracker is not None and tracker.signalled)
     )
 
 
