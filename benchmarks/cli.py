@@ -162,6 +162,16 @@ def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: fl
         "2,000, the last line of each wrong only once its run is prepared (every line parsed, "
         "named, prepared and checked for a shared directory; exit 2, nothing runs); median of "
         "3 each. Linear checks cost the same per line at both sizes.",
+        "- **fleet**: 1,000 short runs (40 with `--quick`), each `cat` of a 20-delta pi "
+        "stream as the agent (`--dialect pi`), through one `agent-wrapper batch --jobs 50 "
+        "--output quiet` against the same runs as `agent-wrapper run` processes, 50 at a "
+        "time; CPU is the user + system time of every process reaped (`os.wait4`: the "
+        "wrapper's processes and the agents, a `cat` costing about a millisecond), per run; "
+        "wall per run is the whole wall time over the runs. The batch must exit 0 with every "
+        "run `ok`, every `run` exit 0. Then a spec of 20,000 lines whose agent (`sh -c`) "
+        "writes the time it started: seconds from the batch's start to its first run's "
+        "agent (median of 3, 1 with `--quick`); the batch is then ended by a SIGKILL to its "
+        "worker, and the agents it started must be gone.",
         "- **environment**: every measured process gets this environment without "
         "`AGENT_WRAPPER_*` and with a bytecode cache (`PYTHONPYCACHEPREFIX` in the suite's "
         "temporary directory, `PYTHONDONTWRITEBYTECODE` removed), filled by a warm-up run "

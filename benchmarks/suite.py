@@ -22,6 +22,7 @@ from typing import Any
 
 from benchmarks import procs
 from benchmarks.batchbench import batch_section
+from benchmarks.fleetbench import fleet_section
 from benchmarks.idle import idle
 from benchmarks.procs import Measured, median
 from benchmarks.report import Row, Verdict
@@ -671,4 +672,5 @@ SECTIONS: dict[str, Callable[[Bench], list[Row]]] = {
     "storm": storm,
     "idle": idle,
     "batch": batch_section,
+    "fleet": fleet_section,
 }

@@ -113,7 +113,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_scan_sees_a_function_level_import() -> None:
     graph = import_graph()
     # The command line imports the run's modules inside its functions only.
-    assert "wrapper.supervision.run" in graph["wrapper.cli"]
+    assert "wrapper.supervision.prepare" in graph["wrapper.cli"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

@@ -1,12 +1,15 @@
 """The command line: argument parsing, subcommands and exit statuses only.
 
-One module, though long: the parser of every subcommand and its dispatch
-are one table of the command line, read together."""
+One module, though long: every subcommand's parser and its dispatch, and
+the checks that turn its arguments into what is run (a batch's whole spec,
+before any run starts, included), are the command line's one job; the runs
+themselves and what a batch, a merge or a report does are elsewhere
+(``supervision``, ``fleet``, ``commands``).
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -16,10 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 from wrapper import __version__, options
 
 if TYPE_CHECKING:
-    import signal
-
     from wrapper.core.settings import Settings
-    from wrapper.fleet.batch import Batch
 
 # Everything else is imported where it is needed: ``--version`` and the small
 # subcommands must not pay for what a run needs.
@@ -53,12 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
         "batch",
         help="run the runs of a JSONL spec, several at once",
         usage=f"{PROG} batch SPEC.jsonl [--jobs N] [--runs-dir DIR] [--junit FILE] "
-        "[--html FILE] [--shard I/N] [--output MODE] [run options...]",
+        "[--html FILE] [--shard I/N] [--skip-passed | --skip-finished] [--exit-zero] "
+        "[--output MODE] [run options...]",
         description="Run every run of SPEC.jsonl (one JSON object a line: command, and "
         "optionally task, label, cwd, env and any run option in camelCase), at most N at "
         "once, in one process with one guardian. The run options given here are the "
         "defaults a line overrides. Writes each run's directory, RUNS_DIR/batch.json and, "
-        "with --junit, a JUnit report. Exit 0 when every run is ok, 1 otherwise.",
+        "with --junit, a JUnit report. Exit 0 when every run passed (ended ok, or as its line's "
+        "expect says), 1 when one did not, 2 on a usage error, 3 when the batch itself failed, "
+        "128+N when stopped by signal N.",
     )
     batch.add_argument("spec", metavar="SPEC.jsonl", help="the runs, one JSON object a line")
     batch.add_argument(
@@ -84,6 +87,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only shard I of N (from 1): the lines whose place in the spec, from 0, "
         "is I-1 modulo N",
     )
+    again = batch.add_mutually_exclusive_group()
+    again.add_argument(
+        "--skip-passed",
+        action="store_true",
+        help="do not start a line whose run directory holds a result.json of the same line "
+        "(same digest) that passed, or that a person aborted on request; the others run again, "
+        "afresh (the agent's session is not resumed)",
+    )
+    again.add_argument(
+        "--skip-finished",
+        action="store_true",
+        help="do not start a line whose run directory holds a result.json of the same line, "
+        "whatever its outcome",
+    )
+    batch.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 whenever every line ran to its end, whatever the outcomes (for engines "
+        "that must not retry agent failures); a batch that failed itself or was stopped by a "
+        "signal still says so",
+    )
     options.add_run_options(batch)
     report = sub.add_parser(
         "report",
@@ -97,6 +121,22 @@ def build_parser() -> argparse.ArgumentParser:
         "(the shards of a spec) or a batch.json",
     )  # fmt: skip
     report.add_argument("--html", metavar="FILE", help="where the page goes (required)")
+    merge = sub.add_parser(
+        "merge",
+        help="merge the reports of a spec's shards into one batch.json and JUnit report",
+        usage=f"{PROG} merge RUNS_DIR... [--junit FILE] [--out FILE]",
+        description="Read the batch.json of every shard (its runs folder, or the file) and "
+        "write one batch.json (to --out, else stdout) and, with --junit, one JUnit report. "
+        "Checks that the inputs are shards of one spec and that every run of it is there "
+        "exactly once, and names what is missing or doubled. Exit 0: complete, every run "
+        "passed; 1: complete, some did not; 4: runs or shards missing or doubled, or shards "
+        "of different specs; 2: usage.",
+    )
+    merge.add_argument(
+        "inputs", nargs="+", metavar="RUNS_DIR", help="a shard's runs folder or its batch.json"
+    )
+    merge.add_argument("--junit", metavar="FILE", help="also write one JUnit XML report to FILE")
+    merge.add_argument("--out", metavar="FILE", help="write the merged batch.json to FILE")
     normalize = sub.add_parser(
         "normalize",
         help="print a saved raw stream as normalized events",
@@ -342,11 +382,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.subcommand == "run":
         return _run(args, command)
     if args.subcommand == "batch":
-        return _batch(args)
+        from wrapper.batch_command import BatchUsageError, batch_main
+
+        try:
+            return batch_main(args)
+        except BatchUsageError as exc:
+            _usage_error(str(exc))
     if args.subcommand == "report":
         from wrapper.fleet.report_input import report_main
 
         return report_main([Path(path) for path in args.paths], args.html)
+    if args.subcommand == "merge":
+        from wrapper.fleet.merge import merge_main
+
+        return merge_main(args.inputs, args.junit, args.out)
     if args.subcommand in ("signal", "reply", "status"):
         from wrapper.commands import control as tools
 
@@ -420,7 +469,9 @@ def _run(args: argparse.Namespace, command: list[str] | None) -> int:
     become_subreaper()
     # The agent starts now, its start-up overlapping the wrapper's imports.
     environ = dict(os.environ)
-    traced = _traced(environ)
+    from wrapper.batch_command import flush_spans, traced_runs
+
+    traced = traced_runs(environ)
     planned_ids = None
     if traced:
         from wrapper.sinks import telemetry
@@ -453,236 +504,5 @@ def _run(args: argparse.Namespace, command: list[str] | None) -> int:
         planned_ids=planned_ids,
     )
     status: int = trio.run(run)
-    _flush_spans()
+    flush_spans()
     return status
-
-
-def _batch(args: argparse.Namespace) -> int:
-    """Check the whole spec (every line made into a run, as ``run`` would)
-    before anything starts; then run the batch."""
-    # A stop signal while the spec is checked (a long spec takes seconds; a
-    # task file may be a pipe nobody writes yet) ends the checks at once.
-    stop = _StopHandler.install()
-    try:
-        runs_dir, junit = _report_places(args)
-        batch = _checked_batch(args, runs_dir, junit)
-        # From here on a stop signal is recorded, to be acted on once the batch is up.
-        stop.checking = False
-    except _StopWhileChecking as stopped:
-        # Nothing was written yet: a new batch id, if it comes to that, is no loss.
-        runs_dir, junit = _report_places(args)
-        return _stopped_before_start(args, runs_dir, junit, stopped.sig)
-    if not args.runs_dir:
-        _ignored_by_git(runs_dir)
-    from wrapper.process import guardian
-    from wrapper.process.proctree import become_subreaper
-
-    # The runs' guardian alone in the runner's process group (see wrapper/process/guardian.py).
-    guardian.leave_guardians_group()
-    # Orphans of the agents' trees come back to the wrapper and stay findable.
-    become_subreaper()
-    from functools import partial
-
-    import trio
-
-    from wrapper.fleet.batch import run_batch
-
-    status: int = trio.run(partial(run_batch, batch, stop.received))
-    _flush_spans()
-    return status
-
-
-def _report_places(args: argparse.Namespace) -> tuple[Path, Path | None]:
-    """Where the batch's runs and batch.json go, and its JUnit report."""
-    from wrapper.fleet.defaults import DEFAULT_BATCHES_ROOT
-    from wrapper.supervision.prepare import new_run_id
-
-    cwd = Path.cwd()
-    runs_dir = (cwd / (args.runs_dir or DEFAULT_BATCHES_ROOT / new_run_id())).absolute()
-    return runs_dir, (cwd / args.junit).absolute() if args.junit else None
-
-
-class _StopWhileChecking(BaseException):
-    """A stop signal came while the batch's spec was being checked.
-
-    A BaseException, so that no ``except Exception`` of the checks catches
-    it. The checks only read (nothing of a run exists yet), so they may be
-    cut short anywhere, a read blocked on a pipe included."""
-
-    def __init__(self, sig: signal.Signals) -> None:
-        super().__init__(sig)
-        self.sig = sig
-
-
-class _StopHandler:
-    """The stop signals' handler until the batch's loop takes them over: it
-    records every one, and the first that comes while ``checking`` ends the
-    checks. One handler throughout, so that no signal finds the handlers
-    being swapped."""
-
-    def __init__(self) -> None:
-        import signal
-
-        self._signals = signal.Signals
-        self.checking = True
-        self.received: list[signal.Signals] = []
-
-    @classmethod
-    def install(cls) -> _StopHandler:
-        import signal
-
-        from wrapper.core.signals import STOP_SIGNALS
-
-        handler = cls()
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, handler)
-        return handler
-
-    def __call__(self, signum: int, _frame: object) -> None:
-        sig = self._signals(signum)
-        self.received.append(sig)
-        if self.checking:
-            self.checking = False
-            raise _StopWhileChecking(sig)
-
-
-def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None) -> Batch:
-    """The batch the spec asks for, every line checked and prepared, or a
-    usage error (exit 2) naming the first line that is wrong."""
-    import copy
-
-    from wrapper.core.config import ColorMode, OutputMode
-    from wrapper.fleet.batch import Batch, BatchRun
-    from wrapper.fleet.spec import (
-        Places,
-        SpecError,
-        folder_names,
-        parse_shard,
-        parse_spec,
-        planned_places,
-        shard,
-    )
-    from wrapper.supervision.prepare import RunUsageError, prepare_run
-    from wrapper.supervision.run import resolve_output
-
-    for flag, dest in (("--run-dir", "run_dir"), ("--result", "result"), ("--label", "label")):
-        if getattr(args, dest) is not None:
-            _usage_error(
-                f"batch: {flag} is one run's: give it on a line of the spec "
-                "(runDir, result, label); --runs-dir says where the runs go"
-            )
-    if args.task_file == "-":
-        _usage_error("batch: --task-file cannot be -: the runs of a batch share no standard input")
-    spec_path = Path(args.spec)
-    try:
-        text = spec_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        _usage_error(f"batch: {args.spec}: cannot read it: {reason}")
-    try:
-        shard_of = parse_shard(args.shard) if args.shard else (1, 1)
-    except SpecError as exc:
-        _usage_error(f"batch: {exc}")
-    try:
-        every = parse_spec(text, spec_path.parent.absolute(), options.run_parser(), args)
-    except SpecError as exc:
-        _usage_error(f"batch: {args.spec}: {exc}")
-    selected = shard(every, *shard_of)
-    names = dict(zip((run.index for run in every), folder_names(every), strict=True))
-    output = OutputMode(args.output)
-    quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
-    reports = {runs_dir / "batch.json": "where the batch's report (batch.json) goes"}
-    if junit is not None:
-        reports[junit] = "where the JUnit report (--junit) goes"
-    html = _html_place(args)
-    if html is not None:
-        reports[html] = "where the HTML report (--html) goes"
-    places = Places(reports)
-    chosen = {run.index for run in selected}
-    items: list[BatchRun] = []
-    for run in every:
-        if run.index not in chosen:
-            # Another shard's run: the spec is the same whichever shard runs it.
-            try:
-                places.claim(run.line, *planned_places(run, runs_dir / names[run.index]))
-            except SpecError as exc:
-                _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
-            continue
-        run_options = copy.copy(run.options)
-        run_options.output = quiet_runs
-        environ = {**os.environ, **run.env}
-        try:
-            prepared = prepare_run(
-                run_options,
-                run.command,
-                cwd=run.cwd,
-                environ=environ,
-                run_dir=runs_dir / names[run.index],
-            )
-        except RunUsageError as exc:
-            _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
-        config = prepared.config
-        try:
-            places.claim(run.line, config.run_dir, config.result_path)
-        except SpecError as exc:
-            _usage_error(f"batch: {args.spec}: line {run.line}: {exc}")
-        items.append(BatchRun(run.name, run.label, run.line, prepared, environ))
-    return Batch(
-        runs=items,
-        runs_dir=runs_dir,
-        jobs=args.jobs,
-        output=output,
-        junit=junit,
-        html=html,
-        color=ColorMode(args.color),
-    )
-
-
-def _html_place(args: argparse.Namespace) -> Path | None:
-    """Where the batch's HTML report goes, if anywhere."""
-    return (Path.cwd() / args.html).absolute() if args.html else None
-
-
-def _ignored_by_git(runs_dir: Path) -> None:
-    """The default root sits in the agent's working tree: keep it out of git."""
-    from wrapper.files.artifacts import ensure_dir, write_new
-
-    try:
-        ensure_dir(runs_dir.parent)
-        write_new(runs_dir.parent.parent / ".gitignore", b"*\n")
-    except OSError:
-        pass  # the batch reports what it cannot write where it writes it
-
-
-def _stopped_before_start(
-    args: argparse.Namespace, runs_dir: Path, junit: Path | None, sig: signal.Signals
-) -> int:
-    """A stop signal came while the spec was checked: no run starts, and the
-    reports say so; the exit status is the signal's, as for a batch stopped later."""
-    from wrapper.fleet.batch import report_stopped_before_start
-
-    if not args.runs_dir:
-        _ignored_by_git(runs_dir)
-    return report_stopped_before_start(runs_dir, junit, sig, html=_html_place(args))
-
-
-def _traced(environ: dict[str, str]) -> bool:
-    """Whether runs export traces (looked at without importing anything unless
-    the environment names OpenTelemetry at all)."""
-    if not any(name.startswith("OTEL_") for name in environ):
-        return False
-    from wrapper.sinks import telemetry
-
-    return telemetry.enabled(environ)
-
-
-def _flush_spans() -> None:
-    """The runs' spans reach the collector, or it is given up on after the
-    flush bound: the process ends with os._exit, which waits for nothing."""
-    telemetry = sys.modules.get("wrapper.sinks.telemetry")
-    if telemetry is not None:
-        # Whoever set OTEL_* to get traces reads stderr, not result.json.
-        for notice in (telemetry.unavailable(), telemetry.flush()):
-            if notice is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    print(f"agent-wrapper: warning: {notice}", file=sys.stderr, flush=True)

@@ -140,6 +140,8 @@ class RunConfig:
     auth_method: str | None = None
     context: str | None = None
     escalation_timeout: float = DEFAULT_ESCALATION_TIMEOUT
+    #: What a batch says of the run in its result.json (``{"lineDigest"}``), else None.
+    batch: Mapping[str, Any] | None = None
 
     @property
     def stop_event(self) -> str:
@@ -212,6 +214,7 @@ class RunConfig:
             "context": self.context,
             "escalationTimeout": self.escalation_timeout,
             "settings": self.settings.to_json(),
+            "batch": dict(self.batch) if self.batch is not None else None,
         }
 
 

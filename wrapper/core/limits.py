@@ -38,6 +38,14 @@ SILENT_AGENT_HINT_AFTER = 5.0
 #: How much of a late final message's text its warning quotes.
 LATE_TEXT_CHARS = 200
 
+#: An agent that died of a stop signal the wrapper did not send was most
+#: likely signalled with the wrapper, as a whole job or process group is
+#: (Slurm's scancel signals every process of the job, the agents first): the
+#: wrapper waits this long for its own stop signal before deciding the
+#: outcome, so that such a run ends ``aborted``, not ``error``. Signals to
+#: the processes of one job come within milliseconds of each other.
+OWN_STOP_WAIT = 0.5
+
 #: How often a child is polled for its exit where there are no pidfds.
 EXIT_POLL = 0.02
 

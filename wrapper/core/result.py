@@ -145,6 +145,7 @@ def build_result(
         "warnings": warnings,
         "artifacts": artifacts,
         "artifactErrors": artifact_errors,
+        "batch": dict(config.batch) if config.batch is not None else None,
     }
 
 
@@ -262,6 +263,7 @@ def wrapper_killed_result(
             "config": artifact("config.json"),
         },
         "artifactErrors": [],
+        "batch": conf.get("batch") if isinstance(conf.get("batch"), dict) else None,
     }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -33,7 +34,8 @@ from wrapper.core.signals import STOP_SIGNALS
 from wrapper.core.timefmt import iso
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
 from wrapper.fleet.owner import reap_orphans_on_sigchld, relay_signals
-from wrapper.fleet.report import RunEntry, batch_json, junit_xml
+from wrapper.fleet.passing import Expectation, passed
+from wrapper.fleet.report import RunEntry, SpecInfo, SuiteInfo, batch_json, junit_xml, suite_name
 from wrapper.fleet.report_input import ReportInputError, write_html
 from wrapper.process import guardian, proctree
 from wrapper.sinks.stream import OutputPump
@@ -59,16 +61,31 @@ class BatchRun:
     result: Mapping[str, Any] | None = None
     started: float | None = None
     ended: float | None = None
+    #: Its place among the spec's runs, from 0.
+    index: int = 0
+    line_digest: str | None = None
+    expect: Expectation | None = None
+    #: An earlier run of the same line kept by --skip-passed or --skip-finished.
+    reused: bool = False
+    #: Why a line that had run before runs again.
+    rerun: str | None = None
 
     @property
     def outcome(self) -> str | None:
         outcome = (self.result or {}).get("outcome")
         return outcome if isinstance(outcome, str) else None
 
+    @property
+    def passed(self) -> bool:
+        return passed(self.result, self.expect)
+
     def entry(self) -> RunEntry:
         duration = (
             self.ended - self.started if self.started is not None and self.ended is not None else 0
         )
+        if self.reused:
+            took = (self.result or {}).get("durationMs")
+            duration = took / 1000 if isinstance(took, int) and took >= 0 else 0
         return RunEntry(
             name=self.name,
             label=self.label,
@@ -76,6 +93,11 @@ class BatchRun:
             run_dir=str(self.prepared.config.run_dir),
             result=self.result,
             duration=duration,
+            index=self.index,
+            line_digest=self.line_digest,
+            expect=self.expect,
+            reused=self.reused,
+            rerun=self.rerun,
         )
 
 
@@ -88,6 +110,11 @@ class Batch:
     junit: Path | None = None
     html: Path | None = None
     color: ColorMode = ColorMode.AUTO
+    #: Which shard of the spec this is, ``(I, N)``.
+    shard: tuple[int, int] = (1, 1)
+    spec: SpecInfo | None = None
+    #: Exit 0 whenever every line ran to its end, whatever the outcomes.
+    exit_zero: bool = False
     #: The first stop signal received (before the loop started included).
     stopped_by: signal.Signals | None = None
     warnings: list[dict[str, str]] = field(default_factory=list)
@@ -130,6 +157,8 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
                 async with trio.open_nursery() as runs:
                     # In spec order: each run takes its place before the next starts.
                     for item in batch.runs:
+                        if item.reused:
+                            continue
                         await limiter.acquire_on_behalf_of(item)
                         runs.start_soon(_one, batch, item, limiter, _Shown(pump, mode, progress))
             except Exception as exc:  # a bug must still end in batch.json
@@ -143,7 +172,8 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
             guardian.close_announcements()
             await _end_unclaimed(batch)
             exit_status = _exit_status(batch)
-            _write_reports(batch, exit_status)
+            if not _write_reports(batch, exit_status) and exit_status < 128:
+                exit_status = BATCH_FAILED
             if progress is not None:
                 progress.finish(trio.current_time() - clock_start)
             if pump is not None:
@@ -169,7 +199,8 @@ def report_stopped_before_start(
         }
     )
     exit_status = _exit_status(batch)
-    _write_reports(batch, exit_status)
+    if not _write_reports(batch, exit_status) and exit_status < 128:
+        exit_status = BATCH_FAILED
     return exit_status
 
 
@@ -187,6 +218,7 @@ async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, show
     pump, mode, progress = shown.pump, shown.mode, shown.progress
     try:
         config = item.prepared.config
+        keep_earlier_result(config.result_path, config.run_dir)
         # The guardian knows of the run before anything of it exists.
         guardian.announce(config.run_id, config.run_dir, config.result_path, more=True)
         live = None
@@ -261,40 +293,97 @@ async def _end_unclaimed(batch: Batch) -> None:
     )
 
 
+#: The batch's exit status when the batch itself failed (a report or a
+#: result.json that could not be written, an internal error): not the
+#: agents' doing, so an engine may retry it.
+BATCH_FAILED = 3
+
+
 def _exit_status(batch: Batch) -> int:
+    """0 every run passed, 1 some run did not, 3 the batch itself failed,
+    128+N stopped by signal N; with ``exit_zero``, 0 for 1."""
     if batch.stopped_by is not None:
         return 128 + int(batch.stopped_by)
-    failed = any(w["code"] == "internal" for w in batch.warnings)
-    return 0 if not failed and all(item.outcome == "ok" for item in batch.runs) else 1
+    broken = any(w["code"] == "internal" for w in batch.warnings) or any(
+        item.result is None or item.result.get("exitStatus") == BATCH_FAILED for item in batch.runs
+    )
+    if broken:
+        return BATCH_FAILED
+    if batch.exit_zero:
+        return 0
+    return 0 if all(item.passed for item in batch.runs) else 1
 
 
-def _write_reports(batch: Batch, exit_status: int) -> None:
+def _write_reports(batch: Batch, exit_status: int) -> bool:
+    """Write batch.json (and the JUnit report); False when one could not be."""
     entries = [item.entry() for item in batch.runs]
+    ended = time.time()
     report = batch_json(
         entries,
         started_at=iso(batch.started_at),
-        ended_at=iso(time.time()),
+        ended_at=iso(ended),
         exit_status=exit_status,
         warnings=batch.warnings,
+        shard=batch.shard,
+        spec=batch.spec,
     )
     path = batch.runs_dir / "batch.json"
-    written = False
+    written = report_written = False
     try:
         ensure_dir(path.parent)
         atomic_write(path, dump_json(report))
-        written = True
+        written = report_written = True
     except OSError as exc:
-        _say(f"could not write {path}: {exc.strerror or exc}")
+        _say(f"could not write {path}: {exc.strerror or exc}; check that its folder is writable")
     if batch.junit is not None:
+        suite = SuiteInfo(
+            name=suite_name(batch.spec, batch.shard),
+            timestamp=iso(batch.started_at),
+            hostname=socket.gethostname(),
+            wall=ended - batch.started_at,
+        )
         try:
             ensure_dir(batch.junit.parent)
-            atomic_write(batch.junit, junit_xml(entries))
+            atomic_write(batch.junit, junit_xml(entries, suite))
         except OSError as exc:
-            _say(f"could not write {batch.junit}: {exc.strerror or exc}")
+            _say(
+                f"could not write {batch.junit}: {exc.strerror or exc}; "
+                "check that its folder is writable"
+            )
+            written = False
     if batch.html is not None:
-        _write_html(batch.html, path, written)
+        _write_html(batch.html, path, report_written)
     for warning in batch.warnings:
         _say(f"warning: {warning['message']}")
+    return written
+
+
+def keep_earlier_result(result_path: Path, run_dir: Path) -> None:
+    """Move the result.json of an earlier run of the line into the run
+    directory's ``history/`` before the run clears it: a retry that runs a
+    line again does not lose what the line came to before."""
+    try:
+        data = result_path.read_bytes()
+    except OSError:
+        return
+    try:
+        earlier = orjson.loads(data)
+        run_id = earlier.get("runId") if isinstance(earlier, dict) else None
+    except orjson.JSONDecodeError:
+        run_id = None
+    name = run_id if isinstance(run_id, str) and run_id.isprintable() and "/" not in run_id else ""
+    history = run_dir / "history"
+    try:
+        ensure_dir(history)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(result_path.stat().st_mtime))
+        target = history / f"{stamp}-{name or 'run'}.result.json"
+        n = 2
+        while target.exists():
+            target = history / f"{stamp}-{name or 'run'}-{n}.result.json"
+            n += 1
+        os.replace(result_path, target)
+    except OSError as exc:
+        _say(f"could not keep the earlier {result_path} in {history}: {exc.strerror or exc}")
 
 
 def _write_html(html: Path, batch_file: Path, written: bool) -> None:
@@ -336,7 +425,7 @@ class Progress:
     def line(self, elapsed: float) -> str:
         runs = self.batch.runs
         done = sum(item.state == "done" for item in runs)
-        failed = sum(item.state == "done" and item.outcome != "ok" for item in runs)
+        failed = sum(item.state == "done" and not item.passed for item in runs)
         running = sum(item.state == "running" for item in runs)
         waiting = sum(item.state == "waiting" for item in runs)
         minutes, seconds = divmod(int(elapsed), 60)
@@ -367,9 +456,10 @@ class Progress:
         result = item.result or {}
         outcome = item.outcome or "no result"
         seconds = (item.ended or 0) - (item.started or 0)
-        mark = "ok" if outcome == "ok" else "FAILED"
+        good = item.passed
+        mark = ("ok" if outcome == "ok" else "expected") if good else "FAILED"
         if self.color:
-            mark = f"\x1b[32m{mark}\x1b[0m" if outcome == "ok" else f"\x1b[31m{mark}\x1b[0m"
+            mark = f"\x1b[32m{mark}\x1b[0m" if good else f"\x1b[31m{mark}\x1b[0m"
         error = result.get("error")
         why = f": {error.get('message')}" if isinstance(error, dict) else ""
         where = (result.get("artifacts") or {}).get("result") or str(item.prepared.config.run_dir)

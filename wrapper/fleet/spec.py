@@ -1,7 +1,8 @@
 """A batch's spec: one run a line, checked whole before anything starts.
 
 A line is a JSON object: ``command`` (the agent's argv) and, optionally,
-``task``, ``label``, ``cwd``, ``env`` and any run option under its long name
+``task``, ``label``, ``cwd``, ``env``, ``expect`` (what the run should end
+with, when not ``ok``) and any run option under its long name
 in camelCase (``dialect``, ``runDir``, ``timeout``, ``settings``,
 ``maxSteers``, ``hooksFailClosed``, ...). The run options given on the
 command line are the defaults a line overrides. Paths are relative to the
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import copy
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -22,6 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from wrapper.fleet.passing import ERROR_KINDS, OUTCOMES, Expectation
 from wrapper.supervision.prepare import text_problem
 
 
@@ -34,7 +39,7 @@ class WrongType(SpecError):
 
 
 #: Keys of a line that are not run options.
-OWN_KEYS = ("command", "cwd", "env")
+OWN_KEYS = ("command", "cwd", "env", "expect")
 #: Run options that a batch sets for all its runs, never a line.
 BATCH_ONLY = frozenset({"output", "color"})
 #: Run options whose values are paths, taken relative to the spec's directory.
@@ -57,6 +62,8 @@ class SpecRun:
     cwd: Path
     #: Added to the environment the batch itself got.
     env: dict[str, str] = field(default_factory=dict)
+    #: What the run should end with when that is not ``ok``.
+    expect: Expectation | None = None
 
     @property
     def label(self) -> str | None:
@@ -115,8 +122,8 @@ def _parse_line(
     spec_dir: Path,
     options: Mapping[str, argparse.Action],
     defaults: argparse.Namespace,
-) -> tuple[tuple[str, ...], argparse.Namespace, Path, dict[str, str]]:
-    """A line's command, options, working directory and environment."""
+) -> tuple[tuple[str, ...], argparse.Namespace, Path, dict[str, str], Expectation | None]:
+    """A line's command, options, working directory, environment and expectation."""
     try:
         obj = json.loads(raw)
     except ValueError as exc:
@@ -144,7 +151,71 @@ def _parse_line(
         namespace.task = None
     cwd = check_cwd("cwd", obj["cwd"], spec_dir) if "cwd" in obj else spec_dir
     env = check_env("env", obj.get("env", {}))
-    return command, namespace, cwd, env
+    expect = check_expect("expect", obj["expect"]) if "expect" in obj else None
+    return command, namespace, cwd, env, expect
+
+
+def check_expect(key: str, value: Any) -> Expectation:
+    """What a line expects its run to end with: ``{"outcome", "errorKind"}``, either."""
+    if not isinstance(value, Mapping):
+        raise WrongType(f'"{key}" must be an object such as {{"outcome": "error"}}')
+    for name in value:
+        if name not in ("outcome", "errorKind"):
+            raise SpecError(f'"{key}": {_unknown(name, ["outcome", "errorKind"])}')
+    if not value:
+        raise SpecError(f'"{key}" names nothing: give "outcome", "errorKind" or both')
+    outcome, kind = value.get("outcome"), value.get("errorKind")
+    for name, given, known in (("outcome", outcome, OUTCOMES), ("errorKind", kind, ERROR_KINDS)):
+        if name in value and given not in known:
+            raise SpecError(
+                f'"{key}": "{name}" must be one of {", ".join(known)}, not {_brief(given)}'
+            )
+    return Expectation(outcome, kind)
+
+
+class LineDigests:
+    """The SHA-256 of each line as resolved: its command, its task (a task
+    file's content, not its name), working directory, added environment,
+    expectation and every run option in effect. Two runs of one digest are
+    the same run asked for again, wherever the line sits in the spec.
+
+    The options a line leaves as the command line gave them are encoded
+    once, not once a line: a spec of many thousands of lines is checked
+    before its first run starts."""
+
+    def __init__(self, option_dests: Iterable[str], defaults: argparse.Namespace) -> None:
+        self._dests = sorted(
+            dest for dest in option_dests if dest not in ("task", "task_file", *BATCH_ONLY)
+        )
+        self._defaults = defaults
+        self._encoded = {dest: _encode(getattr(defaults, dest, None)) for dest in self._dests}
+
+    def recorded(self, run: SpecRun, task: str | None) -> dict[str, str]:
+        """What the run's result.json records of its line (``batch``)."""
+        return {"lineDigest": self.of(run, task)}
+
+    def of(self, run: SpecRun, task: str | None) -> str:
+        given, defaults, encoded = vars(run.options), vars(self._defaults), self._encoded
+        parts = []
+        for dest in self._dests:
+            value = given.get(dest)
+            same = value is defaults.get(dest)
+            parts.append(f'"{dest}":{encoded[dest] if same else _encode(value)}')
+        resolved = {
+            "command": list(run.command),
+            "task": task,
+            "cwd": str(run.cwd),
+            "env": run.env,
+            "expect": run.expect.to_json() if run.expect is not None else None,
+        }
+        text = _encode(resolved)[:-1] + ',"options":{' + ",".join(parts) + "}}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _encode(value: Any) -> str:
+    # Values that are no JSON type (paths, enums, settings) by their text;
+    # every string was checked to hold no lone surrogate.
+    return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def check_command(key: str, value: Any) -> tuple[str, ...]:
@@ -287,16 +358,19 @@ class Places:
     """
 
     def __init__(self, reserved: Mapping[Path, str] | None = None) -> None:
+        #: Where each folder really is, by its spelling: the runs of a spec
+        #: mostly share a few parents, each resolved once.
+        self._folders: dict[str, str] = {}
         #: Where each claimed path really is -> whose it is ("line 3's", ...).
         self._holders: dict[str, str] = {
-            real_place(path): holder for path, holder in (reserved or {}).items()
+            self._real(path): holder for path, holder in (reserved or {}).items()
         }
 
     def claim(self, line: int, *paths: Path) -> None:
         """Give ``paths`` to ``line``, or ``SpecError`` naming whose one of them is."""
         mine: dict[str, Path] = {}
         for path in paths:
-            where = real_place(path)
+            where = self._real(path)
             holder = self._holders.get(where)
             if holder is not None:
                 same = "" if str(path) == where else f" (that is {where})"
@@ -307,6 +381,25 @@ class Places:
             mine.setdefault(where, path)
         for where in mine:
             self._holders[where] = f"line {line}'s"
+
+    def _real(self, path: Path | str) -> str:
+        """``real_place(path)``, each parent resolved once for all its children.
+        A name that is not a symlink (or not there yet) adds nothing to
+        resolve, so the place is the real parent's with that name."""
+        text = os.fspath(path)
+        parent, name = os.path.split(text)
+        if name in ("", ".", "..") or not parent or not os.path.isabs(text):
+            return real_place(Path(text))
+        try:
+            linked = os.path.islink(text)
+        except (OSError, ValueError):
+            linked = True
+        if linked:
+            return real_place(Path(text))
+        real = self._folders.get(parent)
+        if real is None:
+            real = self._folders[parent] = self._real(parent)
+        return os.path.join(real, name)
 
 
 def planned_places(run: SpecRun, automatic: Path) -> tuple[Path, ...]:

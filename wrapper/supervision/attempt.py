@@ -208,7 +208,7 @@ class AttemptSupervisor:
         self._session = self._open_session(proc, prompt)
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
         if self.config.idle_timeout is not None:
-            self._activity.look(self._live_pid, now)
+            self._activity.look(self._pid_if_running, now)
         for signum, cause in self._pending_interrupts:
             self._apply(tracker.interrupt(signum, trio.current_time(), cause))
         try:
@@ -242,8 +242,12 @@ class AttemptSupervisor:
     @property
     def running(self) -> bool:
         """Whether an agent is running (an attempt started and not exited)."""
+        return self._pid_if_running is not None
+
+    @property
+    def _pid_if_running(self) -> int | None:
         record = self.record
-        return record is not None and record.pid is not None and record.exit is None
+        return record.pid if record is not None and record.exit is None else None
 
     def steer(self, timeout: float) -> None:
         """End the running attempt (or its live turn) to take a steer from
@@ -492,7 +496,7 @@ class AttemptSupervisor:
         now, wall = trio.current_time(), time.time()
         if self.tracker is not None:
             self.tracker.output_seen(now)
-            self._activity.refresh(self._live_pid, now)
+            self._activity.refresh(self._pid_if_running, now)
         events, texts = reader.feed(data)
         self._take_counts(reader)
         if texts is None:
@@ -516,7 +520,7 @@ class AttemptSupervisor:
                 if self.tracker is not None:
                     now = trio.current_time()
                     self.tracker.output_seen(now)
-                    self._activity.refresh(self._live_pid, now)
+                    self._activity.refresh(self._pid_if_running, now)
                 for frame in framer.feed(data):
                     self._stderr_frame(frame)
         finally:
@@ -618,7 +622,7 @@ class AttemptSupervisor:
                 )
             elif isinstance(effect, CheckActivity):
                 now = trio.current_time()
-                worked = self._activity.worked(self._live_pid, now)
+                worked = self._activity.worked(self._pid_if_running, now)
                 self._apply(self.tracker.activity(worked, now))
             else:
                 self.emit(effect)
@@ -631,28 +635,20 @@ class AttemptSupervisor:
         state = STATUS_OF_PHASE[phase]
         self.status.update(trio.current_time(), force=True, state=state)
 
-    @property
-    def _live_pid(self) -> int | None:
-        """The agent's pid while it runs (its tree is worth looking at)."""
-        return self.record.pid if self.running and self.record is not None else None
-
     def _send(self, effect: SendSignal) -> None:
         assert self.record is not None
         assert self.record.pid is not None
         if self._session is not None and effect.signal is signal.SIGTERM:
             # A live session's turn is cancelled over the protocol first.
             self._session.cancel()
-        if effect.signal is signal.SIGINT:
-            # An interrupt goes where a terminal's Ctrl-C goes, the agent's
-            # process group, and not to the tools it started in groups of
-            # their own: the agent interrupts them itself and records the
-            # call as interrupted. A tool killed under it first can make it
-            # exit without recording the call, and its resumed session then
-            # lacks it. What the agent leaves running is ended as leftovers.
-            reached = proctree.signal_group(self.record.pid, effect.signal)
-            pids = [self.record.pid] if reached else []
-        else:
+        pids = [self.record.pid]
+        if effect.signal is not signal.SIGINT:
             pids = proctree.signal_tree(self.record.pid, effect.signal)
+        elif not proctree.signal_group(self.record.pid, effect.signal):
+            # An interrupt goes where Ctrl-C goes, the agent's group, not its
+            # tools' own groups: killed under it, a tool may go unrecorded in
+            # the session it resumes. What it leaves running ends as leftovers.
+            pids = []
         self._record_signal(effect.signal, effect.reason, pids)
 
     def _record_signal(self, sig: signal.Signals, reason: str, pids: Sequence[int]) -> None:

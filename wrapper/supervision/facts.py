@@ -14,6 +14,7 @@ from wrapper.core.result import AttemptRecord
 from wrapper.core.steering import Steering
 from wrapper.dialects import Dialect
 from wrapper.dialects.base import unrecognised_output
+from wrapper.supervision.own_stop import died_of_foreign_stop
 
 
 def facts_so_far(
@@ -46,7 +47,10 @@ def facts_so_far(
         "stopped_answering": bool(tracker and tracker.stopped_answering),
         "drain_timeout": config.drain_timeout,
         "idle_timeout": config.idle_timeout,
-        "interrupted_by": tracker.interrupted_by if tracker else None,
+        # A death by a stop signal the wrapper did not send, followed by one
+        # of its own (a job cancelled as a whole), is an interruption too.
+        "interrupted_by": (tracker.interrupted_by if tracker else None)
+        or (interrupts[0] if interrupts and died_of_foreign_stop(record) else None),
         "timeout": config.timeout,
         "attempt_timeout": config.attempt_timeout,
         "steer_failure": failure,

@@ -16,7 +16,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -197,13 +197,15 @@ def prepare_run(
     run_id: str | None = None,
     run_dir: Path | None = None,
     say_notes: bool = True,
+    batch: Callable[[str | None], Mapping[str, Any]] | None = None,
 ) -> PreparedRun:
     """Check run ``options`` (the ``run`` parser's) and ``command`` and make
     the run of them, or raise ``RunUsageError`` with the command line's message.
 
     ``cwd`` and ``environ`` are the run's (default: this process's);
     ``run_dir``, when ``--run-dir`` is not given, is where the run's files
-    go instead of ``./.agent-wrapper/runs/RUN_ID``.
+    go instead of ``./.agent-wrapper/runs/RUN_ID``. ``batch``: given the
+    run's task, what its batch records of it in result.json.
     """
     if not command:
         raise RunUsageError(
@@ -293,6 +295,7 @@ def prepare_run(
         permissions=getattr(options, "permissions", None) or settings.permissions or "allow",
         auth_method=getattr(options, "auth_method", None) or settings.acp_auth_method,
         escalation_timeout=options.escalation_timeout,
+        batch=batch(task) if batch is not None else None,
     )
     # A session file in a run directory that cannot be made would stop the
     # agent: steers from outside then work only where the agent keeps it.

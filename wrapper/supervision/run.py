@@ -82,6 +82,7 @@ from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.early import EarlyStart, begin_run
 from wrapper.supervision.external import ExternalControl
 from wrapper.supervision.facts import facts_so_far, refused_resume
+from wrapper.supervision.own_stop import OwnStop, died_of_foreign_stop
 from wrapper.supervision.result_file import say_at_end, write_result
 
 if TYPE_CHECKING:
@@ -154,6 +155,7 @@ class Run:
         self.timed_out = False
         #: Hooks running between attempts, cancelled by the wrapper's signals.
         self.between_attempts: trio.CancelScope | None = None
+        self.own_stop = OwnStop()
 
         run_dir = config.run_dir
         self.dir_ok = (
@@ -291,6 +293,7 @@ class Run:
         if self.between_attempts is not None:
             self.between_attempts.cancel()
         self.gate.signal_came()
+        self.own_stop.arrived()
 
     def abort(self, reason: str | None) -> None:
         """An abort asked from outside (``agent-wrapper abort``): the run ends
@@ -450,6 +453,8 @@ class Run:
             self.hook_ctx.env[environment.ATTEMPT] = str(number)
             record = await self._attempt(supervisor, number, launch, started)
             started = None
+            if died_of_foreign_stop(record) and not self.interrupts:
+                await self.own_stop.wait()
             if record.spawn_error is not None:
                 if number == 1:
                     return RunFacts(spawn_error=record.spawn_error)
