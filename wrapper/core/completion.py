@@ -125,6 +125,10 @@ class Limits:
     #: gated as any other; an agent that does not end it within ``kill_after``
     #: is terminated.
     attempt_limit_cancels: bool = False
+    #: Whether a live session says when its turn ended after the turn's
+    #: final message (pi's ``agent_end``): that message starts no grace until
+    #: ``release``, the stop gate having had its say.
+    final_waits_for_turn_end: bool = False
     #: How long an agent whose output closed while it owed an answer
     #: (``output_closed``) may take to exit before it is terminated: as long as
     #: the output of an agent that exited is drained (the default is
@@ -170,6 +174,8 @@ class CompletionTracker:
         #: Between the turns of a live session (``hold``): the turn's end
         #: starts no grace and only the run's deadline counts.
         self._held = False
+        #: The stop gate let a live session's turn end (``release``).
+        self._released = False
         #: The turn was cancelled at the attempt's limit; ``_deadline`` is
         #: when the agent is terminated if the turn has not ended.
         self._cancelling = False
@@ -383,6 +389,7 @@ class CompletionTracker:
         """The stop is allowed after ``hold``: the grace starts now (for a
         live session, the close grace once its input is closed)."""
         self._held = False
+        self._released = True
         return self._arm(now, settled=False, restart=True)
 
     def use_graces(self, grace: float, settle_grace: float) -> None:
@@ -406,6 +413,8 @@ class CompletionTracker:
 
     def _arm(self, now: float, *, settled: bool, restart: bool) -> list[Effect]:
         if self.phase not in (Phase.WORKING, Phase.GRACE) or self.final is None or self._held:
+            return []
+        if self.limits.final_waits_for_turn_end and not self._released:
             return []
         seconds = self.limits.settle_grace if settled else self.limits.grace
         deadline = now + seconds

@@ -1,4 +1,4 @@
-"""pi (``pi --mode json -p``).
+"""pi (``pi --mode json -p``, and ``pi --mode rpc`` driven on its stdin).
 
 Stream: a ``session`` header, ``agent_start``, then per turn ``turn_start``,
 ``message_start``/``message_update``/``message_end`` (user, assistant and
@@ -18,6 +18,11 @@ to ``<run-dir>/task.md`` and passed as ``@<path>``. When the run has
 PreToolUse handlers, pi is also given ``--extension
 RUN_DIR/hooks/pi-extension.mjs``, which relays each tool call to them (see
 ``wrapper.hooks.native``).
+
+In RPC mode (``--mode rpc``) the task is no argument: the wrapper writes it
+as a ``prompt`` command on pi's stdin and steers as ``steer`` /
+``follow_up`` (``wrapper.dialects.pi_rpc``); the events are the same, less
+the session header.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from wrapper.dialects.base import (
     CannotResume,
     Handler,
     Launch,
+    UsageError,
     UsageKeys,
     as_float,
     as_int,
@@ -62,6 +68,7 @@ from wrapper.dialects.base import (
     tool_started,
 )
 from wrapper.dialects.deltas import JSON_STRING, NATURAL, DeltaDialect, DeltaLines
+from wrapper.dialects.pi_rpc import is_rpc
 
 #: Event types that only pi emits, for recognising a stream with no header.
 _PI_TYPES = frozenset(
@@ -126,9 +133,17 @@ class PiDialect(DeltaDialect):
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
     ) -> Launch:
         option, files = self.native_hook_words()
+        if task is None and is_rpc(command):
+            raise UsageError(
+                "pi --mode rpc needs a task (--task or --task-file): it takes its prompt "
+                "on its stdin and waits silently without one"
+            )
         if task is None:
             return Launch([*command, *option], files)
         argv = [*command, *option]
+        if is_rpc(command):
+            # Driven on its stdin: the task is the session's first ``prompt``.
+            return Launch(argv, files, prompt=task)
         transcript = _session_path(command)
         if resumable and transcript is None and "--no-session" not in command:
             transcript = run_dir / SESSION_FILE
@@ -140,10 +155,13 @@ class PiDialect(DeltaDialect):
     def resume(
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
-        if "--no-session" in command:
-            raise CannotResume(no_session("--no-session", "pi"))
         option, files = self.native_hook_words()
         argv = [*command, *option]
+        if is_rpc(command):
+            # The next prompt on the live session: the same process.
+            return Launch(argv, files, prompt=prompt)
+        if "--no-session" in command:
+            raise CannotResume(no_session("--no-session", "pi"))
         transcript = _session_path(command)
         if transcript is None:
             transcript = run_dir / SESSION_FILE

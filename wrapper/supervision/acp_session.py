@@ -20,6 +20,7 @@ from typing import Any
 
 import trio
 
+from wrapper.core.events import Event
 from wrapper.core.timefmt import iso
 from wrapper.dialects.acp import jsonrpc
 from wrapper.dialects.acp.actions import (
@@ -39,7 +40,11 @@ PermissionGate = Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]]
 
 
 class AcpDriver:
-    """One ACP session over a child's stdin and the lines of its stdout."""
+    """One ACP session over a child's stdin and the lines of its stdout (a
+    ``LiveDriver``): a steer cancels the turn and is the next prompt."""
+
+    steers_in_turn = False
+    final_before_turn_end = False
 
     def __init__(
         self,
@@ -98,6 +103,18 @@ class AcpDriver:
 
     def cancel(self) -> None:
         self._apply(self.client.cancel())
+
+    def abort(self) -> None:
+        self._apply(self.client.cancel())
+
+    def steer(self, text: str) -> bool:
+        return False  # ACP has no message into a running turn
+
+    def follow_up(self, text: str) -> bool:
+        return False
+
+    def observe(self, event: Event) -> None:
+        pass  # the session's events are the client's own
 
     def close(self) -> None:
         self._apply(self.client.close())

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 import trio
 
@@ -58,8 +58,7 @@ from wrapper.core.result import AttemptRecord
 from wrapper.core.summary import RunSummary
 from wrapper.core.timefmt import iso
 from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for
-from wrapper.dialects.acp.actions import AcpOptions, StoppedAnswering, ToolInfo
-from wrapper.dialects.acp.client import AcpClient
+from wrapper.dialects.acp.actions import StoppedAnswering, ToolInfo
 from wrapper.dialects.base import strip_escapes
 from wrapper.dialects.reading import StreamReader
 from wrapper.files.artifacts import StreamFile
@@ -68,9 +67,7 @@ from wrapper.process import spawn as child
 from wrapper.process.spawn import Child, unread_bytes, widen_pipe
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.leftovers import end_leftovers
-
-if TYPE_CHECKING:
-    from wrapper.supervision.acp_session import AcpDriver
+from wrapper.supervision.live_session import LiveDriver, open_session
 
 
 class AttemptSupervisor:
@@ -102,7 +99,7 @@ class AttemptSupervisor:
         #: Both directions of a live ACP session.
         self.protocol_log = protocol_log
         #: The live session of an agent driven over its stdin, during an attempt.
-        self._session: AcpDriver | None = None
+        self._session: LiveDriver | None = None
         #: The reader of the agent's stdout, once it is being read.
         self._reader: StreamReader | None = None
         #: The permission requests being decided, to stop deciding when withdrawn.
@@ -205,7 +202,10 @@ class AttemptSupervisor:
         self.emit(Spawned(pid=proc.pid, argv=tuple(argv), dialect=chosen_name(self.dialect)))
         if self.on_spawned is not None:
             self.on_spawned(number)
-        self._session = self._open_session(proc, prompt)
+        self._session = open_session(self, proc, prompt) if prompt is not None else None
+        if self._session is not None and self._session.final_before_turn_end:
+            tracker.limits = replace(tracker.limits, final_waits_for_turn_end=True)
+            self._limits = tracker.limits
         self.status.update(now, force=True, state="running", pid=proc.pid, attempt=number)
         if self.config.idle_timeout is not None:
             self._activity.look(self._pid_if_running, now)
@@ -255,43 +255,36 @@ class AttemptSupervisor:
         if self.running and self.tracker is not None:
             self._apply(self.tracker.steer(trio.current_time(), timeout))
 
-    def _open_session(self, proc: Child, prompt: str | None) -> AcpDriver | None:
-        """The live session of an agent driven over its stdin, if this one is."""
-        dialect = self.dialect
-        if prompt is None or not dialect.two_way or proc.stdin is None:
+    @property
+    def steers_in_turn(self) -> bool:
+        """Whether a steer joins the running turn of the live session."""
+        return self._session is not None and self._session.steers_in_turn
+
+    def deliver_live(self, when: str, text: str) -> int | None:
+        """``text`` into the live session's running turn: a steer (``now``)
+        or a follow-up (``next-stop``); the attempt it joined, or None when
+        it cannot be (no turn runs, or it is being ended)."""
+        session, tracker, record = self._session, self.tracker, self.record
+        if session is None or tracker is None or record is None or not self.running:
             return None
-        # Loaded for a live session only: a run that reads the agent needs neither.
-        from wrapper.dialects.acp.dialect import AcpDialect  # noqa: PLC0415
-        from wrapper.supervision.acp_session import AcpDriver, PermissionRequests  # noqa: PLC0415
+        if tracker.phase is not Phase.WORKING:
+            return None
+        joined = session.steer(text) if when == "now" else session.follow_up(text)
+        return record.number if joined else None
 
-        assert isinstance(dialect, AcpDialect)
-        requests = PermissionRequests(
-            lambda: self._session, lambda: self._background, lambda: self.permission_gate
-        )
-        log = self.protocol_log
-        options = AcpOptions(
-            task=prompt,
-            cwd=str(self.config.cwd),
-            auth_method=self.config.auth_method,
-            mcp_servers=self.config.settings.acp_mcp_servers,
-        )
-        driver = AcpDriver(
-            AcpClient(options),
-            proc.stdin,
-            dialect.session_output,
-            log.write if log is not None else None,
-        )
-        dialect.hold_session(
-            driver,
-            lambda event: self._event(event, trio.current_time(), time.time()),
-            on_turn_end=self._turn_ended,
-            on_permission=requests.requested,
-            on_withdrawn=requests.withdrawn,
-            on_stopped_answering=self._stopped_answering,
-        )
-        return driver
+    @property
+    def session(self) -> LiveDriver | None:
+        return self._session
 
-    def _stopped_answering(self, stopped: StoppedAnswering) -> None:
+    @property
+    def background(self) -> trio.Nursery | None:
+        return self._background
+
+    def event_now(self, event: Event) -> None:
+        """An event that came of something else than a line (a deadline)."""
+        self._event(event, trio.current_time(), time.time())
+
+    def stopped_answering(self, stopped: StoppedAnswering) -> None:
         """The agent's output closed while it owed an answer: it has the drain
         timeout to exit (as an agent that exited has to finish its output)."""
         if self.tracker is None:
@@ -306,7 +299,7 @@ class AttemptSupervisor:
         self.tracker.output_closed(trio.current_time())
         self._set_timer()
 
-    def _turn_ended(self) -> None:
+    def turn_ended(self) -> None:
         """A prompt turn of the live session is over (its final message is
         about to be observed): hold the tracker, and decide what comes next
         once that message is in."""
@@ -581,6 +574,8 @@ class AttemptSupervisor:
         assert self.tracker is not None
         if self._graces_pending:
             self._take_recognised_graces()
+        if self._session is not None:
+            self._session.observe(event)
         effects = self.tracker.observe(event, now)
         if effects:
             self._apply(effects)
@@ -617,7 +612,7 @@ class AttemptSupervisor:
                 self.emit(
                     WarningEvent(
                         code="turn_cancelled",
-                        message=f"{effect.reason}: the turn was cancelled (session/cancel)",
+                        message=f"{effect.reason}: the turn was cancelled over its protocol",
                     )
                 )
             elif isinstance(effect, CheckActivity):
@@ -639,8 +634,8 @@ class AttemptSupervisor:
         assert self.record is not None
         assert self.record.pid is not None
         if self._session is not None and effect.signal is signal.SIGTERM:
-            # A live session's turn is cancelled over the protocol first.
-            self._session.cancel()
+            # A live session's agent is stopped over its protocol first.
+            self._session.abort()
         pids = [self.record.pid]
         if effect.signal is not signal.SIGINT:
             pids = proctree.signal_tree(self.record.pid, effect.signal)

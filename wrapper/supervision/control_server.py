@@ -152,8 +152,10 @@ class ControlServer:
             await _send(stream, {"state": "ended", "outcome": outcome})
             return
         steer = self.controller.steer(request)
-        await _send(stream, steer.receipt())
-        if steer.state == "queued":
+        receipt = steer.receipt()
+        await _send(stream, receipt)
+        # Its state as it was sent: the steer may be on its way meanwhile.
+        if receipt["state"] == "queued":
             await self.controller.settled(steer)
             await _send(stream, steer.receipt())
 

@@ -84,9 +84,15 @@ class ExternalControl:
         self.server: ControlServer | None = None
         self._finished = trio.Event()
         self._outcome: str | None = None
+        #: Where steers into a live session's running turn are delivered.
+        self._nursery: trio.Nursery | None = None
+        self._delivering = False
+        #: The steers on their way into the running turn (their prompt hooks run).
+        self.joining: list[ExternalSteer] = []
 
     async def start(self, nursery: trio.Nursery, enabled: bool) -> None:
         """Listen on the run's socket (``enabled``: the run directory is usable)."""
+        self._nursery = nursery
         if not enabled:
             return
         try:
@@ -129,7 +135,9 @@ class ExternalControl:
             )
         else:
             self._pending_changed()
-            if steer.when == "now":
+            if self._joins_turn():
+                self._deliver_live_soon()
+            elif steer.when == "now":
                 self._interrupt_for(steer)
         return steer
 
@@ -164,6 +172,9 @@ class ExternalControl:
         """The launch carrying the steers in flight started (or the live
         session took them)."""
         steers, self.in_flight = self.in_flight, []
+        self._settle(steers, how, attempt)
+
+    def _settle(self, steers: Sequence[ExternalSteer], how: str, attempt: int) -> None:
         self.ledger.deliver(steers, how, attempt, time.time())
         for steer in steers:
             self.stream.emit(SteerDelivered(id=steer.id, how=how, next_attempt=attempt))
@@ -185,7 +196,7 @@ class ExternalControl:
         """The run is ending: every steer still waiting is refused, and so is
         every request from now on."""
         self.closing = why
-        self.refuse([*self.in_flight, *self.ledger.queued], why)
+        self.refuse([*self.in_flight, *self.joining, *self.ledger.queued], why)
 
     # -- delivery ----------------------------------------------------------------
 
@@ -196,6 +207,9 @@ class ExternalControl:
         supervisor = self.supervisor()
         if supervisor is None:
             return
+        if self._joins_turn():
+            self._deliver_live_soon()
+            return
         problem = None if self.live else self.resume_problem()
         if problem is not None and supervisor.running:
             if self.gate.summary.session_id is None:
@@ -203,6 +217,54 @@ class ExternalControl:
             self.refuse([steer], problem)
             return
         supervisor.steer(self.config.steer_timeout)
+
+    def _joins_turn(self) -> bool:
+        """Whether steers join the running turn of a live session (pi's RPC mode)."""
+        supervisor = self.supervisor()
+        return self.live and supervisor is not None and supervisor.steers_in_turn
+
+    def _deliver_live_soon(self) -> None:
+        if self._nursery is not None and not self._delivering:
+            self._delivering = True
+            self._nursery.start_soon(self._deliver_live)
+
+    async def _deliver_live(self) -> None:
+        """The steers that wait, into the live session's running turn: those
+        for ``now`` as a steer, those for ``next-stop`` as a follow-up. One
+        that cannot join it (the turn ended meanwhile) waits for the turn's
+        end, which makes it the next prompt."""
+        try:
+            while (supervisor := self.supervisor()) is not None and not self.ended():
+                for when in ("now", "next-stop"):
+                    steers = [steer for steer in self.queued if steer.when == when]
+                    if steers:
+                        break
+                else:
+                    return
+                for steer in steers:
+                    steer.state = "delivered"  # not queued any more; settled below
+                self.joining = steers
+                prompt, refused = await self.gate.before_prompt(
+                    message(steers), first=False, session=None
+                )
+                self.joining = []
+                if self.closing is not None:
+                    return  # ``end`` refused them
+                if refused is not None or self.ended():
+                    why = refused or "was not sent: the run is ending"
+                    self.refuse(steers, f"the steer prompt {why}")
+                    continue
+                joined = supervisor.deliver_live(when, prompt)
+                if joined is None:
+                    for steer in steers:
+                        steer.state = "queued"
+                    self._pending_changed()
+                    return
+                self.gate.steering.resume_from_outside()
+                self._settle(steers, "live", joined)
+        finally:
+            self.joining = []
+            self._delivering = False
 
     def session_known(self) -> None:
         """The agent reported its session: a steer that waited for it may go."""

@@ -1,0 +1,221 @@
+"""Live sessions: an agent driven over its stdin, one process for every prompt.
+
+``LiveDriver`` is what the attempt asks of a live session, whatever the
+protocol: ACP (``AcpDriver``, the turn cancelled and a steer the next
+prompt) and pi's RPC mode (``PiRpcDriver``, a steer or a follow-up handed
+to the running turn). ``open_session`` starts the one the dialect speaks.
+Each driver writes on the agent's stdin from one writer task, in order, so
+that a slow agent never blocks the reader of its stdout, and closes stdin
+once everything before ``close`` is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+import trio
+
+from wrapper.core.events import Event
+from wrapper.core.timefmt import iso
+from wrapper.dialects.acp.protocol_log import record
+from wrapper.dialects.pi_rpc import PiRpcClient
+
+if TYPE_CHECKING:
+    from wrapper.process.spawn import Child
+    from wrapper.supervision.attempt import AttemptSupervisor
+
+
+class LiveDriver(Protocol):
+    """The live session of one agent process, as the attempt drives it."""
+
+    #: Whether a steer joins the running turn (``steer`` / ``follow_up``);
+    #: else the turn is cancelled and the steer is the next ``prompt``.
+    steers_in_turn: bool
+    #: The turn's final message comes before the session says the turn
+    #: ended: it starts no grace until the stop gate let the session end.
+    final_before_turn_end: bool
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Write what is asked until stdin is closed (started by the attempt)."""
+
+    def observe(self, event: Event) -> None:
+        """An event of the agent's stream, before the tracker sees it."""
+
+    def output_ended(self) -> None:
+        """The agent's stdout reached its end."""
+
+    def prompt(self, text: str) -> None:
+        """The next prompt turn."""
+
+    def steer(self, text: str) -> bool:
+        """``text`` into the running turn now; False when it cannot be."""
+
+    def follow_up(self, text: str) -> bool:
+        """``text`` as more work once the running turn would stop; False when it cannot be."""
+
+    def cancel(self) -> None:
+        """End the running turn (the session goes on)."""
+
+    def abort(self) -> None:
+        """The run is being ended: stop what the agent does, by its own means first."""
+
+    def close(self) -> None:
+        """No more prompts: close stdin once everything before is written."""
+
+
+class LineWriter:
+    """Lines to a child's stdin from one task, in order; ``close`` ends them."""
+
+    def __init__(
+        self,
+        stdin: trio.abc.SendStream,
+        log: Callable[[bytes], None] | None,
+        on_written: Callable[[], None] | None = None,
+    ) -> None:
+        self.stdin = stdin
+        self.log = log
+        self.on_written = on_written
+        self.started_at = trio.current_time()
+        self._send, self._outgoing = trio.open_memory_channel[bytes | None](math.inf)
+        #: Set once stdin is closed (asked for, or the agent stopped reading).
+        self.input_closed = trio.Event()
+        if log is not None:
+            log(record(0.0, "wrapper", {"event": "start", "at": iso(time.time())}))
+
+    def send(self, message: dict[str, Any], line: bytes | None = None) -> None:
+        """Write ``message`` (as ``line`` when given, else its JSON)."""
+        if self.log is not None:
+            self.log(record(trio.current_time() - self.started_at, "out", message))
+        # Once stdin is closed nothing more reaches the agent.
+        with contextlib.suppress(trio.ClosedResourceError):
+            self._send.send_nowait(line if line is not None else orjson.dumps(message) + b"\n")
+
+    def close(self) -> None:
+        with contextlib.suppress(trio.ClosedResourceError):
+            self._send.send_nowait(None)
+
+    async def write_all(self) -> None:
+        async for line in self._outgoing:
+            if line is None:
+                break
+            try:
+                await self.stdin.send_all(line)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                break  # the agent stopped reading: its exit tells the rest
+            if self.on_written is not None:
+                self.on_written()
+        self._send.close()
+        self.input_closed.set()
+        await self.stdin.aclose()
+
+
+class PiRpcDriver:
+    """pi's RPC mode: ``prompt``, ``steer``, ``follow_up`` and ``abort``
+    commands on its stdin; a prompt's turn ends at its ``agent_end``."""
+
+    steers_in_turn = True
+    final_before_turn_end = True
+
+    def __init__(
+        self,
+        task: str,
+        writer: LineWriter,
+        on_turn_end: Callable[[], None],
+    ) -> None:
+        self.client = PiRpcClient()
+        self.writer = writer
+        self.on_turn_end = on_turn_end
+        self._task: str | None = task
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        if self._task is not None:
+            self.prompt(self._task)
+            self._task = None
+        task_status.started()
+        await self.writer.write_all()
+
+    def observe(self, event: Event) -> None:
+        if self.client.observe(event):
+            self.on_turn_end()
+
+    def output_ended(self) -> None:
+        pass  # pi owes no answer the run waits for: its exit tells the rest
+
+    def _send(self, command: dict[str, Any] | None) -> bool:
+        if command is None:
+            return False
+        self.writer.send(command)
+        return True
+
+    def prompt(self, text: str) -> None:
+        self._send(self.client.prompt(text))
+
+    def steer(self, text: str) -> bool:
+        return self._send(self.client.steer(text))
+
+    def follow_up(self, text: str) -> bool:
+        return self._send(self.client.follow_up(text))
+
+    def cancel(self) -> None:
+        self._send(self.client.abort())
+
+    def abort(self) -> None:
+        self._send(self.client.abort())
+
+    def close(self) -> None:
+        self.client.close()
+        self.writer.close()
+
+
+def open_session(attempt: AttemptSupervisor, proc: Child, prompt: str) -> LiveDriver | None:
+    """The live session of an agent started to be driven over its stdin
+    with ``prompt`` as its first prompt, for the attempt's dialect."""
+    if proc.stdin is None:
+        return None
+    log = attempt.protocol_log
+    if attempt.dialect.name == "pi":
+        writer = LineWriter(proc.stdin, log.write if log is not None else None)
+        return PiRpcDriver(prompt, writer, attempt.turn_ended)
+    if not attempt.dialect.two_way:
+        return None
+    return _open_acp(attempt, proc.stdin, prompt)
+
+
+def _open_acp(attempt: AttemptSupervisor, stdin: trio.abc.SendStream, prompt: str) -> LiveDriver:
+    # Loaded for an ACP session only: a run that reads the agent needs none of it.
+    from wrapper.dialects.acp.actions import AcpOptions  # noqa: PLC0415
+    from wrapper.dialects.acp.client import AcpClient  # noqa: PLC0415
+    from wrapper.dialects.acp.dialect import AcpDialect  # noqa: PLC0415
+    from wrapper.supervision.acp_session import AcpDriver, PermissionRequests  # noqa: PLC0415
+
+    dialect, config, log = attempt.dialect, attempt.config, attempt.protocol_log
+    assert isinstance(dialect, AcpDialect)
+    driver: AcpDriver | None = None
+    requests = PermissionRequests(
+        lambda: driver if attempt.session is driver else None,
+        lambda: attempt.background,
+        lambda: attempt.permission_gate,
+    )
+    options = AcpOptions(
+        task=prompt,
+        cwd=str(config.cwd),
+        auth_method=config.auth_method,
+        mcp_servers=config.settings.acp_mcp_servers,
+    )
+    driver = AcpDriver(
+        AcpClient(options), stdin, dialect.session_output, log.write if log is not None else None
+    )
+    dialect.hold_session(
+        driver,
+        attempt.event_now,
+        on_turn_end=attempt.turn_ended,
+        on_permission=requests.requested,
+        on_withdrawn=requests.withdrawn,
+        on_stopped_answering=attempt.stopped_answering,
+    )
+    return driver
