@@ -143,12 +143,15 @@ def run_case(
     options: list[str] | None = None,
     agent_args: list[str] | None = None,
     during: Callable[[Path, str], None] | None = None,
+    mode: tuple[list[str], list[str]] | None = None,
 ) -> Case:
     """Run one case to its end. ``options`` go to the wrapper, ``agent_args``
-    to the CLI (after its own). ``during``, when given, is called with the
-    run directory and the case's nonce while the wrapper runs (to steer or
-    abort it from outside); the wrapper's output then goes to files, not
-    pipes nobody reads."""
+    to the CLI (after its own); ``mode``: (its JSON-mode words, the words
+    that replace them), to run the CLI in another mode (pi's ``--mode
+    rpc``). ``during``, when given, is called with the run directory and
+    the case's nonce while the wrapper runs (to steer or abort it from
+    outside); the wrapper's output then goes to files, not pipes nobody
+    reads."""
     cli = CLIS[cli_name]
     version = version or cli_version(cli)
     exe = cli.executable(cache_dir(), version)
@@ -175,7 +178,11 @@ def run_case(
         # The tool runs longer than the grace: the wrapper must wait for it.
         argv += ["--grace", "1"]
     argv += options or []
-    argv += ["--task", task, "--", *setup.argv, *(agent_args or [])]
+    command = list(setup.argv)
+    if mode is not None:
+        at = next(i for i in range(len(command)) if command[i : i + len(mode[0])] == mode[0])
+        command[at : at + len(mode[0])] = mode[1]
+    argv += ["--task", task, "--", *command, *(agent_args or [])]
     # The wrapper runs from the repository with its own interpreter. PWD names
     # another directory on purpose, as when a runner exec()s the wrapper after
     # a chdir: the agent must work in (and write to) its working directory.

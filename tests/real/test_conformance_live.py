@@ -1,0 +1,143 @@
+"""Live steering of the real pi 0.73.1 in its RPC mode (``pi --mode rpc``,
+driven on its stdin), against the mock model server: a steer from outside
+while a slow tool runs reaches the model in the same process and the same
+turn (no signal, one agent process), with the history before it; a Stop
+handler's block is the next prompt on that process; an abort ends the run
+and its tool. Runs only when ``AGENT_WRAPPER_CLIS`` names the install
+cache; see tests/real/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from tests.real import mock_server as m
+from tests.real.clis import CLIS
+from tests.real.harness import Case, Mock, cli_versions, run_case
+from tests.real.test_conformance_steer import (
+    SCHEMA,
+    STEER_TEXT,
+    STEER_WAIT,
+    TOOL_WAIT,
+    WORD,
+    check_installed,
+    mock,
+    processes_in,
+    report,
+    tool_called,
+    ts,
+    wait_until,
+    wrapper_cli,
+)
+
+__all__ = ["mock"]  # the module's fixture, shared
+
+#: pi's JSON mode on the tier's command line, and its RPC mode instead.
+RPC = (["--mode", "json", "-p"], ["--mode", "rpc"])
+VERSIONS = cli_versions(CLIS["pi"])
+
+
+def one_process(case: Case, where: str) -> None:
+    assert len(case.of_type("spawned")) == 1, f"{where}\nmore than one agent process"
+    assert not case.of_type("signal_sent"), f"{where}\na live delivery sent a signal"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_steer_during_a_tool_reaches_pi_in_the_same_turn(
+    version: str, mock: Mock, tmp_path: Path
+) -> None:
+    check_installed("pi", version)
+    sent: dict[str, Any] = {}
+
+    def steer(run_dir: Path, nonce: str) -> None:
+        assert wait_until(lambda: tool_called(mock, nonce), TOOL_WAIT), "no shell call"
+        time.sleep(1.0)  # the 3 s command is running
+        sent["at"] = time.time()
+        sent["proc"] = wrapper_cli(
+            "steer", str(run_dir), "--text", STEER_TEXT, "--wait", str(STEER_WAIT), "--json"
+        )
+        sent["took"] = time.time() - sent["at"]
+
+    case = run_case("pi", "slow", tmp_path, mock, version=version, during=steer, mode=RPC)
+    result = case.result
+    where = f"pi {version} --mode rpc: stderr:\n{case.stderr[-3000:]}"
+    steered = sent["proc"]
+    assert steered.returncode == 0, f"{where}\nsteer: {steered.stdout} {steered.stderr}"
+    receipt = json.loads(steered.stdout)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 1), where
+    jsonschema.validate(result, SCHEMA)
+    assert (result["outcome"], case.returncode) == ("ok", 0), where
+    assert len(result["attempts"]) == 1, where
+    assert result["attempts"][0]["exitCode"] == 0, where
+    one_process(case, where)
+    carrying = [r for r in case.requests if f"[inject:{WORD}]" in json.dumps(r["body"])]
+    assert carrying, f"{where}\nno model request carried the steer"
+    assert m.SLOW_FILE in json.dumps(carrying[0]["body"]), f"{where}\nthe tool call was lost"
+    assert carrying[0]["ts"] > sent["at"]
+    assert result["finalText"].endswith(f"SAW:{WORD}"), where
+    assert (case.workdir / m.SLOW_FILE).exists(), f"{where}\nthe tool was cut short"
+    assert case.leftover == [], where
+    assert processes_in(case.workdir) == [], where
+    (requested,) = case.of_type("steer_requested")
+    (delivered,) = case.of_type("steer_delivered")
+    report(
+        case,
+        f"live steer: delivered {ts(delivered) - ts(requested):.3f} s after it was requested "
+        f"(the steer command took {sent['took']:.1f} s)",
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_stop_hook_block_is_the_next_prompt_on_the_same_pi(
+    version: str, mock: Mock, tmp_path: Path
+) -> None:
+    check_installed("pi", version)
+    case = run_case("pi", "steer", tmp_path, mock, version=version, mode=RPC)
+    result = case.result
+    where = f"pi {version} --mode rpc: stderr:\n{case.stderr[-3000:]}"
+    jsonschema.validate(result, SCHEMA)
+    assert (result["outcome"], case.returncode) == ("ok", 0), where
+    assert result["finalText"] == m.STEERED_ANSWER, where
+    assert result["steerCount"] == 1, where
+    assert len(result["attempts"]) == 2, where
+    assert len({attempt["pid"] for attempt in result["attempts"]}) == 1, where
+    one_process(case, where)
+    carrying = [r for r in case.requests if m.STEER_REASON in json.dumps(r["body"])]
+    assert carrying, f"{where}\nno model request carried the hook's reason"
+    assert "[scenario:steer:" in json.dumps(carrying[0]["body"]), f"{where}\nthe history was lost"
+    assert case.leftover == [], where
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_abort_during_a_tool_ends_pi_and_its_tool(
+    version: str, mock: Mock, tmp_path: Path
+) -> None:
+    check_installed("pi", version)
+    sent: dict[str, Any] = {}
+
+    def abort(run_dir: Path, nonce: str) -> None:
+        assert wait_until(lambda: tool_called(mock, nonce), TOOL_WAIT), "no shell call"
+        time.sleep(1.5)  # the 20 s command is running
+        sent["before"] = processes_in(run_dir.parent / "work")
+        sent["proc"] = wrapper_cli("abort", str(run_dir), "--reason", "tier test")
+
+    case = run_case("pi", "long", tmp_path, mock, version=version, during=abort, mode=RPC)
+    result = case.result
+    where = f"pi {version} --mode rpc: stderr:\n{case.stderr[-3000:]}"
+    assert sent["proc"].returncode == 0, f"{where}\nabort: {sent['proc'].stdout}"
+    assert any("sleep" in p for p in sent["before"]), f"{where}\nthe tool was not running"
+    jsonschema.validate(result, SCHEMA)
+    assert result["outcome"] == "aborted", where
+    assert case.returncode == 143, where
+    protocol = (case.run_dir / "protocol.jsonl").read_text().splitlines()
+    kinds = [json.loads(line)["msg"].get("type") for line in protocol]
+    assert "abort" in kinds, f"{where}\npi's own abort was not sent"
+    assert case.leftover == [], where
+    assert processes_in(case.workdir) == [], where
+    assert not (case.workdir / m.LONG_FILE).exists(), where
