@@ -1,9 +1,9 @@
 """The trio side of an ACP session: the client core wired to the agent's pipes.
 
 The core decides; this module carries out what it says: messages are
-written to the agent's stdin in order by one writer task (a slow agent
-never blocks the reader of its stdout), every message both ways is
-recorded in ``protocol.jsonl``, the core's request deadlines are kept by a
+written to the agent's stdin in order by one writer task (``LineWriter``:
+a slow agent never blocks the reader of its stdout), every message both
+ways is recorded in ``protocol.jsonl``, the core's request deadlines are kept by a
 timer task, and ``CloseInput`` closes stdin once everything before it is
 written. Everything else the core puts out (events, ``PermissionRequested``,
 ``TurnEnded``, ``Failed``) goes to ``on_output`` for the supervisor, which
@@ -12,16 +12,13 @@ answers through ``decide``, ``prompt``, ``cancel`` and ``close``.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
 from wrapper.core.events import Event
-from wrapper.core.timefmt import iso
 from wrapper.dialects.acp import jsonrpc
 from wrapper.dialects.acp.actions import (
     CloseInput,
@@ -34,6 +31,7 @@ from wrapper.dialects.acp.actions import (
 from wrapper.dialects.acp.client import AcpClient
 from wrapper.dialects.acp.protocol_log import record, unparsed_line
 from wrapper.dialects.base import decode_object
+from wrapper.supervision.stdin_writer import LineWriter
 
 #: Decides whether the agent may run a tool: (allow, the reason of a refusal).
 PermissionGate = Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]]
@@ -54,25 +52,22 @@ class AcpDriver:
         log: Callable[[bytes], None] | None = None,
     ) -> None:
         self.client = client
-        self.stdin = stdin
         self.on_output = on_output
         self.log = log
-        self.started_at = trio.current_time()
-        self._send, self._outgoing = trio.open_memory_channel[Send | CloseInput](math.inf)
-        self._timer: trio.CancelScope | None = None
+        self.writer = LineWriter(stdin, log, client.written)
+        self.started_at = self.writer.started_at
         #: Set once stdin is closed (asked for, or the agent stopped reading).
-        self.input_closed = trio.Event()
+        self.input_closed = self.writer.input_closed
+        self._timer: trio.CancelScope | None = None
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The writer and the deadline timer; returns once stdin is closed
         and nothing is left to write. Starts the session (``initialize``)."""
-        if self.log is not None:
-            self.log(record(0.0, "wrapper", {"event": "start", "at": iso(time.time())}))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._deadlines)
             self._apply(self.client.start(trio.current_time()))
             task_status.started()
-            await self._write_all()
+            await self.writer.write_all()
             nursery.cancel_scope.cancel()
 
     # -- the supervisor's calls -------------------------------------------------
@@ -123,29 +118,14 @@ class AcpDriver:
 
     def _apply(self, outputs: list[Output]) -> None:
         for output in outputs:
-            if isinstance(output, Send | CloseInput):
-                if isinstance(output, Send) and self.log is not None:
-                    self.log(record(trio.current_time() - self.started_at, "out", output.message))
-                # Once stdin is closed nothing more reaches the agent.
-                with contextlib.suppress(trio.ClosedResourceError):
-                    self._send.send_nowait(output)
+            if isinstance(output, Send):
+                self.writer.send(output.message, jsonrpc.encode(output.message))
+            elif isinstance(output, CloseInput):
+                self.writer.close()
             else:
                 self.on_output(output)
         if self._timer is not None:
             self._timer.deadline = self._deadline()
-
-    async def _write_all(self) -> None:
-        async for item in self._outgoing:
-            if isinstance(item, CloseInput):
-                break
-            try:
-                await self.stdin.send_all(jsonrpc.encode(item.message))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                break  # the agent stopped reading: its exit tells the rest
-            self.client.written()
-        self._send.close()
-        self.input_closed.set()
-        await self.stdin.aclose()
 
     def _deadline(self) -> float:
         deadline = self.client.next_deadline()
