@@ -86,6 +86,7 @@ from wrapper.dialects._shared import CommandLineDialect, exit_message
 from wrapper.dialects.base import (
     Handler,
     Launch,
+    UsageError,
     as_count,
     as_float,
     as_int,
@@ -94,6 +95,7 @@ from wrapper.dialects.base import (
     summarize_args,
     tool_result_text,
 )
+from wrapper.dialects.claude_input import is_stream_input
 from wrapper.dialects.deltas import (
     JSON_STRING,
     NATURAL,
@@ -214,6 +216,14 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
     ) -> Launch:
         words, files = self.with_native_hooks(command)
+        if is_stream_input(command):
+            if task is None:
+                raise UsageError(
+                    "claude --input-format stream-json needs a task (--task or --task-file): "
+                    "it takes its prompt on its stdin and waits silently without one"
+                )
+            # Driven on its stdin: the task is the session's first user message.
+            return Launch(words, files, prompt=task)
         launch = super().launch(words, task, run_dir, resumable=resumable)
         launch.files.update(files)
         return launch
@@ -222,6 +232,9 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
         words, files = self.with_native_hooks(command)
+        if is_stream_input(command):
+            # The next prompt on the live session: the same process.
+            return Launch(words, files, prompt=prompt)
         launch = super().resume(words, prompt, run_dir, session_id)
         launch.files.update(files)
         return launch

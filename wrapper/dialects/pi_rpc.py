@@ -13,7 +13,7 @@ run, and between runs it waits to be the next prompt.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from wrapper.core.events import AgentEnded, Event
 
@@ -54,26 +54,32 @@ class PiRpcClient:
     def steer(self, text: str) -> dict[str, Any] | None:
         """The command that hands ``text`` to the running run (after its
         running tool, before its next model request); None when no run goes on."""
-        return self._command("steer", text) if self.running and not self.closed else None
+        return self._command("steer", text) if self.takes("now") else None
 
     def follow_up(self, text: str) -> dict[str, Any] | None:
         """The command that makes ``text`` the next turn once the run would
         stop (same run, one ``agent_end``); None when no run goes on."""
-        return self._command("follow_up", text) if self.running and not self.closed else None
+        return self._command("follow_up", text) if self.takes("next-stop") else None
 
     def abort(self) -> dict[str, Any] | None:
         """The command that ends the running run (its tool killed, an
         ``aborted`` message, ``agent_end``); None when no run goes on."""
         return self._command("abort") if self.running and not self.closed else None
 
+    def takes(self, when: str) -> bool:
+        """Whether a steer (``now``) or a follow-up (``next-stop``) would
+        join the running run now."""
+        return self.running and not self.closed
+
     def close(self) -> None:
         self.closed = True
 
-    def observe(self, event: Event) -> bool:
-        """Whether ``event`` ends the run under way (a retry announced does not)."""
+    def observe(self, event: Event) -> Literal["ended", "steerable"] | None:
+        """``ended`` when ``event`` ends the run under way (a retry announced
+        does not); a running run takes steers throughout."""
         if not self.running or not isinstance(event, AgentEnded):
-            return False
+            return None
         if event.settled or event.will_retry is True:
-            return False
+            return None
         self.running = False
-        return True
+        return "ended"

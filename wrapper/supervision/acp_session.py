@@ -102,8 +102,11 @@ class AcpDriver:
     def abort(self) -> None:
         self._apply(self.client.cancel())
 
-    def steer(self, text: str) -> bool:
+    def takes(self, when: str) -> bool:
         return False  # ACP has no message into a running turn
+
+    def steer(self, text: str) -> bool:
+        return False
 
     def follow_up(self, text: str) -> bool:
         return False

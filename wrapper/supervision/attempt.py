@@ -141,6 +141,8 @@ class AttemptSupervisor:
         self.on_spawned: Callable[[int], None] | None = None
         #: Told when the agent reports its session.
         self.on_session: Callable[[], None] | None = None
+        #: Told when the live session's turn starts to take steers.
+        self.on_steerable: Callable[[], None] | None = None
 
     # -- entry points ----------------------------------------------------------
 
@@ -255,10 +257,10 @@ class AttemptSupervisor:
         if self.running and self.tracker is not None:
             self._apply(self.tracker.steer(trio.current_time(), timeout))
 
-    @property
-    def steers_in_turn(self) -> bool:
-        """Whether a steer joins the running turn of the live session."""
-        return self._session is not None and self._session.steers_in_turn
+    def steerable(self) -> None:
+        """The live session's turn takes steers from now on (a tool started)."""
+        if self.on_steerable is not None:
+            self.on_steerable()
 
     def deliver_live(self, when: str, text: str) -> int | None:
         """``text`` into the live session's running turn: a steer (``now``)
@@ -274,6 +276,7 @@ class AttemptSupervisor:
 
     @property
     def session(self) -> LiveDriver | None:
+        """The live session of the agent, while one driven over its stdin runs."""
         return self._session
 
     @property

@@ -221,7 +221,8 @@ class ExternalControl:
     def _joins_turn(self) -> bool:
         """Whether steers join the running turn of a live session (pi's RPC mode)."""
         supervisor = self.supervisor()
-        return self.live and supervisor is not None and supervisor.steers_in_turn
+        session = supervisor.session if supervisor is not None and supervisor.running else None
+        return self.live and session is not None and session.steers_in_turn
 
     def _deliver_live_soon(self) -> None:
         if self._nursery is not None and not self._delivering:
@@ -230,14 +231,16 @@ class ExternalControl:
 
     async def _deliver_live(self) -> None:
         """The steers that wait, into the live session's running turn: those
-        for ``now`` as a steer, those for ``next-stop`` as a follow-up. One
-        that cannot join it (the turn ended meanwhile) waits for the turn's
-        end, which makes it the next prompt."""
+        for ``now`` as a steer, those for ``next-stop`` as a follow-up, when
+        the turn takes them now. One that cannot join it waits for the
+        turn's end, which makes it the next prompt, or (Claude Code) for
+        the next tool."""
         try:
             while (supervisor := self.supervisor()) is not None and not self.ended():
                 for when in ("now", "next-stop"):
                     steers = [steer for steer in self.queued if steer.when == when]
-                    if steers:
+                    session = supervisor.session
+                    if steers and session is not None and session.takes(when):
                         break
                 else:
                     return
@@ -265,6 +268,11 @@ class ExternalControl:
         finally:
             self.joining = []
             self._delivering = False
+
+    def steerable(self) -> None:
+        """The live session's turn takes steers from now on: those that wait go."""
+        if self.queued and self._joins_turn():
+            self._deliver_live_soon()
 
     def session_known(self) -> None:
         """The agent reported its session: a steer that waited for it may go."""

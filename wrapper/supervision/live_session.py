@@ -2,8 +2,9 @@
 
 ``LiveDriver`` is what the attempt asks of a live session, whatever the
 protocol: ACP (``AcpDriver``, the turn cancelled and a steer the next
-prompt) and pi's RPC mode (``PiRpcDriver``, a steer or a follow-up handed
-to the running turn). ``open_session`` starts the one the dialect speaks.
+prompt), and agents that take JSON messages on stdin (``MessageDriver``:
+pi's RPC mode and Claude Code's stream-json input, a steer handed to the
+running turn). ``open_session`` starts the one the dialect speaks.
 Each driver writes on the agent's stdin from one writer task, in order, so
 that a slow agent never blocks the reader of its stdout, and closes stdin
 once everything before ``close`` is written.
@@ -12,11 +13,12 @@ once everything before ``close`` is written.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import trio
 
 from wrapper.core.events import Event
+from wrapper.dialects.claude_input import ClaudeInputClient
 from wrapper.dialects.pi_rpc import PiRpcClient
 from wrapper.supervision.stdin_writer import LineWriter
 
@@ -47,6 +49,10 @@ class LiveDriver(Protocol):
     def prompt(self, text: str) -> None:
         """The next prompt turn."""
 
+    def takes(self, when: str) -> bool:
+        """Whether a steer (``now``) or a follow-up (``next-stop``) would
+        join the running turn now."""
+
     def steer(self, text: str) -> bool:
         """``text`` into the running turn now; False when it cannot be."""
 
@@ -63,22 +69,46 @@ class LiveDriver(Protocol):
         """No more prompts: close stdin once everything before is written."""
 
 
-class PiRpcDriver:
-    """pi's RPC mode: ``prompt``, ``steer``, ``follow_up`` and ``abort``
-    commands on its stdin; a prompt's turn ends at its ``agent_end``."""
+class InputClient(Protocol):
+    """The pure side of an agent that takes JSON messages on its stdin
+    (``PiRpcClient``, ``ClaudeInputClient``): the message for each intent,
+    None when it cannot be sent now."""
+
+    def prompt(self, text: str) -> dict[str, Any] | None: ...
+
+    def takes(self, when: str) -> bool: ...
+
+    def steer(self, text: str) -> dict[str, Any] | None: ...
+
+    def follow_up(self, text: str) -> dict[str, Any] | None: ...
+
+    def abort(self) -> dict[str, Any] | None: ...
+
+    def close(self) -> None: ...
+
+    def observe(self, event: Event) -> Literal["ended", "steerable"] | None: ...
+
+
+class MessageDriver:
+    """An agent that takes JSON messages on its stdin and writes its usual
+    stream (pi's RPC mode, Claude Code's stream-json input): the client
+    says what to write and when a turn ended."""
 
     steers_in_turn = True
     final_before_turn_end = True
 
     def __init__(
         self,
+        client: InputClient,
         task: str,
         writer: LineWriter,
         on_turn_end: Callable[[], None],
+        on_steerable: Callable[[], None],
     ) -> None:
-        self.client = PiRpcClient()
+        self.client = client
         self.writer = writer
         self.on_turn_end = on_turn_end
+        self.on_steerable = on_steerable
         self._task: str | None = task
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -89,20 +119,26 @@ class PiRpcDriver:
         await self.writer.write_all()
 
     def observe(self, event: Event) -> None:
-        if self.client.observe(event):
+        said = self.client.observe(event)
+        if said == "ended":
             self.on_turn_end()
+        elif said == "steerable":
+            self.on_steerable()
 
     def output_ended(self) -> None:
-        pass  # pi owes no answer the run waits for: its exit tells the rest
+        pass  # the agent owes no answer the run waits for: its exit tells the rest
 
-    def _send(self, command: dict[str, Any] | None) -> bool:
-        if command is None:
+    def _send(self, message: dict[str, Any] | None) -> bool:
+        if message is None:
             return False
-        self.writer.send(command)
+        self.writer.send(message)
         return True
 
     def prompt(self, text: str) -> None:
         self._send(self.client.prompt(text))
+
+    def takes(self, when: str) -> bool:
+        return self.client.takes(when)
 
     def steer(self, text: str) -> bool:
         return self._send(self.client.steer(text))
@@ -127,9 +163,14 @@ def open_session(attempt: AttemptSupervisor, proc: Child, prompt: str) -> LiveDr
     if proc.stdin is None:
         return None
     log = attempt.protocol_log
+    client: InputClient | None = None
     if attempt.dialect.name == "pi":
+        client = PiRpcClient()
+    elif attempt.dialect.name == "claude":
+        client = ClaudeInputClient()
+    if client is not None:
         writer = LineWriter(proc.stdin, log.write if log is not None else None)
-        return PiRpcDriver(prompt, writer, attempt.turn_ended)
+        return MessageDriver(client, prompt, writer, attempt.turn_ended, attempt.steerable)
     if not attempt.dialect.two_way:
         return None
     return _open_acp(attempt, proc.stdin, prompt)

@@ -1,8 +1,11 @@
-"""pi's RPC mode (``pi --mode rpc``) driven live by the wrapper, end to end
-against the fake agent: the task as the first ``prompt`` on pi's stdin, a
-steer from outside as pi's ``steer`` into the running turn (no signal, the
-same process), a follow-up as ``follow_up``, a Stop handler's block as the
-next ``prompt``, an abort as pi's ``abort`` first; and the pure parts."""
+"""Agents driven live on their stdin by JSON messages, end to end against
+the fake agent. pi's RPC mode (``pi --mode rpc``): the task as the first
+``prompt``, a steer from outside as pi's ``steer`` into the running turn
+(no signal, the same process), a follow-up as ``follow_up``, a Stop
+handler's block as the next ``prompt``, an abort as pi's ``abort`` first.
+Claude Code's stream-json input: a user message for each, a steer joining
+the turn while a tool runs, an abort as its ``interrupt`` control request
+first. And the pure parts."""
 
 from __future__ import annotations
 
@@ -22,8 +25,10 @@ from tests.test_external_steer import (
     cli,
     of_type,
 )
-from wrapper.core.events import AgentEnded, AssistantMessage
+from wrapper.core.events import AgentEnded, AssistantMessage, ToolEnded, ToolStarted
 from wrapper.dialects import UsageError
+from wrapper.dialects.claude import ClaudeDialect
+from wrapper.dialects.claude_input import ClaudeInputClient, is_stream_input
 from wrapper.dialects.pi import PiDialect
 from wrapper.dialects.pi_rpc import PiRpcClient, is_rpc
 
@@ -88,13 +93,44 @@ def test_the_client_steers_only_a_running_run() -> None:
     assert client.prompt("task") == {"id": "prompt-1", "type": "prompt", "message": "task"}
     assert client.steer("s") == {"id": "steer-2", "type": "steer", "message": "s"}
     assert client.follow_up("f") == {"id": "follow_up-3", "type": "follow_up", "message": "f"}
-    assert not client.observe(AssistantMessage(stop_reason="stop"))
-    assert not client.observe(AgentEnded(will_retry=True))
-    assert client.observe(AgentEnded(will_retry=False))
+    assert client.observe(AssistantMessage(stop_reason="stop")) is None
+    assert client.observe(AgentEnded(will_retry=True)) is None
+    assert client.observe(AgentEnded(will_retry=False)) == "ended"
     assert client.steer("late") is None, "between runs a steer is the next prompt"
-    assert not client.observe(AgentEnded(will_retry=False))
+    assert client.observe(AgentEnded(will_retry=False)) is None
     client.close()
     assert client.prompt("after") is None
+
+
+def test_claude_stream_input_is_told_from_the_command_line(tmp_path: Path) -> None:
+    stream = ["claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json"]
+    assert is_stream_input(stream)
+    assert is_stream_input(["claude", "--input-format=stream-json"])
+    assert not is_stream_input(["claude", "-p", "--output-format", "stream-json"])
+    launch = ClaudeDialect().launch(stream, "-x task", tmp_path)
+    assert (launch.argv, launch.prompt) == (stream, "-x task")
+    resumed = ClaudeDialect().resume(stream, "more", tmp_path, "session-1")
+    assert (resumed.argv, resumed.prompt) == (stream, "more")
+    with pytest.raises(UsageError, match="needs a task"):
+        ClaudeDialect().launch(stream, None, tmp_path)
+
+
+def test_the_claude_client_steers_only_while_a_tool_runs() -> None:
+    client = ClaudeInputClient()
+    message = {"type": "user", "message": {"role": "user", "content": "task"}}
+    assert client.prompt("task") == message
+    assert client.steer("s") is None, "while the model answers it would be a turn of its own"
+    assert client.observe(ToolStarted(tool="Bash")) == "steerable"
+    assert client.takes("now")
+    assert not client.takes("next-stop"), "Claude Code has no follow-up"
+    assert client.steer("s") == {"type": "user", "message": {"role": "user", "content": "s"}}
+    assert client.observe(ToolEnded(tool="Bash")) is None
+    assert client.steer("s") is None
+    interrupt = client.abort()
+    assert interrupt is not None
+    assert interrupt["request"] == {"subtype": "interrupt"}
+    assert client.observe(AgentEnded(will_retry=False, settled=True)) == "ended"
+    assert client.abort() is None
 
 
 # -- end to end ----------------------------------------------------------------------
@@ -230,3 +266,117 @@ def test_pi_in_json_mode_is_still_run_with_its_task_as_argument(tmp_path: Path) 
     assert of_type(events, "spawned")[0]["argv"][-1] == "Build it"
     assert not (run.run_dir / "protocol.jsonl").exists()
     assert run.prompts() == ["Build it"]
+
+
+# -- Claude Code's stream-json input -------------------------------------------------
+
+STREAM = ("-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
+CLAUDE = FAKE_PI.parent / "claude"
+
+TOOL_CALL = {
+    "assistant": {
+        "text": "Running it.",
+        "stopReason": "toolUse",
+        "toolCalls": [{"name": "Bash", "arguments": {"command": "make"}}],
+    }
+}
+
+
+def test_claude_stream_input_takes_a_steer_during_a_tool_in_the_same_turn(
+    tmp_path: Path,
+) -> None:
+    run = Running(
+        tmp_path,
+        [TOOL_CALL, tool(4), *answer("Built it, and saw the steer.")],
+        [answer("never played")],
+        agent=CLAUDE,
+        agent_args=STREAM,
+    )
+    run.wait_for_tool()
+    steered = cli("steer", str(run.run_dir), "--text", "Skip the docs", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 1)
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    assert result["finalText"] == "Built it, and saw the steer."
+    one_process(events)
+    assert len(result["attempts"]) == 1
+    assert "Build it" not in of_type(events, "spawned")[0]["argv"], "no task argument"
+    took = [(m["received"], m["text"], m["midTool"]) for m in messages(tmp_path)]
+    assert took == [("user", "Build it", False), ("user", "Skip the docs", True)]
+
+
+def test_claude_stream_input_takes_a_steer_with_no_tool_as_the_next_prompt(
+    tmp_path: Path,
+) -> None:
+    run = Running(
+        tmp_path,
+        [{"sleep": 3}, *answer("Built it.")],
+        [answer("Steered.")],
+        agent=CLAUDE,
+        agent_args=STREAM,
+    )
+    run.wait_for_events()
+    steered = cli("steer", str(run.run_dir), "--text", "Skip the docs", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2)
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    assert result["finalText"] == "Steered."
+    one_process(events)
+    assert len(result["attempts"]) == 2
+    took = [(m["received"], m["text"]) for m in messages(tmp_path)]
+    assert took == [("user", "Build it"), ("user", "Skip the docs")]
+
+
+def test_claude_stream_input_takes_a_stop_hook_block_on_the_same_process(
+    tmp_path: Path,
+) -> None:
+    marks = tmp_path / "hook-ran"
+    script = (
+        "import json\n"
+        f"open({str(marks)!r}, 'a').write('x')\n"
+        f"if len(open({str(marks)!r}).read()) == 1:\n"
+        "    print(json.dumps({'decision': 'block', 'reason': 'Tests fail.'}))\n"
+    )
+    settings = _settings(tmp_path, _hook(tmp_path, script))
+    run = Running(
+        tmp_path,
+        answer("Built it."),
+        [answer("Tests pass now.")],
+        options=["--settings", str(settings)],
+        agent=CLAUDE,
+        agent_args=STREAM,
+    )
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    assert result["finalText"] == "Tests pass now."
+    assert result["steerCount"] == 1
+    assert len(result["attempts"]) == 2
+    one_process(events)
+    took = [(m["received"], m["text"]) for m in messages(tmp_path)]
+    assert took == [("user", "Build it"), ("user", "Tests fail.")]
+
+
+def test_claude_stream_input_abort_interrupts_over_its_protocol_first(tmp_path: Path) -> None:
+    run = Running(
+        tmp_path, [TOOL_CALL, tool(40), *answer("Built it.")], agent=CLAUDE, agent_args=STREAM
+    )
+    run.wait_for_tool()
+    _abort_checked(run)
+    kinds = [message["type"] for message in sent(run.run_dir)]
+    assert kinds == ["user", "control_request"]
+
+
+def test_claude_print_mode_still_takes_its_task_as_argument(tmp_path: Path) -> None:
+    run = Running(
+        tmp_path,
+        answer("Built it."),
+        agent=CLAUDE,
+        agent_args=("-p", "--output-format", "stream-json", "--verbose"),
+    )
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    assert result["finalText"] == "Built it."
+    assert of_type(events, "spawned")[0]["argv"][-1] == "Build it"
+    assert not (run.run_dir / "protocol.jsonl").exists()

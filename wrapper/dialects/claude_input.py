@@ -1,0 +1,95 @@
+"""Claude Code's stream-json input (``claude -p --input-format stream-json
+--output-format stream-json --verbose``), the client's side: what the
+wrapper writes on its stdin, and when a prompt's turn is over. Values only.
+
+Each line on stdin is a user message (``{"type":"user","message":{...}}``)
+or a control request (``interrupt``); stdout is the usual stream, a
+``system``/``init`` at the start of each turn and a ``result`` at its end
+(checked on 2.1.197 and 2.1.332, see ``tests/data/real/twoway``). A user
+message written while a tool runs reaches the model in the same turn, with
+the tool's result; one written while the model answers becomes a turn of
+its own after that turn's ``result``, which the wrapper could not tell
+from the end of the turn: so a steer joins the running turn only while a
+tool runs, and otherwise waits for one, or for the turn's end (then it is
+the next prompt). Claude Code has no follow-up: one waits for the turn's end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from wrapper.core.events import AgentEnded, Event, ToolEnded, ToolStarted
+
+
+def is_stream_input(command: Sequence[str]) -> bool:
+    """Whether ``command`` gives Claude Code ``--input-format stream-json``."""
+    options = list(command)
+    options = options[: options.index("--")] if "--" in options else options
+    for index, arg in enumerate(options):
+        if arg == "--input-format=stream-json" or (
+            arg == "--input-format" and options[index + 1 : index + 2] == ["stream-json"]
+        ):
+            return True
+    return False
+
+
+def user_message(text: str) -> dict[str, Any]:
+    return {"type": "user", "message": {"role": "user", "content": text}}
+
+
+class ClaudeInputClient:
+    """The messages of one stream-json session, and what its turn is doing."""
+
+    def __init__(self) -> None:
+        self._sent = 0
+        #: A prompt's turn is under way (from its message to its ``result``).
+        self.running = False
+        self.closed = False
+        self._tools = 0
+
+    def prompt(self, text: str) -> dict[str, Any] | None:
+        if self.closed:
+            return None
+        self.running, self._tools = True, 0
+        return user_message(text)
+
+    def takes(self, when: str) -> bool:
+        """Whether a steer (``now``) would join the running turn now."""
+        return when == "now" and self.running and self._tools > 0 and not self.closed
+
+    def steer(self, text: str) -> dict[str, Any] | None:
+        return user_message(text) if self.takes("now") else None
+
+    def follow_up(self, text: str) -> dict[str, Any] | None:
+        return None
+
+    def abort(self) -> dict[str, Any] | None:
+        """The control request that interrupts the running turn (its tool
+        stopped, a ``result`` ``error_during_execution``; the process stays)."""
+        if not self.running or self.closed:
+            return None
+        self._sent += 1
+        return {
+            "type": "control_request",
+            "request_id": f"interrupt-{self._sent}",
+            "request": {"subtype": "interrupt"},
+        }
+
+    def close(self) -> None:
+        self.closed = True
+
+    def observe(self, event: Event) -> Literal["ended", "steerable"] | None:
+        """``ended`` when ``event`` ends the turn (its ``result``),
+        ``steerable`` when a steer can join it from now on (a tool started)."""
+        if not self.running:
+            return None
+        if isinstance(event, ToolStarted):
+            self._tools += 1
+            return "steerable" if self._tools == 1 else None
+        if isinstance(event, ToolEnded):
+            self._tools = max(0, self._tools - 1)
+        elif isinstance(event, AgentEnded):
+            self.running = False
+            return "ended"
+        return None
