@@ -1,5 +1,6 @@
-"""Live steering of the real pi 0.73.1 in its RPC mode (``pi --mode rpc``,
-driven on its stdin), against the mock model server: a steer from outside
+"""Live steering of the real CLIs driven on their stdin, pi 0.73.1 in its
+RPC mode (``pi --mode rpc``) and Claude Code (2.1.197, 2.1.332) with
+``--input-format stream-json``, against the mock model server: a steer from outside
 while a slow tool runs reaches the model in the same process and the same
 turn (no signal, one agent process), with the history before it; a Stop
 handler's block is the next prompt on that process; an abort ends the run
@@ -38,9 +39,14 @@ from tests.real.test_conformance_steer import (
 
 __all__ = ["mock"]  # the module's fixture, shared
 
-#: pi's JSON mode on the tier's command line, and its RPC mode instead.
-RPC = (["--mode", "json", "-p"], ["--mode", "rpc"])
-VERSIONS = cli_versions(CLIS["pi"])
+#: Each CLI's words of its JSON mode on the tier's command line, and those of
+#: its two-way mode instead.
+MODES = {
+    "pi": (["--mode", "json", "-p"], ["--mode", "rpc"]),
+    "claude": (["-p"], ["-p", "--input-format", "stream-json"]),
+}
+CASES = [(cli, version) for cli in MODES for version in cli_versions(CLIS[cli])]
+IDS = [f"{cli}-{version}" for cli, version in CASES]
 
 
 def one_process(case: Case, where: str) -> None:
@@ -48,11 +54,11 @@ def one_process(case: Case, where: str) -> None:
     assert not case.of_type("signal_sent"), f"{where}\na live delivery sent a signal"
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_a_steer_during_a_tool_reaches_pi_in_the_same_turn(
-    version: str, mock: Mock, tmp_path: Path
+@pytest.mark.parametrize(("cli", "version"), CASES, ids=IDS)
+def test_a_steer_during_a_tool_reaches_the_model_in_the_same_turn(
+    cli: str, version: str, mock: Mock, tmp_path: Path
 ) -> None:
-    check_installed("pi", version)
+    check_installed(cli, version)
     sent: dict[str, Any] = {}
 
     def steer(run_dir: Path, nonce: str) -> None:
@@ -64,9 +70,9 @@ def test_a_steer_during_a_tool_reaches_pi_in_the_same_turn(
         )
         sent["took"] = time.time() - sent["at"]
 
-    case = run_case("pi", "slow", tmp_path, mock, version=version, during=steer, mode=RPC)
+    case = run_case(cli, "slow", tmp_path, mock, version=version, during=steer, mode=MODES[cli])
     result = case.result
-    where = f"pi {version} --mode rpc: stderr:\n{case.stderr[-3000:]}"
+    where = f"{cli} {version} {MODES[cli][1]}: stderr:\n{case.stderr[-3000:]}"
     steered = sent["proc"]
     assert steered.returncode == 0, f"{where}\nsteer: {steered.stdout} {steered.stderr}"
     receipt = json.loads(steered.stdout)
@@ -93,14 +99,14 @@ def test_a_steer_during_a_tool_reaches_pi_in_the_same_turn(
     )
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_a_stop_hook_block_is_the_next_prompt_on_the_same_pi(
-    version: str, mock: Mock, tmp_path: Path
+@pytest.mark.parametrize(("cli", "version"), CASES, ids=IDS)
+def test_a_stop_hook_block_is_the_next_prompt_on_the_same_process(
+    cli: str, version: str, mock: Mock, tmp_path: Path
 ) -> None:
-    check_installed("pi", version)
-    case = run_case("pi", "steer", tmp_path, mock, version=version, mode=RPC)
+    check_installed(cli, version)
+    case = run_case(cli, "steer", tmp_path, mock, version=version, mode=MODES[cli])
     result = case.result
-    where = f"pi {version} --mode rpc: stderr:\n{case.stderr[-3000:]}"
+    where = f"{cli} {version} {MODES[cli][1]}: stderr:\n{case.stderr[-3000:]}"
     jsonschema.validate(result, SCHEMA)
     assert (result["outcome"], case.returncode) == ("ok", 0), where
     assert result["finalText"] == m.STEERED_ANSWER, where
@@ -114,11 +120,11 @@ def test_a_stop_hook_block_is_the_next_prompt_on_the_same_pi(
     assert case.leftover == [], where
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_an_abort_during_a_tool_ends_pi_and_its_tool(
-    version: str, mock: Mock, tmp_path: Path
+@pytest.mark.parametrize(("cli", "version"), CASES, ids=IDS)
+def test_an_abort_during_a_tool_ends_the_agent_and_its_tool(
+    cli: str, version: str, mock: Mock, tmp_path: Path
 ) -> None:
-    check_installed("pi", version)
+    check_installed(cli, version)
     sent: dict[str, Any] = {}
 
     def abort(run_dir: Path, nonce: str) -> None:
@@ -127,9 +133,9 @@ def test_an_abort_during_a_tool_ends_pi_and_its_tool(
         sent["before"] = processes_in(run_dir.parent / "work")
         sent["proc"] = wrapper_cli("abort", str(run_dir), "--reason", "tier test")
 
-    case = run_case("pi", "long", tmp_path, mock, version=version, during=abort, mode=RPC)
+    case = run_case(cli, "long", tmp_path, mock, version=version, during=abort, mode=MODES[cli])
     result = case.result
-    where = f"pi {version} --mode rpc: stderr:\n{case.stderr[-3000:]}"
+    where = f"{cli} {version} {MODES[cli][1]}: stderr:\n{case.stderr[-3000:]}"
     assert sent["proc"].returncode == 0, f"{where}\nabort: {sent['proc'].stdout}"
     assert any("sleep" in p for p in sent["before"]), f"{where}\nthe tool was not running"
     jsonschema.validate(result, SCHEMA)
@@ -137,7 +143,8 @@ def test_an_abort_during_a_tool_ends_pi_and_its_tool(
     assert case.returncode == 143, where
     protocol = (case.run_dir / "protocol.jsonl").read_text().splitlines()
     kinds = [json.loads(line)["msg"].get("type") for line in protocol]
-    assert "abort" in kinds, f"{where}\npi's own abort was not sent"
+    own = {"pi": "abort", "claude": "control_request"}[cli]
+    assert own in kinds, f"{where}\nthe agent's own abort was not sent"
     assert case.leftover == [], where
     assert processes_in(case.workdir) == [], where
     assert not (case.workdir / m.LONG_FILE).exists(), where
