@@ -1,4 +1,8 @@
-"""What every dialect shares: the interface, JSON decoding, small helpers."""
+"""What every dialect shares: the interface, JSON decoding, small helpers.
+
+One module, though long: the interface and the helpers each dialect module
+uses with it, read together when a dialect is written.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from wrapper.core.events import (
 )
 from wrapper.core.framing import Frame, Oversized
 from wrapper.core.registry import program, program_name
+from wrapper.dialects.two_way import InputClient
 
 #: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
 #: pages including the terminating NUL).
@@ -456,6 +461,12 @@ class Dialect:
 
     def __init__(self) -> None:
         self._reset()
+
+    def input_client(self, command: Sequence[str]) -> InputClient | None:
+        """The client of the two-way mode ``command`` starts the agent in, when
+        it takes JSON messages on its stdin (the launch then carries the task
+        as its ``prompt``); None for an agent that is only read."""
+        return None
 
     def takes_native_hooks(self, command: Sequence[str]) -> bool:
         """Whether the program ``command`` runs takes hooks through

@@ -95,7 +95,7 @@ from wrapper.dialects.base import (
     summarize_args,
     tool_result_text,
 )
-from wrapper.dialects.claude_input import is_stream_input
+from wrapper.dialects.claude_input import ClaudeInputClient, is_stream_input
 from wrapper.dialects.deltas import (
     JSON_STRING,
     NATURAL,
@@ -211,6 +211,9 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
         if given is not None:
             del words[given[0] : given[1]]
         return [*words, *option], files
+
+    def input_client(self, command: Sequence[str]) -> ClaudeInputClient | None:
+        return ClaudeInputClient() if is_stream_input(command) else None
 
     def launch(
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False

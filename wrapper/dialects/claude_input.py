@@ -17,9 +17,10 @@ the next prompt). Claude Code has no follow-up: one waits for the turn's end.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from wrapper.core.events import AgentEnded, Event, ToolEnded, ToolStarted
+from wrapper.dialects.two_way import TurnNews
 
 
 def is_stream_input(command: Sequence[str]) -> bool:
@@ -79,7 +80,7 @@ class ClaudeInputClient:
     def close(self) -> None:
         self.closed = True
 
-    def observe(self, event: Event) -> Literal["ended", "steerable"] | None:
+    def observe(self, event: Event) -> TurnNews | None:
         """``ended`` when ``event`` ends the turn (its ``result``),
         ``steerable`` when a steer can join it from now on (a tool started)."""
         if not self.running:

@@ -68,7 +68,7 @@ from wrapper.dialects.base import (
     tool_started,
 )
 from wrapper.dialects.deltas import JSON_STRING, NATURAL, DeltaDialect, DeltaLines
-from wrapper.dialects.pi_rpc import is_rpc
+from wrapper.dialects.pi_rpc import PiRpcClient, is_rpc
 
 #: Event types that only pi emits, for recognising a stream with no header.
 _PI_TYPES = frozenset(
@@ -128,6 +128,9 @@ class PiDialect(DeltaDialect):
             will_retry = match.group(1) == b"true" if match else None
             events.append(AgentEnded(will_retry=will_retry))
         return events
+
+    def input_client(self, command: Sequence[str]) -> PiRpcClient | None:
+        return PiRpcClient() if is_rpc(command) else None
 
     def launch(
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False

@@ -13,9 +13,10 @@ run, and between runs it waits to be the next prompt.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from wrapper.core.events import AgentEnded, Event
+from wrapper.dialects.two_way import TurnNews
 
 
 def is_rpc(command: Sequence[str]) -> bool:
@@ -74,7 +75,7 @@ class PiRpcClient:
     def close(self) -> None:
         self.closed = True
 
-    def observe(self, event: Event) -> Literal["ended", "steerable"] | None:
+    def observe(self, event: Event) -> TurnNews | None:
         """``ended`` when ``event`` ends the run under way (a retry announced
         does not); a running run takes steers throughout."""
         if not self.running or not isinstance(event, AgentEnded):

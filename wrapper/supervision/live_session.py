@@ -13,13 +13,12 @@ once everything before ``close`` is written.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from wrapper.core.events import Event
-from wrapper.dialects.claude_input import ClaudeInputClient
-from wrapper.dialects.pi_rpc import PiRpcClient
+from wrapper.dialects.two_way import InputClient
 from wrapper.supervision.stdin_writer import LineWriter
 
 if TYPE_CHECKING:
@@ -67,26 +66,6 @@ class LiveDriver(Protocol):
 
     def close(self) -> None:
         """No more prompts: close stdin once everything before is written."""
-
-
-class InputClient(Protocol):
-    """The pure side of an agent that takes JSON messages on its stdin
-    (``PiRpcClient``, ``ClaudeInputClient``): the message for each intent,
-    None when it cannot be sent now."""
-
-    def prompt(self, text: str) -> dict[str, Any] | None: ...
-
-    def takes(self, when: str) -> bool: ...
-
-    def steer(self, text: str) -> dict[str, Any] | None: ...
-
-    def follow_up(self, text: str) -> dict[str, Any] | None: ...
-
-    def abort(self) -> dict[str, Any] | None: ...
-
-    def close(self) -> None: ...
-
-    def observe(self, event: Event) -> Literal["ended", "steerable"] | None: ...
 
 
 class MessageDriver:
@@ -163,11 +142,7 @@ def open_session(attempt: AttemptSupervisor, proc: Child, prompt: str) -> LiveDr
     if proc.stdin is None:
         return None
     log = attempt.protocol_log
-    client: InputClient | None = None
-    if attempt.dialect.name == "pi":
-        client = PiRpcClient()
-    elif attempt.dialect.name == "claude":
-        client = ClaudeInputClient()
+    client = attempt.dialect.input_client(attempt.config.command)
     if client is not None:
         writer = LineWriter(proc.stdin, log.write if log is not None else None)
         return MessageDriver(client, prompt, writer, attempt.turn_ended, attempt.steerable)
