@@ -25,7 +25,13 @@ from tests.test_external_steer import (
     cli,
     of_type,
 )
-from wrapper.core.events import AgentEnded, AssistantMessage, ToolEnded, ToolStarted
+from wrapper.core.events import (
+    AgentEnded,
+    AssistantMessage,
+    ToolEnded,
+    ToolStarted,
+    WarningEvent,
+)
 from wrapper.dialects import UsageError
 from wrapper.dialects.claude import ClaudeDialect
 from wrapper.dialects.claude_input import ClaudeInputClient, is_stream_input
@@ -84,6 +90,16 @@ def test_the_task_goes_on_stdin_and_a_resume_is_the_next_prompt(tmp_path: Path) 
     assert (resumed.argv, resumed.prompt) == (["pi", "--mode", "rpc", "--no-session"], "more")
     with pytest.raises(UsageError, match="needs a task"):
         PiDialect().launch(["pi", "--mode", "rpc"], None, tmp_path)
+
+
+def test_a_command_pi_refused_is_a_warning() -> None:
+    refused = b'{"id":"prompt-2","type":"response","command":"prompt","success":false,'
+    refused += b'"error":"Agent is already processing."}'
+    (warning,) = PiDialect().parse(refused)
+    assert isinstance(warning, WarningEvent)
+    assert warning.code == "agent_refused_command"
+    assert warning.message == "pi refused prompt: Agent is already processing."
+    assert PiDialect().parse(b'{"type":"response","command":"steer","success":true}') == []
 
 
 def test_the_client_steers_only_a_running_run() -> None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
@@ -34,7 +34,9 @@ from wrapper.core.events import (
 )
 from wrapper.core.framing import Frame, Oversized
 from wrapper.core.registry import program, program_name
-from wrapper.dialects.two_way import InputClient
+
+if TYPE_CHECKING:
+    from wrapper.dialects.two_way import InputClient
 
 #: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
 #: pages including the terminating NUL).

@@ -45,6 +45,7 @@ from wrapper.core.events import (
     ToolEnded,
     TurnStarted,
     Usage,
+    WarningEvent,
     canonical_stop_reason,
 )
 from wrapper.core.framing import Oversized
@@ -265,6 +266,15 @@ class PiDialect(DeltaDialect):
     def _agent_settled(self, obj: dict[str, Any]) -> list[Event]:
         return [AgentEnded(will_retry=False, settled=True)]
 
+    def _response(self, obj: dict[str, Any]) -> list[Event]:
+        # RPC mode: pi's answer to a command the wrapper wrote; one it
+        # refused is said, the run going on (a prompt refused leaves pi idle).
+        if obj.get("success") is not False:
+            return []
+        command = as_str(obj.get("command")) or "?"
+        why = as_str(obj.get("error")) or "no reason given"
+        return [WarningEvent(code="agent_refused_command", message=f"pi refused {command}: {why}")]
+
 
 #: Where ``auto_retry_start`` gives its attempt, most attempts and delay.
 _RETRY_KEYS = ("attempt", "maxAttempts", "delayMs")
@@ -384,6 +394,7 @@ def _usage(raw: Any) -> Usage | None:
 _HANDLERS: dict[str, Handler] = {
     "session": PiDialect._session,
     "turn_start": PiDialect._turn_start,
+    "response": PiDialect._response,
     "message_update": PiDialect._message_update,
     "message_end": PiDialect._message_end,
     "tool_execution_start": PiDialect._tool_start,
