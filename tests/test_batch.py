@@ -242,7 +242,7 @@ def test_a_run_of_a_batch_is_steered_and_another_aborted_through_its_directory(
 ) -> None:
     slow = write_scenario(
         tmp_path,
-        [{"sleep": 60}],
+        [{"assistant": {"text": "Working.", "toolCalls": [{"name": "bash"}]}}, {"sleep": 60}],
         resumes=[[{"assistant": {"text": "Steered.", "stopReason": "stop"}}]],
     )
     spec = write_spec(tmp_path, [line(slow, label="steered"), line(slow, label="aborted")])
