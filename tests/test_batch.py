@@ -242,7 +242,7 @@ def test_a_run_of_a_batch_is_steered_and_another_aborted_through_its_directory(
 ) -> None:
     slow = write_scenario(
         tmp_path,
-        [{"sleep": 60}],
+        [{"assistant": {"text": "Working.", "toolCalls": [{"name": "bash"}]}}, {"sleep": 60}],
         resumes=[[{"assistant": {"text": "Steered.", "stopReason": "stop"}}]],
     )
     spec = write_spec(tmp_path, [line(slow, label="steered"), line(slow, label="aborted")])
@@ -254,9 +254,8 @@ def test_a_run_of_a_batch_is_steered_and_another_aborted_through_its_directory(
     )
     runs = tmp_path / "runs"
     try:
-        assert wait_until(
-            lambda: all(state_of(runs / r) == "running" for r in ("steered", "aborted"))
-        )
+        # Each agent has said its first words (its session is saved from then on).
+        assert wait_until(lambda: all(_said_something(runs / r) for r in ("steered", "aborted")))
         control = [sys.executable, "-m", "wrapper"]
         steer = subprocess.run(
             [*control, "steer", str(runs / "steered"), "--text", "Go"],
@@ -555,3 +554,11 @@ def test_a_shared_directory_is_refused_whichever_shard_runs_the_lines(tmp_path: 
         assert "is line 1's too" in stderr
         assert not (tmp_path / f"s{index}").exists()
     assert not marker.exists()
+
+
+def _said_something(run_dir: Path) -> bool:
+    try:
+        status = json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return status.get("lastEventAt") is not None

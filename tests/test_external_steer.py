@@ -224,6 +224,27 @@ def test_a_steer_between_turns_interrupts_at_once(tmp_path: Path) -> None:
     assert (code, result["finalText"]) == (0, "Steered.")
 
 
+def test_a_steer_before_the_first_answer_waits_for_it(tmp_path: Path) -> None:
+    # Interrupted before its session holds the task, the agent would be
+    # resumed into a session without it.
+    steps: list[dict[str, Any]] = [
+        {"sleep": 2},
+        {"assistant": {"text": "Looking.", "toolCalls": [{"name": "bash"}]}},
+        {"sleep": 40},
+        *answer("Looked."),
+    ]
+    run = Running(tmp_path, steps, [answer("Steered.")])
+    steered = cli("steer", str(run.run_dir), "--text", "Look elsewhere")
+    assert steered.returncode == 0, steered.stderr
+    code, result, events, _ = run.finish()
+    assert (code, result["finalText"]) == (0, "Steered.")
+    first_answer = next(e["seq"] for e in events if e["type"] == "assistant_message")
+    sigint = next(e["seq"] for e in of_type(events, "signal_sent") if e["signal"] == "SIGINT")
+    assert first_answer < sigint
+    record = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
+    assert record[1]["resumed"] is True
+
+
 @pytest.mark.parametrize("dialect", sorted(LAUNCHERS))
 def test_every_agent_takes_a_steer_by_resume(dialect: str, tmp_path: Path) -> None:
     agent = ROOT / "fixtures" / "fake_agent" / LAUNCHERS[dialect]

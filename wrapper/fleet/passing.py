@@ -24,7 +24,7 @@ WRAPPER_KILLED = str(ErrorKind.WRAPPER_KILLED)
 #: What ``expect.outcome`` may name.
 OUTCOMES = tuple(str(outcome) for outcome in Outcome)
 #: What ``expect.errorKind`` may name.
-ERROR_KINDS = (*(str(kind) for kind in ErrorKind), ABORT_REQUESTED)
+ERROR_KINDS = tuple(dict.fromkeys((*(str(kind) for kind in ErrorKind), ABORT_REQUESTED)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -380,7 +380,8 @@ def _shard(value: Any) -> tuple[int, int] | None:
     if not isinstance(value, Mapping):
         return None
     index, count = _int(value.get("index")), _int(value.get("count"))
-    if index is None or count is None or count < 1:
+    # A batch that is not sharded is shard 1/1: nothing to show.
+    if index is None or count is None or count <= 1:
         return None
     return index, count
 

@@ -139,8 +139,8 @@ class AttemptSupervisor:
         self._hurry = trio.Event()
         #: Told the attempt's number once its agent has started.
         self.on_spawned: Callable[[int], None] | None = None
-        #: Told when the agent reports its session.
-        self.on_session: Callable[[], None] | None = None
+        #: Told when the agent reports its session or an answer.
+        self.on_progress: Callable[[], None] | None = None
         #: Told when the live session's turn starts to take steers.
         self.on_steerable: Callable[[], None] | None = None
 
@@ -584,8 +584,8 @@ class AttemptSupervisor:
             self._apply(effects)
         if isinstance(event, ToolStarted | ToolEnded):
             self.status.update(now, currentTool=self.summary.current_tool)
-        elif isinstance(event, SessionStarted) and self.on_session is not None:
-            self.on_session()
+        elif self.on_progress is not None and isinstance(event, SessionStarted | AssistantMessage):
+            self.on_progress()
         self.status.touch(now, wall)
 
     def _late_event(self, event: Event) -> None:

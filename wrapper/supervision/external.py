@@ -210,9 +210,14 @@ class ExternalControl:
         if self._joins_turn():
             self._deliver_live_soon()
             return
+        summary = self.gate.summary
+        if not self.live and summary.last_assistant is None and not summary.tool_runs:
+            # Its session may not hold the task yet: a resume now could lose
+            # it. Tried again at the agent's first answer.
+            return
         problem = None if self.live else self.resume_problem()
         if problem is not None and supervisor.running:
-            if self.gate.summary.session_id is None:
+            if summary.session_id is None:
                 return  # not said yet: tried again once the agent reports it
             self.refuse([steer], problem)
             return
@@ -274,8 +279,9 @@ class ExternalControl:
         if self.queued and self._joins_turn():
             self._deliver_live_soon()
 
-    def session_known(self) -> None:
-        """The agent reported its session: a steer that waited for it may go."""
+    def progress(self) -> None:
+        """The agent reported its session or an answer: a steer that waited
+        for it may go."""
         for steer in self.queued:
             if steer.when == "now":
                 self._interrupt_for(steer)

@@ -445,7 +445,7 @@ class Run:
         )
         supervisor.permission_gate = self.permissions.decide
         supervisor.on_spawned = self.external.spawned
-        supervisor.on_session = self.external.session_known
+        supervisor.on_progress = self.external.progress
         supervisor.on_steerable = self.external.steerable
         for sig in self.interrupts:
             supervisor.interrupt(sig, self._cause())
