@@ -10,6 +10,7 @@ first. And the pure parts."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -396,3 +397,35 @@ def test_claude_print_mode_still_takes_its_task_as_argument(tmp_path: Path) -> N
     assert result["finalText"] == "Built it."
     assert of_type(events, "spawned")[0]["argv"][-1] == "Build it"
     assert not (run.run_dir / "protocol.jsonl").exists()
+
+
+def test_a_live_steer_goes_through_the_prompt_handlers(tmp_path: Path) -> None:
+    # A UserPromptSubmit handler that blocks the steer's text refuses it; the
+    # agent goes on untouched.
+    script = tmp_path / "gate.py"
+    script.write_text(
+        "import json, sys\n"
+        "prompt = json.load(sys.stdin)['prompt']\n"
+        "if 'forbidden' in prompt:\n"
+        "    print(json.dumps({'decision': 'block', 'reason': 'not that'}))\n"
+    )
+    handler = {"type": "command", "command": f"{sys.executable} {script}"}
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [handler]}]}}))
+    run = Running(
+        tmp_path,
+        [tool(3), *answer("Built it.")],
+        options=["--settings", str(settings)],
+        agent=FAKE_PI,
+        agent_args=RPC,
+    )
+    run.wait_for_tool()
+    steered = cli("steer", str(run.run_dir), "--text", "a forbidden turn", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (steered.returncode, receipt["state"]) == (1, "refused")
+    assert "not that" in receipt["why"]
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    assert result["finalText"] == "Built it."
+    one_process(events)
+    assert [m["received"] for m in messages(tmp_path)] == ["prompt"]
