@@ -440,8 +440,8 @@ class Dialect:
     #: How the agent is run in the JSON streaming mode this dialect reads (told
     #: to a user whose agent's output had no line the dialect recognised).
     streaming_command: ClassVar[str] = ""
-    #: Whether the agent is driven on its stdin (a live session the
-    #: supervisor holds, ``AcpDialect.hold_session``) instead of only read.
+    #: Whether the agent is driven over a protocol the dialect holds itself
+    #: (ACP, ``AcpDialect.hold_session``); see also ``input_client``.
     two_way: ClassVar[bool] = False
     #: How the agent's own command line sets its permission mode, which hook
     #: input carries as ``permission_mode`` in Claude Code's names: options
