@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import http.client
 import itertools
 import re
 import signal
@@ -210,6 +209,9 @@ def post_json(
     status and the body, or what went wrong as a sentence. A redirect is not
     followed: where it points is told instead. A body over
     ``HTTP_RESPONSE_BYTES`` is a failure, not cut."""
+    # Loaded by a run that has http handlers only: it weighs on every run.
+    import http.client  # noqa: PLC0415
+
     parts = urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
