@@ -650,11 +650,16 @@ def test_garbage_huge_slow_and_many_clients_leave_the_run_untouched(tmp_path: Pa
     assert b"unknown" in _raw(path, b'{"op": "explode"}\n')
     assert b"larger than" in _raw(path, b"x" * (2 * 1024 * 1024))
     assert b"no request within" in _raw(path, b"", timeout=15)
-    many = [threading.Thread(target=_raw, args=(path, b"[]\n")) for _ in range(100)]
+    answers: list[bytes] = []
+    many = [
+        threading.Thread(target=lambda: answers.append(_raw(path, b"[]\n"))) for _ in range(100)
+    ]
     for thread in many:
         thread.start()
     for thread in many:
         thread.join(HANG_LIMIT)
+    assert len(answers) == 100, "a client could not connect, or got no answer"
+    assert all(b"not a JSON object" in answer or b"busy" in answer for answer in answers)
     code, result, _, _ = run.finish()
     assert code == 0
     assert result["finalText"] == "Built it."

@@ -115,7 +115,7 @@ def _exchange(run_dir: Path, request: dict[str, Any], wait: float) -> Iterator[R
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(ACK_TIMEOUT)
         try:
-            sock.connect(path)
+            _connect(sock, path, time.monotonic() + ACK_TIMEOUT)
             sock.sendall(dumps(request) + b"\n")
         except (ConnectionRefusedError, FileNotFoundError):
             yield Receipt("refused", why=_not_answering(run_dir))
@@ -153,6 +153,19 @@ def _exchange(run_dir: Path, request: dict[str, Any], wait: float) -> Iterator[R
             if len(buffer) > RECEIPT_MAX_BYTES:
                 yield Receipt("refused", why="the run's answer was not a receipt")
                 return
+
+
+def _connect(sock: socket.socket, path: str, deadline: float) -> None:
+    """Connect, trying again while the run's queue of connections is full
+    (many clients at once), until ``deadline``."""
+    while True:
+        try:
+            sock.connect(path)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise TimeoutError from None
+            time.sleep(0.05)
 
 
 def _parse(line: bytes) -> Receipt:

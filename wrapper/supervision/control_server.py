@@ -37,6 +37,8 @@ REQUEST_TIMEOUT = 5.0
 SEND_TIMEOUT = 5.0
 #: Connections served at once; more are answered at once and closed.
 MAX_CONNECTIONS = 64
+#: Connections the system holds for the server before it accepts them.
+BACKLOG = 128
 #: At the run's end, how long the last receipts may take to go out.
 CLOSE_TIMEOUT = 1.0
 
@@ -76,7 +78,7 @@ class ControlServer:
             await sock.bind(self.path)
             os.chmod(self.path, 0o600)
             self._inode = os.lstat(self.path).st_ino
-            sock.listen(16)
+            sock.listen(BACKLOG)
         except OSError as exc:
             sock.close()
             self.warn(f"the run takes no steer or abort: cannot listen at {self.path}: {exc}")
