@@ -666,6 +666,32 @@ def test_garbage_huge_slow_and_many_clients_leave_the_run_untouched(tmp_path: Pa
     assert result["externalSteers"] == []
 
 
+@pytest.mark.parametrize("planted", ["fifo", "symlink"])
+def test_a_file_planted_where_the_socket_goes_is_left_alone(tmp_path: Path, planted: str) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / ".agent-wrapper-run").write_text('{"runId": "earlier", "version": "0.1.0"}')
+    target = tmp_path / "elsewhere"
+    target.write_text("keep")
+    if planted == "fifo":
+        os.mkfifo(run_dir / "control.sock")
+    else:
+        (run_dir / "control.sock").symlink_to(target)
+    scenario = write_scenario(tmp_path, answer("Done."))
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir"]
+    argv += [str(run_dir), "--task", "Go", "--", str(FAKE_PI), "--mode", "json", "-p"]
+    argv += ["--scenario", str(scenario)]
+    proc = subprocess.run(
+        argv, env=agent_env(tmp_path), capture_output=True, timeout=HANG_LIMIT, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = read_result(run_dir / "result.json")
+    assert [w["code"] for w in result["warnings"]] == ["control_unavailable"]
+    assert target.read_text() == "keep"
+    refused = cli("steer", str(run_dir), "--text", "x")
+    assert refused.returncode == 1
+
+
 def test_a_run_directory_too_deep_for_a_socket_gets_one_elsewhere(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
