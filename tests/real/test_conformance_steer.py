@@ -275,7 +275,19 @@ def test_a_steer_interrupts_a_tool_past_the_steer_timeout(
     assert (result["outcome"], case.returncode) == ("ok", 0), where
     carrying = [r for r in case.requests if f"[inject:{WORD}]" in json.dumps(r["body"])]
     assert carrying, f"{where}\nno model request carried the steer"
-    assert m.LONG_FILE in json.dumps(carrying[0]["body"]), f"{where}\nthe tool call was lost"
+    body = json.dumps(carrying[0]["body"])
+    # The wrapper names the call it cut short after the steer's text when it
+    # saw the call start (opencode says nothing of a tool until it ended).
+    cut = result["attempts"][0]["signalsSent"][0]["reason"]
+    note = "was interrupted to deliver this; it did not finish.]"
+    assert (note in body) == ("--steer-timeout" in cut), f"{where}\n{cut}"
+    assert m.LONG_FILE in body, f"{where}\nthe tool call was lost"
+    if not tool_results(carrying[0]["body"]):
+        # Claude Code 2.1.197's own race, now and then on a loaded machine:
+        # exiting on SIGINT before the call's result is in its session file,
+        # it is resumed without the call; the wrapper's note is what says it.
+        assert (cli, version) == ("claude", "2.1.197"), f"{where}\nthe tool call was lost"
+        assert note in body, f"{where}\nthe lost call is not named"
     assert result["finalText"].endswith(f"SAW:{WORD}"), where
     assert case.leftover == [], where
     assert processes_in(case.workdir) == [], where

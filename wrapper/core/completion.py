@@ -184,6 +184,8 @@ class CompletionTracker:
         self._steer_deadline = math.inf
         #: The attempt was ended (or its turn cancelled) to take a steer from outside.
         self.steered = False
+        #: ... while a tool of the agent still ran (cut short, unfinished).
+        self.steer_cut_tool = False
 
     @property
     def next_deadline(self) -> float:
@@ -344,6 +346,7 @@ class CompletionTracker:
         if self.phase is not Phase.WORKING or self._held:
             return []
         self.steered = True
+        self.steer_cut_tool = self._tools_running > 0
         reason = f"to take a steer from outside ({when})"
         if self.limits.attempt_limit_cancels:
             self._cancelling = True

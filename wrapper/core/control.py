@@ -188,12 +188,22 @@ class ExternalSteers:
         }
 
 
-def message(steers: Sequence[ExternalSteer], hook: tuple[str, str] | None = None) -> str:
+def message(
+    steers: Sequence[ExternalSteer],
+    hook: tuple[str, str] | None = None,
+    cut: str | None = None,
+) -> str:
     """The prompt that carries ``steers``, after a Stop handler's block
     (``(handler, reason)``) when one came at the same stop. One steer alone
-    is its text; together, each part is marked with where it came from."""
+    is its text; together, each part is marked with where it came from.
+    ``cut``: the tool call the steers interrupted, said after them (an agent
+    may resume its session without a call that had no result yet)."""
     if hook is None and len(steers) == 1:
-        return steers[0].text
-    parts = [f"[Stop hook {hook[0]}]\n{hook[1]}"] if hook is not None else []
-    parts += [f"[Steer {steer.id} from outside the run]\n{steer.text}" for steer in steers]
-    return "\n\n".join(parts)
+        text = steers[0].text
+    else:
+        parts = [f"[Stop hook {hook[0]}]\n{hook[1]}"] if hook is not None else []
+        parts += [f"[Steer {steer.id} from outside the run]\n{steer.text}" for steer in steers]
+        text = "\n\n".join(parts)
+    if cut is not None:
+        text += f"\n\n[Your tool call {cut} was interrupted to deliver this; it did not finish.]"
+    return text

@@ -342,13 +342,21 @@ class ExternalControl:
             # Resumed, the agent starts its saved session again (SessionStart).
             session = None if self.live else "resume"
             prompt, refused = await self.gate.before_prompt(
-                message(steers), first=False, session=session
+                message(steers, cut=self._cut_call()), first=False, session=session
             )
         if refused is not None or prompt is None or self.ended():
             self.refuse(steers, f"the steer prompt {refused or 'was not sent: the run is ending'}")
             return None
         self.gate.steering.resume_from_outside()
         return prompt
+
+    def _cut_call(self) -> str | None:
+        """The tool call the attempt that just ended was interrupted in for
+        a steer, if it was."""
+        supervisor = self.supervisor()
+        tracker = supervisor.tracker if supervisor is not None else None
+        tools = self.gate.summary.recent_tools
+        return tools[-1] if tracker is not None and tracker.steer_cut_tool and tools else None
 
     async def _launch(self) -> Launch | None:
         """The launch that resumes the agent's session with the steers that wait."""
