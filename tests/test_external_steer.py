@@ -401,7 +401,13 @@ def test_a_steer_while_a_person_is_asked_is_delivered_after_the_answer(tmp_path:
     assert result["finalText"] == "Kept the API."
 
 
-def test_a_live_session_takes_the_steer_as_its_next_prompt(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("program", "args", "cancels"), [("opencode", ("acp",), True), ("gemini", ("--acp",), False)]
+)
+def test_a_live_session_takes_the_steer_as_its_next_prompt(
+    tmp_path: Path, program: str, args: tuple[str, ...], cancels: bool
+) -> None:
+    # Gemini CLI forgets a cancelled turn: its steer waits for the turn's end.
     tool_call = {
         "assistant": {
             "text": "Running it.",
@@ -411,12 +417,12 @@ def test_a_live_session_takes_the_steer_as_its_next_prompt(tmp_path: Path) -> No
     }
     run = Running(
         tmp_path,
-        [tool_call, {"tool": {"name": "bash", "duration": 6, "updates": 12}}, *answer("x")],
+        [tool_call, {"tool": {"name": "bash", "duration": 6, "updates": 12}}, *answer("Built.")],
         [answer("Steered live.")],
         # the fake agent ends a cancelled turn only once its scenario played on
         options=["--steer-timeout", "0.5", "--kill-after", "30"],
-        agent=ROOT / "fixtures" / "fake_agent" / "gemini",
-        agent_args=("--acp",),
+        agent=ROOT / "fixtures" / "fake_agent" / program,
+        agent_args=args,
     )
     run.wait_for_events()
     steered = cli("steer", str(run.run_dir), "--text", "Skip the build", "--json")
@@ -424,9 +430,14 @@ def test_a_live_session_takes_the_steer_as_its_next_prompt(tmp_path: Path) -> No
     assert (steered.returncode, receipt["state"], receipt["how"]) == (0, "delivered", "live")
     code, result, events, stderr = run.finish()
     assert code == 0, stderr
+    assert result["dialect"] == "acp"
     assert result["finalText"] == "Steered live."
     assert len({e["pid"] for e in of_type(events, "spawned")}) == 1, "one agent process"
     assert not of_type(events, "signal_sent"), "a live steer sends no signal"
+    cancelled = [e for e in of_type(events, "warning") if e["code"] == "turn_cancelled"]
+    assert bool(cancelled) == cancels, cancelled
+    first = result["attempts"][0]
+    assert first["stopReason"] == ("aborted" if cancels else "stop"), first
 
 
 def test_the_live_view_shows_each_steer(tmp_path: Path) -> None:

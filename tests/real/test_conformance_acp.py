@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,15 @@ from tests.real.harness import (
     _processes_of,
     cache_dir,
     mock_server_running,
+)
+from tests.real.test_conformance_steer import (
+    STEER_TEXT,
+    STEER_WAIT,
+    TOOL_WAIT,
+    WORD,
+    tool_called,
+    wait_until,
+    wrapper_cli,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,6 +113,7 @@ def run_acp(
     *options: str,
     task_text: str | None = None,
     sigterm_in_tool: bool = False,
+    during: Callable[[Path, str], None] | None = None,
 ) -> AcpCase:
     home, work, run_dir = base / "home", base / "work", base / "run"
     home.mkdir()
@@ -132,6 +142,8 @@ def run_acp(
                 break
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
+    if during is not None:
+        during(run_dir, nonce)
     _, stderr = proc.communicate(timeout=CASE_LIMIT)
     result = json.loads((run_dir / "result.json").read_text())
     protocol = [json.loads(line) for line in (run_dir / "protocol.jsonl").read_text().splitlines()]
@@ -211,6 +223,45 @@ def test_stop_hook_steers_the_live_session(agent: str, mock: Mock, tmp_path: Pat
     steered = [r for r in case.requests if r.get("steered")]
     assert steered, "no model request carried the hook's reason"
     assert all(r["reply"]["text"] != m.LOST_CONTEXT for r in steered)
+    check_common(case)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_steer_from_outside_reaches_the_live_session(
+    agent: str, mock: Mock, tmp_path: Path
+) -> None:
+    # ``agent-wrapper steer`` 1 s into the 3 s shell call: the tool is let
+    # finish, the turn is cancelled over the protocol and the steer is the
+    # next prompt of the same session and process, no signal sent. Gemini
+    # CLI forgets a cancelled turn (its next request held neither the task
+    # nor the call): its turn is let end instead.
+    sent: dict[str, Any] = {}
+
+    def steer(run_dir: Path, nonce: str) -> None:
+        assert wait_until(lambda: tool_called(mock, nonce), TOOL_WAIT), "no shell call"
+        time.sleep(1.0)
+        sent["proc"] = wrapper_cli(
+            "steer", str(run_dir), "--text", STEER_TEXT, "--wait", str(STEER_WAIT), "--json"
+        )
+
+    case = run_acp(agent, "slow", tmp_path, mock, during=steer)
+    result = case.result
+    steered = sent["proc"]
+    assert steered.returncode == 0, f"{case.where()}\nsteer: {steered.stdout} {steered.stderr}"
+    receipt = json.loads(steered.stdout)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2)
+    assert (result["outcome"], result["externalSteerCount"]) == ("ok", 1), case.where()
+    assert result["finalText"].endswith(f"SAW:{WORD}"), case.where()
+    assert (case.workdir / m.SLOW_FILE).exists(), "the tool was cut short"
+    prompts = case.out("session/prompt")
+    assert len(prompts) == 2
+    assert prompts[1]["params"]["prompt"][0]["text"] == STEER_TEXT
+    assert bool(case.out("session/cancel")) == (agent != "gemini"), case.where()
+    carrying = [r for r in case.requests if f"[inject:{WORD}]" in json.dumps(r["body"])]
+    assert carrying, "no model request carried the steer"
+    history = json.dumps(carrying[0]["body"])
+    assert "[scenario:slow:" in history, "the first task was lost"
+    assert m.SLOW_FILE in history, "the tool call was lost"
     check_common(case)
 
 

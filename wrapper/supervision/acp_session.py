@@ -50,8 +50,11 @@ class AcpDriver:
         stdin: trio.abc.SendStream,
         on_output: Callable[[Output], None],
         log: Callable[[bytes], None] | None = None,
+        *,
+        cancel_keeps_turn: bool = True,
     ) -> None:
         self.client = client
+        self.cancel_keeps_turn = cancel_keeps_turn
         self.on_output = on_output
         self.log = log
         self.writer = LineWriter(stdin, log, client.written)

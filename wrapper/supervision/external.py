@@ -10,11 +10,12 @@ its tool ended, within ``--steer-timeout``; SIGINT to the agent's process
 group as a terminal's Ctrl-C, then the ladder to its whole tree) and
 the agent's session is resumed with it, as a Stop handler's block resumes
 it; a live session (ACP) has its turn cancelled and takes the steer as its
-next prompt. A steer is checked before the agent is interrupted: one whose
-session could not be resumed is refused and the agent left alone. At a
-stop, the steers that wait go first and that stop runs no Stop handlers; a
-steer that comes while the handlers run joins their block (each part
-marked), or is delivered alone when they allow the stop.
+next prompt (one that forgets a cancelled turn, at the end of its turn).
+A steer is checked before the agent is interrupted: one whose session
+could not be resumed is refused and the agent left alone. At a stop, the
+steers that wait go first and that stop runs no Stop handlers; a steer
+that comes while the handlers run joins their block (each part marked),
+or is delivered alone when they allow the stop.
 """
 
 from __future__ import annotations
@@ -210,6 +211,9 @@ class ExternalControl:
         if self._joins_turn():
             self._deliver_live_soon()
             return
+        session = supervisor.session if supervisor.running else None
+        if session is not None and not session.cancel_keeps_turn:
+            return  # the end of its turn takes the steer: cancelled, it would forget it
         summary = self.gate.summary
         if not self.live and summary.last_assistant is None and not summary.tool_runs:
             # Its session may not hold the task yet: a resume now could lose

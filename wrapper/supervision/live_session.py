@@ -35,6 +35,9 @@ class LiveDriver(Protocol):
     #: The turn's final message comes before the session says the turn
     #: ended: it starts no grace until the stop gate let the session end.
     final_before_turn_end: bool
+    #: The agent keeps a cancelled turn in its history; when it does not, a
+    #: steer waits for the running turn's end instead of cancelling it.
+    cancel_keeps_turn: bool
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Write what is asked until stdin is closed (started by the attempt)."""
@@ -75,6 +78,7 @@ class MessageDriver:
 
     steers_in_turn = True
     final_before_turn_end = True
+    cancel_keeps_turn = True
 
     def __init__(
         self,
@@ -173,7 +177,11 @@ def _open_acp(attempt: AttemptSupervisor, stdin: trio.abc.SendStream, prompt: st
         mcp_servers=config.settings.acp_mcp_servers,
     )
     driver = AcpDriver(
-        AcpClient(options), stdin, dialect.session_output, log.write if log is not None else None
+        AcpClient(options),
+        stdin,
+        dialect.session_output,
+        log.write if log is not None else None,
+        cancel_keeps_turn=dialect.cancel_keeps_turn(config.command),
     )
     dialect.hold_session(
         driver,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from wrapper.core.events import SESSION_FAILED, AssistantMessage, Event, StopReason, ToolEnded
+from wrapper.core.registry import program
 from wrapper.dialects.acp.actions import (
     AcpOptions,
     Failed,
@@ -49,6 +50,13 @@ class LiveSession(Protocol):
 #: adapters never exit on EOF.
 CLOSE_GRACE = 5.0
 
+#: Agents that forget a turn cancelled with ``session/cancel``: Gemini CLI
+#: 0.61.0's next prompt went to the model without the task, the call or its
+#: result (the session context and the new prompt alone, 3 of 3 timings: mid
+#: tool, just after it, while the model answered). A steer waits for their
+#: turn's end instead; an abort still cancels.
+CANCEL_FORGETS_TURN = frozenset({"gemini", "gemini-cli"})
+
 
 class AcpDialect(Dialect):
     name: ClassVar[str] = "acp"
@@ -76,6 +84,12 @@ class AcpDialect(Dialect):
         self._on_permission: Callable[[PermissionRequested], None] | None = None
         self._on_withdrawn: Callable[[PermissionWithdrawn], None] | None = None
         self._on_stopped_answering: Callable[[StoppedAnswering], None] | None = None
+
+    @staticmethod
+    def cancel_keeps_turn(command: Sequence[str]) -> bool:
+        """Whether the agent ``command`` runs keeps a cancelled turn in its history."""
+        found = program(command)
+        return found is None or found[0] not in CANCEL_FORGETS_TURN
 
     def parse(self, line: bytes) -> list[Event]:
         driver = self.driver
