@@ -172,6 +172,16 @@ def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: fl
         "writes the time it started: seconds from the batch's start to its first run's "
         "agent (median of 3, 1 with `--quick`); the batch is then ended by a SIGKILL to its "
         "worker, and the agents it started must be gone.",
+        "- **steer**: `agent-wrapper run --output quiet --task T -- fixtures/fake_agent/pi "
+        "--mode rpc` (pi's RPC mode, driven live on its stdin) in a 3 s tool that writes "
+        "nothing; 0.5 s into the silence `agent-wrapper steer RUN_DIR --text T --json` is "
+        "started. The figure is the run's `steer_delivered` time (`ts`, millisecond "
+        "resolution) minus the moment the command was started: the client's start-up, its "
+        "connection to the run's control socket and the delivery onto the agent's stdin; the "
+        "reference is the same from the run's `steer_requested`. Each run must end `ok`, "
+        "exit 0, the steer delivered `live` into attempt 1, one `spawned`, no `signal_sent`. "
+        "A run nobody steers costs nothing more while idle: the idle section's runs listen "
+        "on their control sockets.",
         "- **environment**: every measured process gets this environment without "
         "`AGENT_WRAPPER_*` and with a bytecode cache (`PYTHONPYCACHEPREFIX` in the suite's "
         "temporary directory, `PYTHONDONTWRITEBYTECODE` removed), filled by a warm-up run "

@@ -26,6 +26,7 @@ from benchmarks.fleetbench import fleet_section
 from benchmarks.idle import idle
 from benchmarks.procs import Measured, median
 from benchmarks.report import Row, Verdict
+from benchmarks.steerbench import steer_section
 from benchmarks.streams import (
     Stream,
     file_digest,
@@ -673,4 +674,5 @@ SECTIONS: dict[str, Callable[[Bench], list[Row]]] = {
     "idle": idle,
     "batch": batch_section,
     "fleet": fleet_section,
+    "steer": steer_section,
 }
