@@ -429,3 +429,28 @@ def test_a_live_steer_goes_through_the_prompt_handlers(tmp_path: Path) -> None:
     assert result["finalText"] == "Built it."
     one_process(events)
     assert [m["received"] for m in messages(tmp_path)] == ["prompt"]
+
+
+@pytest.mark.parametrize(("agent", "args"), [(FAKE_PI, RPC), (CLAUDE, STREAM)])
+def test_an_attempt_timeout_ends_the_live_turn_by_its_own_abort(
+    tmp_path: Path, agent: Path, args: tuple[str, ...]
+) -> None:
+    run = Running(
+        tmp_path,
+        [tool(30), *answer("Built it.")],
+        [answer("never played")],
+        options=["--attempt-timeout", "2", "--kill-after", "20"],
+        agent=agent,
+        agent_args=args,
+    )
+    code, result, events, stderr = run.finish()
+    # The turn is ended by the agent's own abort, the process spared.
+    assert (code, result["outcome"], result["error"]["kind"]) == (124, "timeout", "attempt_timeout")
+    assert result["attempts"][0]["stopReason"] == "aborted", stderr
+    assert not of_type(events, "signal_sent"), "the agent was signalled"
+    assert len(of_type(events, "spawned")) == 1
+    cancelled = [e for e in of_type(events, "warning") if e["code"] == "turn_cancelled"]
+    assert cancelled, "the turn was not cancelled over the protocol"
+    own = sent(run.run_dir)[-1]
+    assert own.get("type") in ("abort", "control_request"), own
+    assert result["forcedCleanup"] is False
