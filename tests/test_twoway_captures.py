@@ -246,6 +246,20 @@ def test_pi_prompt_while_busy_needs_streaming_behavior() -> None:
     assert queued["success"] is True
 
 
+@pytest.mark.parametrize("scenario", ["steer_after_end", "follow_up_after_end"])
+def test_pi_keeps_a_steer_after_the_run_for_the_next_prompt(scenario: str) -> None:
+    # Accepted, but no run of its own: it waits in pi's queue for the next
+    # prompt, and is lost if none comes (stdin closed).
+    entries = load(PI, scenario)
+    kind = scenario.removesuffix("_after_end")
+    response = next(m for m in stdout(entries) if m.get("command") == kind)
+    assert response["success"] is True
+    timeouts = [m["waiting_for"] for m in probe(entries, "timeout")]
+    assert any("alone" in what for what in timeouts), "it started a run by itself"
+    assert len(agent_ends(entries)) == 2
+    assert [m["injected"] for m in mock(entries)][-1] == ["LATE", "NEXT"]
+
+
 def test_pi_abort_ends_the_run_and_the_next_prompt_works() -> None:
     entries = load(PI, "abort")
     out = stdout(entries)

@@ -569,6 +569,31 @@ def pi_after_end(s: Session) -> None:
     s.wait_exit()
 
 
+def pi_steer_after_end(s: Session) -> None:
+    """A steer that comes just after the run ended (the wrapper's race): does
+    it start a run, wait for the next prompt, or vanish?"""
+    pi_cmd(s, "prompt", message=task("plain"))
+    s.wait_for(of_type("agent_end"), TURN_TIMEOUT, "agent_end")
+    pi_cmd(s, "steer", message=inject("LATE"))
+    s.maybe(of_type("agent_end"), 8, "an agent_end of the steer alone")
+    pi_cmd(s, "prompt", message=inject("NEXT"))
+    s.maybe(of_type("agent_end"), TURN_TIMEOUT, "agent_end of the next prompt")
+    s.close_stdin()
+    s.wait_exit()
+
+
+def pi_follow_up_after_end(s: Session) -> None:
+    """The same with a follow-up."""
+    pi_cmd(s, "prompt", message=task("plain"))
+    s.wait_for(of_type("agent_end"), TURN_TIMEOUT, "agent_end")
+    pi_cmd(s, "follow_up", message=inject("LATE"))
+    s.maybe(of_type("agent_end"), 8, "an agent_end of the follow-up alone")
+    pi_cmd(s, "prompt", message=inject("NEXT"))
+    s.maybe(of_type("agent_end"), TURN_TIMEOUT, "agent_end of the next prompt")
+    s.close_stdin()
+    s.wait_exit()
+
+
 def pi_abort(s: Session) -> None:
     pi_cmd(s, "prompt", message=task("long"))
     s.wait_for(of_type("tool_execution_start"), TURN_TIMEOUT, "tool_execution_start")
@@ -852,6 +877,8 @@ PI_SCENARIOS: dict[str, Script] = {
     "follow_up": _plain(pi_follow_up),
     "prompt_busy": _plain(pi_prompt_busy),
     "after_end": _plain(pi_after_end),
+    "steer_after_end": _plain(pi_steer_after_end),
+    "follow_up_after_end": _plain(pi_follow_up_after_end),
     "abort": _plain(pi_abort),
     "bad_lines": _plain(pi_bad_lines),
 }
