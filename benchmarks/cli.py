@@ -148,9 +148,11 @@ def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: fl
         "end, then a window of 60 s (10 s with `--quick`). CPU is the nanosecond run time "
         "(`/proc/PID/task/*/schedstat`) of every wrapper-side process (the one started and "
         "every process below it without the run's `AGENT_WRAPPER_RUN_ID`: not the agent's "
-        "tree) over the window, per run, as a share of one core; wakeups/s counts the "
-        "timeslices run. PSS (`/proc/PID/smaps_rollup`) is taken at the window's end, per "
-        "run. Every run must then end `aborted` (exit 143) on SIGTERM.",
+        "tree) over the window, thread by thread (a thread that ends within the window, "
+        "such as an idle worker thread retiring, takes its figures with it), per run, as a "
+        "share of one core; wakeups/s counts the timeslices run. PSS "
+        "(`/proc/PID/smaps_rollup`) is taken at the window's end, per run. Every run must "
+        "then end `aborted` (exit 143) on SIGTERM.",
         "- **batch**: two `agent-wrapper batch --output quiet` side by side, one of 1 run and "
         "one of 20 runs at once (`--jobs 20`), every agent `sleep 3600` (`--dialect pi`, "
         "silent); once every run's status.json says `running`, 3 s for start-up work to end "

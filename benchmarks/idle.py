@@ -49,11 +49,22 @@ SLEEPER = "import time; time.sleep(3600)"
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    #: CPU nanoseconds and timeslices (schedstat) summed over the processes.
-    cpu_ns: int
-    slices: int
+    #: CPU nanoseconds and timeslices (schedstat) of each task (thread), by
+    #: ``PID/TID``: a thread that ends within the window takes its figures
+    #: with it, so the window's cost is counted task by task.
+    tasks: dict[str, tuple[int, int]]
     #: PSS in bytes, summed.
     pss: int
+
+    def since(self, first: Sample) -> tuple[int, int]:
+        """CPU nanoseconds and timeslices of these tasks since ``first`` (a task
+        born in between counts whole; one that ended in between is not seen)."""
+        cpu = slices = 0
+        for key, (task_cpu, task_slices) in self.tasks.items():
+            was_cpu, was_slices = first.tasks.get(key, (0, 0))
+            cpu += task_cpu - was_cpu
+            slices += task_slices - was_slices
+        return cpu, slices
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -91,18 +102,18 @@ def wrapper_side(root: int, children: dict[int, list[int]]) -> list[int]:
 
 
 def sample(pids: list[int]) -> Sample:
-    cpu = slices = pss = 0
+    tasks: dict[str, tuple[int, int]] = {}
+    pss = 0
     for pid in pids:
         try:
-            tasks = os.listdir(f"/proc/{pid}/task")
+            names = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
-        for task in tasks:
+        for task in names:
             try:
                 with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as file:
                     fields = file.read().split()
-                cpu += int(fields[0])
-                slices += int(fields[2])
+                tasks[f"{pid}/{task}"] = (int(fields[0]), int(fields[2]))
             except (OSError, ValueError, IndexError):
                 continue
         try:
@@ -113,7 +124,7 @@ def sample(pids: list[int]) -> Sample:
                         break
         except (OSError, ValueError, IndexError):
             continue
-    return Sample(cpu, slices, pss)
+    return Sample(tasks, pss)
 
 
 def _state(run_dir: Path) -> Any:
@@ -201,10 +212,10 @@ def idle(bench: Bench) -> list[Row]:
     failed = len(bench.problems) > before
 
     def share(index: int) -> float:
-        return (last[index].cpu_ns - first[index].cpu_ns) / elapsed / runs
+        return last[index].since(first[index])[0] / elapsed / runs
 
     def wakeups(index: int) -> float:
-        return (last[index].slices - first[index].slices) / (elapsed / 1e9) / runs
+        return last[index].since(first[index])[1] / (elapsed / 1e9) / runs
 
     def cpu_text(index: int) -> str:
         return f"{share(index) * 100:.4f} % · {wakeups(index):.2f} wakeups/s"
