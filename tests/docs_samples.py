@@ -130,6 +130,7 @@ _VARYING = (
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"), "TIME"),
     (re.compile(r"\b\d+(\.\d+)?s\b"), "Ns"),
     (re.compile(r"(pid\"?:? ?)\d+"), r"\1PID"),
+    (re.compile(r"(\"pids\": ?\[)[\d, ]+"), r"\1PIDS"),
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "UUID"),
     (re.compile(r"(\"durationMs\": )\d+"), r"\1N"),
 )
