@@ -38,3 +38,12 @@ def test_a_session_prints_what_the_document_shows(session: Session) -> None:
             f"{command}\n--- the document shows:\n{shown}--- a run now prints:\n{output}"
             "(scripts/docs-samples rewrites the document from a run)"
         )
+
+
+def test_the_readme_and_the_sites_home_map_the_same_pages() -> None:
+    def page_map(text: str) -> str:
+        start = text.index("| page | what it holds |")
+        return text[start : text.index("\n\n", start)]
+
+    readme = page_map((ROOT / "README.md").read_text())
+    assert page_map((ROOT / "docs" / "index.md").read_text()) == readme.replace("](docs/", "](")

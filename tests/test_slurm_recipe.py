@@ -81,7 +81,7 @@ def starts(record: Path) -> dict[str, int]:
     return counts
 
 
-def test_the_readme_slurm_recipe_retries_a_cancelled_task_and_merges(tmp_path: Path) -> None:
+def test_the_slurm_recipe_retries_a_cancelled_task_and_merges(tmp_path: Path) -> None:
     try:
         with slurm_cluster(cpus=16, kill_wait=KILL_WAIT) as cluster:
             run_recipe(cluster, tmp_path)
