@@ -462,7 +462,7 @@ def slurm_cluster(
     waits about 5 s even when asked for less). ``budget``: seconds the whole
     cluster may live. ``cpus``: declare the node with that many CPUs whatever
     the machine has, so that jobs asking for more CPUs than it has (the
-    README's ``--cpus-per-task=4``) still run. ``extra_conf``: more lines for
+    recipe's ``--cpus-per-task=4``) still run. ``extra_conf``: more lines for
     slurm.conf. ``keep`` leaves the directory (logs, state) behind."""
     reason = unavailable_reason()
     if reason is not None:

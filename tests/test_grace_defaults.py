@@ -1,5 +1,5 @@
 """Each agent gets its own default grace: long enough for the real CLI's own
-shutdown after its final event (figures in the README), so that an agent
+shutdown after its final event (figures in docs/dialects/index.md), so that an agent
 exiting by itself is never signalled, while a pi that says it is settled and
 lingers is still ended at once."""
 

@@ -447,7 +447,7 @@ def test_even_a_damaged_line_means_the_same_however_it_is_chunked(
     damaged: list[tuple[bytes, int, bytes]], cuts: list[int]
 ) -> None:
     # Bytes spliced anywhere in a line (a pi line read from its two ends may
-    # then differ from a full decoding: see README), but never with chunking.
+    # then differ from a full decoding: see docs/guarantees.md), but never with chunking.
     lines = []
     for line, position, junk in damaged:
         at = position % (len(line) + 1)

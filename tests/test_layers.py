@@ -145,10 +145,23 @@ def named_paths(text: str) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("document", ["README.md", "CONTRIBUTING.md"])
+#: The documents a reader is sent to: the README, CONTRIBUTING and the site's pages.
+DOCUMENTS = [
+    "README.md",
+    "CONTRIBUTING.md",
+    *sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").rglob("*.md")),
+]
+
+
+def test_the_documents_name_the_package() -> None:
+    for documents in (["CONTRIBUTING.md"], DOCUMENTS):
+        named = set().union(*(named_paths((ROOT / d).read_text()) for d in documents))
+        assert any(path.startswith("wrapper/") for path in named), documents
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
 def test_every_path_the_documents_name_exists(document: str) -> None:
     named = named_paths((ROOT / document).read_text())
-    assert any(path.startswith("wrapper/") for path in named)
     # A placeholder (<name>), a wildcard or a {a,b} list stands for the files it matches.
     missing = [path for path in sorted(named) if not _matches(path)]
     assert not missing, f"{document} names paths that do not exist: {missing}"

@@ -1,4 +1,4 @@
-"""The README's shell loop over machines that share a folder, as written,
+"""The shell loop of docs/batch.md over machines that share a folder, as written,
 with a stand-in for ``ssh`` that runs the command on this machine and the
 shared folder in a temporary directory."""
 

@@ -1,4 +1,4 @@
-"""The README's Slurm recipe, as written, on a real single-node Slurm
+"""The Slurm recipe of docs/batch.md, as written, on a real single-node Slurm
 (tests/slurm_cluster.py): 4 shards, a failing run, a lingering agent, one
 task cancelled with scancel and resubmitted alone with --skip-passed, and
 the dependent merge reporting the whole spec."""
@@ -26,7 +26,7 @@ LINGER: list[dict[str, Any]] = [
 ]
 SLOW: list[dict[str, Any]] = [{"sleep": 120}]
 #: Seconds from a task's SIGTERM to its SIGKILL: above --kill-after (3 s)
-#: plus the cleanup, as the README asks.
+#: plus the cleanup, as the recipe asks.
 KILL_WAIT = 10
 
 
@@ -55,7 +55,7 @@ def spec_lines(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def submit(cluster: SlurmCluster, name: str, cwd: Path) -> tuple[str, str]:
-    """Run the README's submission block ``name``: the array's job id and the merge's."""
+    """Run the recipe's submission block ``name``: the array's job id and the merge's."""
     proc = subprocess.run(
         ["sh", "-e", "-c", recipe(name) + 'echo "array $job"\n'],
         cwd=cwd,
@@ -81,7 +81,7 @@ def starts(record: Path) -> dict[str, int]:
     return counts
 
 
-def test_the_readme_slurm_recipe_retries_a_cancelled_task_and_merges(tmp_path: Path) -> None:
+def test_the_slurm_recipe_retries_a_cancelled_task_and_merges(tmp_path: Path) -> None:
     try:
         with slurm_cluster(cpus=16, kill_wait=KILL_WAIT) as cluster:
             run_recipe(cluster, tmp_path)

@@ -102,7 +102,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         type=seconds,
         default=None,
         help="how long the agent may keep running after its final message "
-        f"(default: the agent's, see README; {DEFAULT_GRACE:g} for an unknown agent "
+        f"(default: the agent's, see docs/dialects; {DEFAULT_GRACE:g} for an unknown agent "
         "until its stream is recognised)",
     )
     parser.add_argument(
@@ -111,7 +111,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         type=seconds,
         default=None,
         help="the same, once the agent said it is completely done "
-        f"(default: the agent's, see README; {DEFAULT_SETTLE_GRACE:g} for an unknown agent "
+        f"(default: the agent's, see docs/dialects; {DEFAULT_SETTLE_GRACE:g} for an unknown agent "
         "until its stream is recognised)",
     )
     parser.add_argument(

@@ -1,5 +1,5 @@
 """The variables the wrapper sets in every process of a run, named once
-(the README's "Child environment"): the agent, its hooks and everything
+(docs/events.md, "The agent's environment"): the agent, its hooks and everything
 they start carry them, which is how a nested run, a ``signal`` from the
 agent, and the guardian's cleanup find the run they belong to."""
 
