@@ -29,6 +29,24 @@ the outcome. An interrupted turn emits no final event: ``on_exit`` reports
 exit 130/143 as ``aborted``, any other non-zero exit as ``error`` (with the
 last error message seen).
 
+``codex app-server`` (JSON-RPC lines without ``"jsonrpc"``, checked against
+the captures of 0.169.0 in ``tests/data/real/twoway``; its client is
+``codex_app_server``) is read by the same dialect: a line with a ``method``
+and no ``type`` is the app-server's. ``thread/started`` gives the session
+(the thread id), ``turn/started`` is a turn's start, ``item/started`` /
+``item/completed`` carry the same items in camelCase (``agentMessage``,
+``commandExecution``, ``fileChange``, ``mcpToolCall``, ``dynamicToolCall``,
+``webSearch``) and are read as above, ``item/agentMessage/delta`` is text
+as it comes, ``thread/tokenUsage/updated`` counts each model request (the
+turn's sum goes with its final message), a top-level ``error`` notification
+is a ``Retry`` when it says ``willRetry``, else a warning. The end of a turn
+is ``turn/completed``: its turn's ``status`` is the raw stop reason
+(``completed`` → ``stop``, ``interrupted`` → ``aborted``, ``failed`` →
+``error`` with the turn's error message; any other is kept, never guessed).
+Answers and the app-server's own requests go to the client. The task and
+every later prompt go on stdin; a resume is the next prompt on the live
+process.
+
 Codex counts cached input inside ``input_tokens``; the normalized ``input``
 is the uncached part, ``cache_read`` the cached one.
 
