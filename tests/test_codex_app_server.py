@@ -181,6 +181,28 @@ def test_a_refused_steer_goes_with_the_next_prompt() -> None:
     assert texts == ["and the docs", "Tests fail."]
 
 
+def test_a_refused_turn_start_ends_the_turn_failed() -> None:
+    client = CodexAppServerClient("/work")
+    opened(client)
+    refusal = {"id": 3, "error": {"code": -32600, "message": "thread not found: thread-1"}}
+    warning, final, end = client.received(refusal)
+    assert isinstance(warning, WarningEvent)
+    assert isinstance(final, AssistantMessage)
+    assert (final.stop_reason, final.raw_stop_reason) == ("error", "turn/start")
+    assert final.error_message is not None
+    assert "thread not found" in final.error_message
+    assert client.observe(end) == "ended"
+
+
+def test_a_command_the_turns_end_cut_short_ends_with_it() -> None:
+    events = parsed(CodexDialect(), command(done=False), completed("interrupted"))
+    _, cut, final, _ = events
+    assert isinstance(cut, ToolEnded)
+    assert (cut.tool_call_id, cut.is_error) == ("call-1", True)
+    assert isinstance(final, AssistantMessage)
+    assert final.stop_reason == "aborted"
+
+
 def test_an_approval_request_is_declined_with_a_warning() -> None:
     client = CodexAppServerClient("/work")
     opened(client)

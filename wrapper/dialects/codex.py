@@ -365,6 +365,13 @@ class CodexDialect(CommandLineDialect):
         error = turn.get("error")
         message = as_str(error.get("message")) if isinstance(error, dict) else None
         self._ended = True
+        # A command the turn's end cut short gets no ``item/completed``
+        # (0.169.0, interrupted): it ended with the turn.
+        cut = [
+            ToolEnded(tool=tool, tool_call_id=call_id or None, is_error=True)
+            for call_id, tool in self._tools.items()
+        ]
+        self._tools = {}
         final = AssistantMessage(
             stop_reason=canonical_stop_reason(status, self.stop_reasons),
             raw_stop_reason=status,
@@ -373,8 +380,7 @@ class CodexDialect(CommandLineDialect):
             error_message=message or (self._last_error if status == "failed" else None),
         )
         self._turn_usage = None
-        # The turn is over, not the process: the next prompt is a turn on it.
-        return [final, AgentEnded(will_retry=False, settled=True)]
+        return [*cut, final, AgentEnded(will_retry=False, settled=True)]
 
     def _app_item(self, params: dict[str, Any], state: str) -> list[Event]:
         item = params.get("item")

@@ -30,7 +30,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wrapper import __version__
-from wrapper.core.events import AgentEnded, Event, TurnStarted, WarningEvent
+from wrapper.core.events import (
+    AgentEnded,
+    AssistantMessage,
+    Event,
+    StopReason,
+    TurnStarted,
+    WarningEvent,
+)
 from wrapper.dialects.two_way import TurnNews
 
 #: The name the wrapper gives itself in ``initialize``.
@@ -45,6 +52,9 @@ _DECLINES: Mapping[str, Mapping[str, Any]] = {
     "execCommandApproval": {"decision": "denied"},
     "applyPatchApproval": {"decision": "denied"},
 }
+
+#: The requests without which a prompt's turn cannot run.
+_OPENING = frozenset({"initialize", "thread/start", "turn/start"})
 
 #: JSON-RPC's code for a method the client does not offer.
 _NO_SUCH_METHOD = -32601
@@ -230,7 +240,14 @@ class CodexAppServerClient:
         if method == "turn/steer" and not self.closed:
             self.held += texts
             message += "; the steer goes with the next prompt"
-        return [WarningEvent(code="agent_refused_command", message=message)]
+        events: list[Event] = [WarningEvent(code="agent_refused_command", message=message)]
+        if method in _OPENING and self.running and self.turn_id is None:
+            # No turn will run for the prompt: it ends here, failed.
+            failed = AssistantMessage(
+                stop_reason=str(StopReason.ERROR), raw_stop_reason=method, error_message=message
+            )
+            events += [failed, AgentEnded(will_retry=False, settled=True)]
+        return events
 
     def _thread(self, thread_id: str | None) -> None:
         if thread_id is None or self.thread_id is not None:
