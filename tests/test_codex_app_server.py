@@ -427,3 +427,52 @@ def test_an_approval_the_agent_asks_for_is_declined_with_a_warning(tmp_path: Pat
     assert [answer_["result"] for answer_ in answers] == [{"decision": "decline"}]
     assert ("approval", "decline") in received(tmp_path)
     validate("result", result)
+
+
+# -- the real app-server's lines -----------------------------------------------------
+
+CAPTURES = Path(__file__).parent / "data" / "real" / "twoway" / "codex-0.169.0"
+
+
+def replayed(name: str) -> tuple[list[Event], CodexAppServerClient]:
+    """The events of a capture's stdout (the probe's requests, not the
+    client's, are answered there: the client learns the thread from
+    ``thread/started``)."""
+    dialect = CodexDialect()
+    client = dialect.input_client(["codex", "app-server"], "/work")
+    assert client is not None
+    events: list[Event] = []
+    for raw in (CAPTURES / f"{name}.jsonl").read_text().splitlines():
+        entry = json.loads(raw)
+        if entry.get("dir") == "stdout":
+            events += dialect.parse(orjson.dumps(entry["msg"]))
+    return events, client
+
+
+def test_a_real_steered_turn_reads_as_one_turn_with_its_tool_and_answer() -> None:
+    events, client = replayed("steer")
+    kinds = [type(event).__name__ for event in events if not isinstance(event, TextDelta)]
+    assert kinds == [
+        "SessionStarted",
+        "TurnStarted",
+        "ToolStarted",
+        "ToolEnded",
+        "AssistantMessage",
+        "AgentEnded",
+    ]
+    final = next(event for event in events if isinstance(event, AssistantMessage))
+    assert (final.stop_reason, final.raw_stop_reason) == ("stop", "completed")
+    assert final.text == "TOOL-DONE SAW:STEER"
+    assert final.usage is not None
+    assert final.usage.total_tokens == 60
+    assert client.thread_id is not None
+
+
+def test_a_real_interrupted_turn_is_aborted_and_its_command_ended() -> None:
+    events, _ = replayed("interrupt")
+    finals = [event for event in events if isinstance(event, AssistantMessage)]
+    assert [final.stop_reason for final in finals] == ["aborted", "stop"]
+    (started,) = [event for event in events if isinstance(event, ToolStarted)]
+    ended = [event for event in events if isinstance(event, ToolEnded)]
+    assert [event.tool_call_id for event in ended][:1] == [started.tool_call_id]
+    assert ended[0].is_error
