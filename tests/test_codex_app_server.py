@@ -163,6 +163,25 @@ def test_the_client_opens_the_session_then_starts_the_turn() -> None:
     assert client.prompt("after") is None
 
 
+def test_a_new_process_continues_the_thread() -> None:
+    dialect = CodexDialect()
+    command = ["codex", "app-server"]
+    dialect.resume(command, "more", Path("/run"), THREAD)
+    client = dialect.input_client(command, "/work")
+    assert client is not None
+    start = client.prompt("more")
+    opening = client.outbox()
+    assert [m.get("method") for m in opening] == ["initialize", "initialized", "thread/resume"]
+    assert opening[2]["params"] == {"threadId": THREAD, "cwd": "/work", "excludeTurns": True}
+    assert start is not None
+    assert start["params"]["threadId"] == THREAD, "the turn follows at once"
+    dialect.launch(command, "task", Path("/run"))
+    fresh = dialect.input_client(command, "/work")
+    assert fresh is not None
+    fresh.prompt("task")
+    assert [m.get("method") for m in fresh.outbox()][-1] == "thread/start"
+
+
 def test_a_refused_steer_goes_with_the_next_prompt() -> None:
     client = CodexAppServerClient("/work")
     opened(client)

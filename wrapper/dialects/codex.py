@@ -45,7 +45,7 @@ is ``turn/completed``: its turn's ``status`` is the raw stop reason
 ``error`` with the turn's error message; any other is kept, never guessed).
 Answers and the app-server's own requests go to the client. The task and
 every later prompt go on stdin; a resume is the next prompt on the live
-process.
+process, or, in a new process, a ``turn/start`` after ``thread/resume``.
 
 Codex counts cached input inside ``input_tokens``; the normalized ``input``
 is the uncached part, ``cache_read`` the cached one.
@@ -147,6 +147,8 @@ class CodexDialect(CommandLineDialect):
     #: The client of the app-server session being read, which learns what
     #: it needs of the answers and requests among the lines.
     _client: CodexAppServerClient | None = None
+    #: The thread the next app-server process continues (a resume).
+    _resume_thread: str | None = None
 
     def _reset(self) -> None:
         self._text = ""
@@ -172,7 +174,7 @@ class CodexDialect(CommandLineDialect):
     ) -> CodexAppServerClient | None:
         if not is_app_server(command):
             return None
-        self._client = CodexAppServerClient(cwd)
+        self._client = CodexAppServerClient(cwd, resume=self._resume_thread)
         return self._client
 
     def launch(
@@ -186,13 +188,16 @@ class CodexDialect(CommandLineDialect):
                 "on its stdin and waits silently without one"
             )
         # Driven on its stdin: the task is the session's first turn.
+        self._resume_thread = None
         return Launch(list(command), prompt=task)
 
     def resume(
         self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
     ) -> Launch:
         if is_app_server(command):
-            # The next prompt on the live session: the same process.
+            # The next prompt on the live session: the same process; a new
+            # one continues the thread.
+            self._resume_thread = session_id
             return Launch(list(command), prompt=prompt)
         return super().resume(command, prompt, run_dir, session_id)
 

@@ -17,6 +17,11 @@ with the ``turn/completed`` notification; a follow-up is the next
 (``turn/completed`` status ``interrupted``). The end of stdin ends the
 app-server (exit 0), mid-turn included.
 
+A new process for a session that had one (a resume) opens it with
+``thread/resume`` (``excludeTurns``), the thread's id known, and its turn
+follows at once (0.169.0: the request holds the earlier turns; no
+``thread/started`` comes).
+
 The app-server's own requests (approvals: ``item/commandExecution/
 requestApproval`` and the like) are declined at once, with a warning that
 tells the user to let Codex run unasked (``-c approval_policy="never"``):
@@ -54,7 +59,7 @@ _DECLINES: Mapping[str, Mapping[str, Any]] = {
 }
 
 #: The requests without which a prompt's turn cannot run.
-_OPENING = frozenset({"initialize", "thread/start", "turn/start"})
+_OPENING = frozenset({"initialize", "thread/start", "thread/resume", "turn/start"})
 
 #: JSON-RPC's code for a method the client does not offer.
 _NO_SUCH_METHOD = -32601
@@ -100,8 +105,10 @@ def declined(method: str, params: Mapping[str, Any]) -> str:
 class CodexAppServerClient:
     """The messages of one app-server session, and what its turn is doing."""
 
-    def __init__(self, cwd: str | None = None) -> None:
+    def __init__(self, cwd: str | None = None, resume: str | None = None) -> None:
         self.cwd = cwd
+        #: The thread a new process continues, if any.
+        self.resume = resume
         self._ids = 0
         #: The requests sent and not answered yet: id -> (method, texts).
         self._asked: dict[int, tuple[str, list[str]]] = {}
@@ -145,8 +152,13 @@ class CodexAppServerClient:
             info = {"name": CLIENT_NAME, "version": __version__}
             self._outbox.append(self._request("initialize", {"clientInfo": info}))
             self._outbox.append({"method": "initialized"})
-            params = {"cwd": self.cwd} if self.cwd is not None else {}
-            self._outbox.append(self._request("thread/start", params))
+            params: dict[str, Any] = {"cwd": self.cwd} if self.cwd is not None else {}
+            if self.resume is None:
+                self._outbox.append(self._request("thread/start", params))
+            else:
+                params = {"threadId": self.resume, **params, "excludeTurns": True}
+                self._outbox.append(self._request("thread/resume", params))
+                self.thread_id = self.resume
         if self.thread_id is None:
             self._waiting.append(texts)
             return None
