@@ -38,8 +38,8 @@ from wrapper.core.events import (
     WarningEvent,
 )
 from wrapper.dialects import UsageError
-from wrapper.dialects.codex import CodexDialect
-from wrapper.dialects.codex_app_server import CodexAppServerClient, is_app_server
+from wrapper.dialects.codex import CodexDialect, is_app_server
+from wrapper.dialects.codex_app_server import CodexAppServerClient
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

@@ -65,7 +65,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from wrapper.core.events import (
     AgentEnded,
@@ -95,7 +95,9 @@ from wrapper.dialects.base import (
     summarize_args,
     tool_result_text,
 )
-from wrapper.dialects.codex_app_server import CodexAppServerClient, is_app_server
+
+if TYPE_CHECKING:
+    from wrapper.dialects.codex_app_server import CodexAppServerClient
 
 #: Item types that are a tool at work.
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
@@ -174,6 +176,10 @@ class CodexDialect(CommandLineDialect):
     ) -> CodexAppServerClient | None:
         if not is_app_server(command):
             return None
+        # Loaded for an app-server session only: a run that reads ``codex
+        # exec`` needs none of it.
+        from wrapper.dialects.codex_app_server import CodexAppServerClient  # noqa: PLC0415
+
         self._client = CodexAppServerClient(cwd, resume=self._resume_thread)
         return self._client
 
@@ -453,6 +459,17 @@ class CodexDialect(CommandLineDialect):
         if params.get("willRetry") is True:
             return [Retry(phase="start", message=message)]
         return self._error({"message": message})
+
+
+def is_app_server(command: Sequence[str]) -> bool:
+    """Whether ``command`` runs ``codex app-server`` (the subcommand among
+    the words before ``--``, a ``-c`` value aside)."""
+    words = list(command)
+    words = words[: words.index("--")] if "--" in words else words
+    for index, word in enumerate(words[1:], start=1):
+        if word == "app-server" and words[index - 1] not in ("-c", "--config"):
+            return True
+    return False
 
 
 def _tool(kind: str, item: Mapping[str, Any]) -> tuple[str, Any]:

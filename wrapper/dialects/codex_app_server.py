@@ -71,17 +71,6 @@ APPROVAL_HINT = (
 )
 
 
-def is_app_server(command: Sequence[str]) -> bool:
-    """Whether ``command`` runs ``codex app-server`` (the subcommand among
-    the words before ``--``, a ``-c`` value aside)."""
-    words = list(command)
-    words = words[: words.index("--")] if "--" in words else words
-    for index, word in enumerate(words[1:], start=1):
-        if word == "app-server" and words[index - 1] not in ("-c", "--config"):
-            return True
-    return False
-
-
 def text_input(texts: Sequence[str]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text} for text in texts]
 
