@@ -495,3 +495,25 @@ def test_a_real_interrupted_turn_is_aborted_and_its_command_ended() -> None:
     ended = [event for event in events if isinstance(event, ToolEnded)]
     assert [event.tool_call_id for event in ended][:1] == [started.tool_call_id]
     assert ended[0].is_error
+
+
+def test_an_attempt_timeout_ends_the_turn_by_turn_interrupt(tmp_path: Path) -> None:
+    run = Running(
+        tmp_path,
+        [TOOL_CALL, tool(30), *answer("Built it.")],
+        [answer("never played")],
+        options=["--attempt-timeout", "2", "--kill-after", "20"],
+        agent=CODEX,
+        agent_args=APP,
+    )
+    code, result, events, stderr = run.finish()
+    # The turn is ended by Codex's own interrupt, the process spared.
+    assert (code, result["outcome"], result["error"]["kind"]) == (124, "timeout", "attempt_timeout")
+    assert result["attempts"][0]["stopReason"] == "aborted", stderr
+    assert result["attempts"][0]["rawStopReason"] == "interrupted"
+    one_process(events)
+    assert sent(run.run_dir)[-1]["method"] == "turn/interrupt"
+    (ended,) = of_type(events, "tool_end")
+    assert ended["isError"] is True, "the command ended with the turn"
+    assert result["forcedCleanup"] is False
+    validate("result", result)
