@@ -517,3 +517,25 @@ def test_an_attempt_timeout_ends_the_turn_by_turn_interrupt(tmp_path: Path) -> N
     assert ended["isError"] is True, "the command ended with the turn"
     assert result["forcedCleanup"] is False
     validate("result", result)
+
+
+def test_a_steer_while_the_model_answers_joins_the_turn_too(tmp_path: Path) -> None:
+    # Unlike Claude Code's stream-json input, the app-server takes a steer
+    # at any time of a turn: the turn goes on with it.
+    run = Running(
+        tmp_path,
+        [{"sleep": 3}, *answer("Built it, and saw the steer.")],
+        [answer("never played")],
+        agent=CODEX,
+        agent_args=APP,
+    )
+    run.wait_for_events()
+    steered = cli("steer", str(run.run_dir), "--text", "Skip the docs", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 1)
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    assert result["finalText"] == "Built it, and saw the steer."
+    assert len(result["attempts"]) == 1
+    one_process(events)
+    assert received(tmp_path) == [("turn_start", "Build it"), ("turn_steer", "Skip the docs")]
