@@ -235,6 +235,10 @@ def test_an_approval_request_is_declined_with_a_warning() -> None:
     assert "rm -rf build" in warning.message
     assert 'approval_policy="never"' in warning.message
     assert client.outbox() == [{"id": 0, "result": {"decision": "decline"}}]
+    (long,) = client.received({**request, "params": {"command": "x" * 5000}})
+    assert isinstance(long, WarningEvent)
+    assert len(long.message) < 400, "a script is not copied whole"
+    client.outbox()
     client.received({"id": 7, "method": "item/tool/requestUserInput", "params": {}})
     (answer_,) = client.outbox()
     assert answer_["id"] == 7

@@ -64,6 +64,9 @@ _OPENING = frozenset({"initialize", "thread/start", "thread/resume", "turn/start
 #: JSON-RPC's code for a method the client does not offer.
 _NO_SUCH_METHOD = -32601
 
+#: How much of the command a declined request names (a command can be a script).
+_SHOWN = 200
+
 #: How to let Codex run without asking, told with every declined request.
 APPROVAL_HINT = (
     'run it with -c approval_policy="never" (and a sandbox that lets it work) '
@@ -87,6 +90,8 @@ def _id_of(value: Any) -> str | None:
 def declined(method: str, params: Mapping[str, Any]) -> str:
     """What a person is told of a request of the app-server's that was declined."""
     what = params.get("command") or params.get("reason") or params.get("itemId")
+    if isinstance(what, str) and len(what) > _SHOWN:
+        what = what[: _SHOWN - 1] + "…"
     about = f" ({what})" if isinstance(what, str) and what else ""
     return f"Codex asked {method}{about} and the wrapper declined it: {APPROVAL_HINT}"
 
