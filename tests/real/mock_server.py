@@ -238,6 +238,18 @@ def _decide(req: Request, state: State) -> Reply:
         return Reply(text=PLAIN_ANSWER, delay=THINK_SECONDS)
     if name == "length":
         return Reply(text=LENGTH_TEXT, stop="length")
+    if name == "escalate":
+        # The tool scenario's command, asked to run outside the sandbox
+        # where the shell tool offers that (Codex: it asks for approval).
+        if req.tool_results == 0:
+            reply = tool_reply(req, f"printf tool-ok > {TOOL_FILE}")
+            offered = str(req.tools.get(reply.tool[0])) if reply.tool is not None else ""
+            if reply.tool is not None and "sandbox_permissions" in offered:
+                reply.tool[1].update(
+                    sandbox_permissions="require_escalated", justification="write the file?"
+                )
+            return reply
+        return Reply(text=TOOL_ANSWER)
     if name in ("tool", "slow", "long"):
         if req.tool_results == 0:
             if name == "tool":

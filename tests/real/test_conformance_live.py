@@ -1,6 +1,7 @@
 """Live steering of the real CLIs driven on their stdin, pi 0.73.1 in its
-RPC mode (``pi --mode rpc``) and Claude Code (2.1.197, 2.1.332) with
-``--input-format stream-json``, against the mock model server: a steer from outside
+RPC mode (``pi --mode rpc``), Claude Code (2.1.197, 2.1.332) with
+``--input-format stream-json`` and Codex 0.169.0's ``app-server``, against
+the mock model server: a steer from outside
 while a slow tool runs reaches the model in the same process and the same
 turn (no signal, one agent process), with the history before it; a Stop
 handler's block is the next prompt on that process; an abort ends the run
@@ -44,6 +45,12 @@ __all__ = ["mock"]  # the module's fixture, shared
 MODES = {
     "pi": (["--mode", "json", "-p"], ["--mode", "rpc"]),
     "claude": (["-p"], ["-p", "--input-format", "stream-json"]),
+    # The tier lets Codex run unasked, as the exec tier does: with the
+    # app-server's own options, since the wrapper chooses none for it.
+    "codex": (
+        ["exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check"],
+        ["app-server", "-c", "approval_policy=never", "-c", "sandbox_mode=danger-full-access"],
+    ),
 }
 CASES = [(cli, version) for cli in MODES for version in cli_versions(CLIS[cli])]
 IDS = [f"{cli}-{version}" for cli, version in CASES]
@@ -142,9 +149,34 @@ def test_an_abort_during_a_tool_ends_the_agent_and_its_tool(
     assert result["outcome"] == "aborted", where
     assert case.returncode == 143, where
     protocol = (case.run_dir / "protocol.jsonl").read_text().splitlines()
-    kinds = [json.loads(line)["msg"].get("type") for line in protocol]
-    own = {"pi": "abort", "claude": "control_request"}[cli]
+    messages = [json.loads(line)["msg"] for line in protocol]
+    kinds = [message.get("type") or message.get("method") for message in messages]
+    own = {"pi": "abort", "claude": "control_request", "codex": "turn/interrupt"}[cli]
     assert own in kinds, f"{where}\nthe agent's own abort was not sent"
     assert case.leftover == [], where
     assert processes_in(case.workdir) == [], where
     assert not (case.workdir / m.LONG_FILE).exists(), where
+
+
+@pytest.mark.parametrize("version", cli_versions(CLIS["codex"]))
+def test_an_approval_codex_asks_for_is_declined_with_a_warning(
+    version: str, mock: Mock, tmp_path: Path
+) -> None:
+    check_installed("codex", version)
+    json_words, live_words = MODES["codex"]
+    asking = [*live_words[:2], "approval_policy=on-request", "-c", "sandbox_mode=read-only"]
+    case = run_case("codex", "escalate", tmp_path, mock, version=version, mode=(json_words, asking))
+    result = case.result
+    where = f"codex {version} {asking}: stderr:\n{case.stderr[-3000:]}"
+    jsonschema.validate(result, SCHEMA)
+    assert (result["outcome"], case.returncode) == ("ok", 0), where
+    declined = [w for w in result["warnings"] if "declined" in w["message"]]
+    assert declined, f"{where}\nno approval was declined: {result['warnings']}"
+    assert "requestApproval" in declined[0]["message"], where
+    protocol = [json.loads(line)["msg"] for line in (case.run_dir / "protocol.jsonl").open()]
+    answers = [message for message in protocol if "result" in message]
+    assert answers == [{"id": answers[0]["id"], "result": {"decision": "decline"}}], where
+    assert not (case.workdir / m.TOOL_FILE).exists(), f"{where}\nthe declined command ran"
+    one_process(case, where)
+    assert case.leftover == [], where
+    report(case, f"approval declined: {declined[0]['message']}")

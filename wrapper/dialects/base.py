@@ -464,10 +464,11 @@ class Dialect:
     def __init__(self) -> None:
         self._reset()
 
-    def input_client(self, command: Sequence[str]) -> InputClient | None:
+    def input_client(self, command: Sequence[str], cwd: str | None = None) -> InputClient | None:
         """The client of the two-way mode ``command`` starts the agent in, when
         it takes JSON messages on its stdin (the launch then carries the task
-        as its ``prompt``); None for an agent that is only read."""
+        as its ``prompt``); None for an agent that is only read. ``cwd`` is
+        the agent's working directory, for a protocol that names it."""
         return None
 
     def takes_native_hooks(self, command: Sequence[str]) -> bool:

@@ -212,7 +212,9 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
             del words[given[0] : given[1]]
         return [*words, *option], files
 
-    def input_client(self, command: Sequence[str]) -> ClaudeInputClient | None:
+    def input_client(
+        self, command: Sequence[str], cwd: str | None = None
+    ) -> ClaudeInputClient | None:
         return ClaudeInputClient() if is_stream_input(command) else None
 
     def launch(

@@ -80,6 +80,9 @@ class ClaudeInputClient:
     def close(self) -> None:
         self.closed = True
 
+    def outbox(self) -> list[dict[str, Any]]:
+        return []  # every message answers an intent
+
     def observe(self, event: Event) -> TurnNews | None:
         """``ended`` when ``event`` ends the turn (its ``result``),
         ``steerable`` when a steer can join it from now on (a tool started)."""

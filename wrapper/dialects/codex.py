@@ -29,6 +29,24 @@ the outcome. An interrupted turn emits no final event: ``on_exit`` reports
 exit 130/143 as ``aborted``, any other non-zero exit as ``error`` (with the
 last error message seen).
 
+``codex app-server`` (JSON-RPC lines without ``"jsonrpc"``, checked against
+the captures of 0.169.0 in ``tests/data/real/twoway``; its client is
+``codex_app_server``) is read by the same dialect: a line with a ``method``
+and no ``type`` is the app-server's. ``thread/started`` gives the session
+(the thread id), ``turn/started`` is a turn's start, ``item/started`` /
+``item/completed`` carry the same items in camelCase (``agentMessage``,
+``commandExecution``, ``fileChange``, ``mcpToolCall``, ``dynamicToolCall``,
+``webSearch``) and are read as above, ``item/agentMessage/delta`` is text
+as it comes, ``thread/tokenUsage/updated`` counts each model request (the
+turn's sum goes with its final message), a top-level ``error`` notification
+is a ``Retry`` when it says ``willRetry``, else a warning. The end of a turn
+is ``turn/completed``: its turn's ``status`` is the raw stop reason
+(``completed`` → ``stop``, ``interrupted`` → ``aborted``, ``failed`` →
+``error`` with the turn's error message; any other is kept, never guessed).
+Answers and the app-server's own requests go to the client. The task and
+every later prompt go on stdin; a resume is the next prompt on the live
+process, or, in a new process, a ``turn/start`` after ``thread/resume``.
+
 Codex counts cached input inside ``input_tokens``; the normalized ``input``
 is the uncached part, ``cache_read`` the cached one.
 
@@ -45,8 +63,9 @@ argument is a usage error.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from wrapper.core.events import (
     AgentEnded,
@@ -66,13 +85,19 @@ from wrapper.core.events import (
 from wrapper.dialects._shared import CommandLineDialect, exit_message
 from wrapper.dialects.base import (
     Handler,
+    Launch,
+    UsageError,
     as_count,
     as_int,
     as_str,
+    decode_object,
     split_input,
     summarize_args,
     tool_result_text,
 )
+
+if TYPE_CHECKING:
+    from wrapper.dialects.codex_app_server import CodexAppServerClient
 
 #: Item types that are a tool at work.
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
@@ -110,12 +135,22 @@ class CodexDialect(CommandLineDialect):
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "turn.completed": StopReason.STOP,
         "turn.failed": StopReason.ERROR,
+        # ``codex app-server``: the status of ``turn/completed``'s turn.
+        "completed": StopReason.STOP,
+        "interrupted": StopReason.ABORTED,
+        "failed": StopReason.ERROR,
     }
     streaming_command: ClassVar[str] = "codex exec --json"
     agent_name: ClassVar[str] = "Codex"
     resume_flag: ClassVar[tuple[str, ...]] = ("resume",)
     no_session_flag: ClassVar[str | None] = "--ephemeral"
     session_source: ClassVar[str] = "thread id (no thread.started line was seen)"
+
+    #: The client of the app-server session being read, which learns what
+    #: it needs of the answers and requests among the lines.
+    _client: CodexAppServerClient | None = None
+    #: The thread the next app-server process continues (a resume).
+    _resume_thread: str | None = None
 
     def _reset(self) -> None:
         self._text = ""
@@ -124,10 +159,63 @@ class CodexDialect(CommandLineDialect):
         self._last_error: str | None = None
         #: The error that said the model's output was cut at its token limit.
         self._output_limit: str | None = None
+        #: app-server: the agent message whose deltas are being read, and
+        #: the token counts of the turn's model requests so far.
+        self._message_id: str | None = None
+        self._streamed: set[str] = set()
+        self._turn_usage: Usage | None = None
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
+        if "type" not in obj and obj.get("method") in _APP_METHODS:
+            return True
         return obj.get("type") in _CODEX_TYPES
+
+    def input_client(
+        self, command: Sequence[str], cwd: str | None = None
+    ) -> CodexAppServerClient | None:
+        if not is_app_server(command):
+            return None
+        # Loaded for an app-server session only: a run that reads ``codex
+        # exec`` needs none of it.
+        from wrapper.dialects.codex_app_server import CodexAppServerClient  # noqa: PLC0415
+
+        self._client = CodexAppServerClient(cwd, resume=self._resume_thread)
+        return self._client
+
+    def launch(
+        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
+    ) -> Launch:
+        if not is_app_server(command):
+            return super().launch(command, task, run_dir, resumable=resumable)
+        if task is None:
+            raise UsageError(
+                "codex app-server needs a task (--task or --task-file): it takes its prompt "
+                "on its stdin and waits silently without one"
+            )
+        # Driven on its stdin: the task is the session's first turn.
+        self._resume_thread = None
+        return Launch(list(command), prompt=task)
+
+    def resume(
+        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
+    ) -> Launch:
+        if is_app_server(command):
+            # The next prompt on the live session: the same process; a new
+            # one continues the thread.
+            self._resume_thread = session_id
+            return Launch(list(command), prompt=prompt)
+        return super().resume(command, prompt, run_dir, session_id)
+
+    def parse(self, line: bytes) -> list[Event]:
+        obj = decode_object(line)
+        if not isinstance(obj, dict):
+            return [obj]
+        kind = obj.get("type")
+        if kind is None and ("method" in obj or "id" in obj):
+            return self._app_server(obj)
+        handler = self.handlers.get(kind) if isinstance(kind, str) else None
+        return handler(self, obj) if handler is not None else []
 
     def exit_final(self, exit_code: int | None) -> AssistantMessage | None:
         if self._ended:
@@ -253,6 +341,136 @@ class CodexDialect(CommandLineDialect):
             )
         return events
 
+    # -- codex app-server ------------------------------------------------------
+
+    def _app_server(self, obj: dict[str, Any]) -> list[Event]:
+        """One JSON-RPC message of ``codex app-server``: its notifications
+        are the stream; answers and requests are the client's business."""
+        events = self._client.received(obj) if self._client is not None else []
+        method = obj.get("method")
+        if not isinstance(method, str) or "id" in obj:
+            if self._client is None and isinstance(obj.get("error"), dict):
+                why = as_str(obj["error"].get("message")) or "no reason given"
+                events.append(AgentWarning(code="agent_error", message=f"Codex refused: {why}"))
+            return events
+        handler = _APP_HANDLERS.get(method)
+        params = obj.get("params")
+        if handler is None or not isinstance(params, dict):
+            return events
+        return [*events, *handler(self, params)]
+
+    def _app_thread_started(self, params: dict[str, Any]) -> list[Event]:
+        thread = params.get("thread")
+        if not isinstance(thread, dict):
+            return []
+        return [SessionStarted(session_id=as_str(thread.get("id")), cwd=as_str(thread.get("cwd")))]
+
+    def _app_turn_started(self, params: dict[str, Any]) -> list[Event]:
+        self._turn_usage = None
+        return self._turn_started(params)
+
+    def _app_turn_completed(self, params: dict[str, Any]) -> list[Event]:
+        turn = params.get("turn")
+        turn = turn if isinstance(turn, dict) else {}
+        status = as_str(turn.get("status"))
+        error = turn.get("error")
+        message = as_str(error.get("message")) if isinstance(error, dict) else None
+        self._ended = True
+        # A command the turn's end cut short gets no ``item/completed``
+        # (0.169.0, interrupted): it ended with the turn.
+        cut = [
+            ToolEnded(tool=tool, tool_call_id=call_id or None, is_error=True)
+            for call_id, tool in self._tools.items()
+        ]
+        self._tools = {}
+        final = AssistantMessage(
+            stop_reason=canonical_stop_reason(status, self.stop_reasons),
+            raw_stop_reason=status,
+            text=self._text,
+            usage=self._turn_usage,
+            error_message=message or (self._last_error if status == "failed" else None),
+        )
+        self._turn_usage = None
+        return [*cut, final, AgentEnded(will_retry=False, settled=True)]
+
+    def _app_item(self, params: dict[str, Any], state: str) -> list[Event]:
+        item = params.get("item")
+        if not isinstance(item, dict):
+            return []
+        kind = _APP_ITEMS.get(as_str(item.get("type")) or "")
+        if kind is None:
+            return []
+        if kind == "agent_message":
+            item_id = as_str(item.get("id")) or ""
+            if state == "completed" and item_id in self._streamed:
+                # Its text came as deltas: it is only kept as said so far.
+                self._streamed.discard(item_id)
+                self._text = as_str(item.get("text")) or self._text
+                return []
+        shaped = {
+            **item,
+            "type": kind,
+            "aggregated_output": item.get("aggregatedOutput"),
+            "exit_code": item.get("exitCode"),
+        }
+        if kind == "mcp_tool_call" and item.get("type") == "dynamicToolCall":
+            shaped["server"] = item.get("namespace")
+        return self._item({"type": f"item.{state}", "item": shaped})
+
+    def _app_item_started(self, params: dict[str, Any]) -> list[Event]:
+        return self._app_item(params, "started")
+
+    def _app_item_completed(self, params: dict[str, Any]) -> list[Event]:
+        return self._app_item(params, "completed")
+
+    def _app_message_delta(self, params: dict[str, Any]) -> list[Event]:
+        delta = as_str(params.get("delta"))
+        if not delta:
+            return []
+        item_id = as_str(params.get("itemId")) or ""
+        if item_id != self._message_id:
+            self._message_id, self._text = item_id, ""
+        self._streamed.add(item_id)
+        self._text += delta
+        return [TextDelta(text=delta)]
+
+    def _app_token_usage(self, params: dict[str, Any]) -> list[Event]:
+        counts = params.get("tokenUsage")
+        last = counts.get("last") if isinstance(counts, dict) else None
+        if not isinstance(last, dict):
+            return []
+        request = _usage(
+            {
+                "input_tokens": last.get("inputTokens"),
+                "cached_input_tokens": last.get("cachedInputTokens"),
+                "output_tokens": last.get("outputTokens"),
+                "total_tokens": last.get("totalTokens"),
+            }
+        )
+        so_far = self._turn_usage
+        self._turn_usage = request if so_far is None or request is None else so_far + request
+        return []
+
+    def _app_error(self, params: dict[str, Any]) -> list[Event]:
+        error = params.get("error")
+        message = as_str(error.get("message")) if isinstance(error, dict) else None
+        if message is None:
+            return []
+        if params.get("willRetry") is True:
+            return [Retry(phase="start", message=message)]
+        return self._error({"message": message})
+
+
+def is_app_server(command: Sequence[str]) -> bool:
+    """Whether ``command`` runs ``codex app-server`` (the subcommand among
+    the words before ``--``, a ``-c`` value aside)."""
+    words = list(command)
+    words = words[: words.index("--")] if "--" in words else words
+    for index, word in enumerate(words[1:], start=1):
+        if word == "app-server" and words[index - 1] not in ("-c", "--config"):
+            return True
+    return False
+
 
 def _tool(kind: str, item: Mapping[str, Any]) -> tuple[str, Any]:
     """The tool's name and its arguments as Codex gave them."""
@@ -326,3 +544,27 @@ _HANDLERS: dict[str, Handler] = {
 }
 
 CodexDialect.handlers = _HANDLERS
+
+#: ``codex app-server``'s item types, as ``codex exec --json`` names them.
+_APP_ITEMS: Mapping[str, str] = {
+    "agentMessage": "agent_message",
+    "commandExecution": "command_execution",
+    "fileChange": "file_change",
+    "mcpToolCall": "mcp_tool_call",
+    "dynamicToolCall": "mcp_tool_call",
+    "webSearch": "web_search",
+}
+
+_APP_HANDLERS: Mapping[str, Handler] = {
+    "thread/started": CodexDialect._app_thread_started,
+    "turn/started": CodexDialect._app_turn_started,
+    "turn/completed": CodexDialect._app_turn_completed,
+    "item/started": CodexDialect._app_item_started,
+    "item/completed": CodexDialect._app_item_completed,
+    "item/agentMessage/delta": CodexDialect._app_message_delta,
+    "thread/tokenUsage/updated": CodexDialect._app_token_usage,
+    "error": CodexDialect._app_error,
+}
+
+#: Methods only the app-server sends, for recognising its stream.
+_APP_METHODS = frozenset(_APP_HANDLERS) - {"error"}

@@ -130,7 +130,7 @@ class PiDialect(DeltaDialect):
             events.append(AgentEnded(will_retry=will_retry))
         return events
 
-    def input_client(self, command: Sequence[str]) -> PiRpcClient | None:
+    def input_client(self, command: Sequence[str], cwd: str | None = None) -> PiRpcClient | None:
         return PiRpcClient() if is_rpc(command) else None
 
     def launch(

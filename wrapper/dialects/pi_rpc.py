@@ -75,6 +75,9 @@ class PiRpcClient:
     def close(self) -> None:
         self.closed = True
 
+    def outbox(self) -> list[dict[str, Any]]:
+        return []  # every message answers an intent
+
     def observe(self, event: Event) -> TurnNews | None:
         """``ended`` when ``event`` ends the run under way (a retry announced
         does not); a running run takes steers throughout."""

@@ -3,8 +3,8 @@
 ``LiveDriver`` is what the attempt asks of a live session, whatever the
 protocol: ACP (``AcpDriver``, the turn cancelled and a steer the next
 prompt), and agents that take JSON messages on stdin (``MessageDriver``:
-pi's RPC mode and Claude Code's stream-json input, a steer handed to the
-running turn). ``open_session`` starts the one the dialect speaks.
+pi's RPC mode, Claude Code's stream-json input and Codex's app-server, a
+steer handed to the running turn). ``open_session`` starts the one the dialect speaks.
 Each driver writes on the agent's stdin from one writer task, in order, so
 that a slow agent never blocks the reader of its stdout, and closes stdin
 once everything before ``close`` is written.
@@ -103,6 +103,7 @@ class MessageDriver:
 
     def observe(self, event: Event) -> None:
         said = self.client.observe(event)
+        self._flush()
         if said == "ended":
             self.on_turn_end()
         elif said == "steerable":
@@ -117,8 +118,14 @@ class MessageDriver:
         self.writer.send(message)
         return True
 
+    def _flush(self) -> None:
+        for message in self.client.outbox():
+            self.writer.send(message)
+
     def prompt(self, text: str) -> None:
-        self._send(self.client.prompt(text))
+        sent = self.client.prompt(text)
+        self._flush()  # what opens the session goes first
+        self._send(sent)
 
     def takes(self, when: str) -> bool:
         return self.client.takes(when)
@@ -146,7 +153,7 @@ def open_session(attempt: AttemptSupervisor, proc: Child, prompt: str) -> LiveDr
     if proc.stdin is None:
         return None
     log = attempt.protocol_log
-    client = attempt.dialect.input_client(attempt.config.command)
+    client = attempt.dialect.input_client(attempt.config.command, str(attempt.config.cwd))
     if client is not None:
         writer = LineWriter(proc.stdin, log.write if log is not None else None)
         return MessageDriver(client, prompt, writer, attempt.turn_ended, attempt.steerable)
