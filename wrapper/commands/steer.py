@@ -222,7 +222,8 @@ def steer_main(run_dir: str, text: str, when: str, wait: float, as_json: bool) -
         print(dumps(receipt.to_json()).decode())
     if receipt.state == "delivered":
         if not as_json:
-            print(f"delivered steer {receipt.id} by {receipt.how} (attempt {receipt.attempt})")
+            how = "live" if receipt.how == "live" else f"by {receipt.how}"
+            print(f"delivered steer {receipt.id} {how} (attempt {receipt.attempt})")
         return 0
     if receipt.state == "queued":
         if not as_json:

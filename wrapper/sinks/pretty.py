@@ -208,7 +208,8 @@ class PrettyView:
             when = " at the next stop" if event.when == "next-stop" else ""
             return self._c(_YELLOW, f"↪ steer {event.id} from outside{when} (queued)")
         if isinstance(event, SteerDelivered):
-            line = f"↪ steer {event.id} delivered by {event.how} (attempt {event.next_attempt})"
+            how = "live" if event.how == "live" else f"by {event.how}"
+            line = f"↪ steer {event.id} delivered {how} (attempt {event.next_attempt})"
             return self._c(_YELLOW, line)
         if isinstance(event, SteerRefused):
             return self._c(_YELLOW, _clip(plain(f"  ! steer {event.id} refused: {event.why}"), 300))
