@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from wrapper.core.control import REQUEST_MAX_BYTES, SOCKET_NAME
+from wrapper.core.control import REQUEST_MAX_BYTES, SOCKET_NAME, delivered_how
 from wrapper.core.jsonout import dumps
 from wrapper.files import control_socket, mailbox
 
@@ -222,7 +222,7 @@ def steer_main(run_dir: str, text: str, when: str, wait: float, as_json: bool) -
         print(dumps(receipt.to_json()).decode())
     if receipt.state == "delivered":
         if not as_json:
-            how = "live" if receipt.how == "live" else f"by {receipt.how}"
+            how = delivered_how(receipt.how)
             print(f"delivered steer {receipt.id} {how} (attempt {receipt.attempt})")
         return 0
     if receipt.state == "queued":

@@ -188,6 +188,11 @@ class ExternalSteers:
         }
 
 
+def delivered_how(how: str | None) -> str:
+    """How a steer was delivered, in words: ``live`` or ``by resume``."""
+    return "live" if how == "live" else f"by {how}"
+
+
 def message(
     steers: Sequence[ExternalSteer],
     hook: tuple[str, str] | None = None,

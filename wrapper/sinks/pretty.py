@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from wrapper.core.control import delivered_how
 from wrapper.core.events import (
     AssistantMessage,
     Escalated,
@@ -208,7 +209,7 @@ class PrettyView:
             when = " at the next stop" if event.when == "next-stop" else ""
             return self._c(_YELLOW, f"↪ steer {event.id} from outside{when} (queued)")
         if isinstance(event, SteerDelivered):
-            how = "live" if event.how == "live" else f"by {event.how}"
+            how = delivered_how(event.how)
             line = f"↪ steer {event.id} delivered {how} (attempt {event.next_attempt})"
             return self._c(_YELLOW, line)
         if isinstance(event, SteerRefused):
