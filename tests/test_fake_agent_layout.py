@@ -105,6 +105,17 @@ def test_the_shared_launcher_under_its_own_name_is_pi(tmp_path: Path) -> None:
     assert '"type":"init"' in gemini
 
 
+def test_every_module_of_the_fake_agent_is_of_a_readable_size() -> None:
+    # The fake agent is read by whoever adds a format: a CLI whose habits
+    # outgrow one module splits them (a two-way mode in a module of its own).
+    long = [
+        f"{path.relative_to(FAKE_DIR)} ({lines})"
+        for path in sorted(FAKE_DIR.rglob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > 600
+    ]
+    assert not long, f"fake agent modules over 600 lines: {long}"
+
+
 # ---------------------------------------------------------------------------
 # Two-way renderers: requests on stdin
 
