@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
 
+import wrapper
 from wrapper.core.registry import AGENTS
 from wrapper.core.signals import STOP_SIGNALS
+from wrapper.core.version import VERSION
 from wrapper.process import guardian_waiter as waiter
 
 PACKAGE = Path(__file__).resolve().parent.parent / "wrapper"
@@ -119,6 +122,20 @@ def test_the_scan_sees_a_function_level_import() -> None:
 
 def test_no_module_of_the_package_imports_itself_back() -> None:
     assert cycles(import_graph()) == []
+
+
+def test_no_layer_imports_the_package_front_door() -> None:
+    # The front door imports the layers; a layer that needs something of it
+    # (the version) finds it in the core instead.
+    graph = import_graph()
+    layers = [name for name, path in _modules().items() if path.parent != PACKAGE]
+    upward = sorted(name for name in layers if "wrapper" in graph[name])
+    assert not upward, f"modules of a layer that import the package's __init__: {upward}"
+
+
+def test_the_core_keeps_the_version_the_package_is_built_with() -> None:
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    assert project["version"] == VERSION == wrapper.__version__
 
 
 def test_the_waiter_passes_on_the_stop_signals_everyone_else_uses() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 
+from wrapper.core.version import VERSION as __version__
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers see of the lazy names below
     from wrapper.api import RunErrorInfo, RunOutcome, RunResult, abort, run, run_async, steer
@@ -23,8 +25,6 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names below
     from wrapper.core.outcome import ErrorKind, Outcome, RunFacts, Verdict, decide
     from wrapper.files.transcript import last_assistant_message
     from wrapper.supervision.prepare import RunUsageError
-
-__version__ = "0.1.0"
 
 _EXPORTS = {
     "TERMINAL_STOP_REASONS": "wrapper.core.events",

@@ -34,7 +34,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wrapper import __version__
 from wrapper.core.events import (
     AgentEnded,
     AssistantMessage,
@@ -43,6 +42,7 @@ from wrapper.core.events import (
     TurnStarted,
     WarningEvent,
 )
+from wrapper.core.version import VERSION
 from wrapper.dialects.two_way import TurnNews
 
 #: The name the wrapper gives itself in ``initialize``.
@@ -143,7 +143,7 @@ class CodexAppServerClient:
         self.running, self.turn_id = True, None
         if not self.opened:
             self.opened = True
-            info = {"name": CLIENT_NAME, "version": __version__}
+            info = {"name": CLIENT_NAME, "version": VERSION}
             self._outbox.append(self._request("initialize", {"clientInfo": info}))
             self._outbox.append({"method": "initialized"})
             params: dict[str, Any] = {"cwd": self.cwd} if self.cwd is not None else {}

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from wrapper import __version__
 from wrapper.core.jsonout import dumps
+from wrapper.core.version import VERSION
 
 #: The file that marks a directory as an agent-wrapper run directory (JSON:
 #: ``runId``, ``version``), written first thing at start. Only a directory
@@ -293,7 +293,7 @@ def prepare_run_dir(
                 else:
                     shutil.rmtree(folder, ignore_errors=True)
         if run_id is not None:
-            marker = {"runId": run_id, "version": __version__}
+            marker = {"runId": run_id, "version": VERSION}
             atomic_write(run_dir / RUN_MARKER, dump_json(marker), durable=False)
     except OSError as exc:
         errors.record("run_dir", run_dir, exc)

@@ -195,7 +195,7 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
         def generate_trace_id(self) -> int:
             return _next_trace_ids.pop(0) if _next_trace_ids else super().generate_trace_id()
 
-    from wrapper import __version__
+    from wrapper.core.version import VERSION
 
     # With no logging configured, Python's last-resort handler would print
     # the SDK's complaints (a collector down, a request timed out) on the
@@ -204,9 +204,9 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
     _SDK_LOGGER.addHandler(_SILENT)
     # Our name is only a default: the user's variables (the API's ``env``
     # included) are how a fleet tells its services apart, and win.
-    resource = Resource.create(
-        {"service.name": "agent-wrapper", "service.version": __version__}
-    ).merge(Resource(resource_attributes(environ)))
+    resource = Resource.create({"service.name": "agent-wrapper", "service.version": VERSION}).merge(
+        Resource(resource_attributes(environ))
+    )
     # Our own flush, bounded, replaces the SDK's unbounded one at exit.
     provider = TracerProvider(
         resource=resource, shutdown_on_exit=False, id_generator=PlannedIdGenerator()
@@ -218,7 +218,7 @@ def _get_tracer(environ: Mapping[str, str]) -> Tracer:
         if exporter is not None:
             provider.add_span_processor(BatchSpanProcessor(_counting(exporter)))
     _provider = provider
-    _tracer = provider.get_tracer("agent-wrapper", __version__, schema_url=SCHEMA_URL)
+    _tracer = provider.get_tracer("agent-wrapper", VERSION, schema_url=SCHEMA_URL)
     return _tracer
 
 
