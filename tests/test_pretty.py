@@ -55,6 +55,44 @@ def test_tokens_are_shown_once_known() -> None:
     assert "─ stop · 2.0s · 1,234 tokens" in shown([(message, 2.0)])
 
 
+def test_stderr_lines_amid_a_streamed_line_leave_the_answer_readable_whole() -> None:
+    # Gemini CLI writes start-up notes on stderr while it streams its answer.
+    events: list[tuple[Event, float]] = [
+        (TextDelta(text="Hello from"), 0.5),
+        (StderrLine(text="Loaded cached credentials."), 0.6),
+        (StderrLine(text="Using the mock."), 0.6),
+        (TextDelta(text=" mock.\nSecond line."), 0.7),
+        (AssistantMessage(stop_reason="stop", text="Hello from mock.\nSecond line."), 0.8),
+    ]
+    assert shown(events).splitlines() == [
+        "Hello from …",
+        "  stderr: Loaded cached credentials.",
+        "  stderr: Using the mock.",
+        "… mock.",
+        "Second line.",
+        "  ─ stop · 0.8s",
+    ]
+
+
+def test_stderr_lines_after_a_finished_line_mark_nothing() -> None:
+    events: list[tuple[Event, float]] = [
+        (TextDelta(text="First line.\n"), 0.5),
+        (StderrLine(text="note"), 0.6),
+        (TextDelta(text="Second line."), 0.7),
+        (ToolStarted(tool="bash", summary="ls"), 0.8),
+        (StderrLine(text="late note"), 0.9),
+        (TextDelta(text="After the tool."), 1.0),
+    ]
+    assert shown(events).splitlines() == [
+        "First line.",
+        "  stderr: note",
+        "Second line.",
+        "  ⚙ bash  ls",
+        "  stderr: late note",
+        "After the tool.",
+    ]
+
+
 def test_a_long_command_line_keeps_the_task_and_closes_its_quotes() -> None:
     task = "Fix the 'range' parser: " + "x" * 300
     argv = ("claude", "-p", "--output-format", "stream-json", "--verbose", *["--flag"] * 40)

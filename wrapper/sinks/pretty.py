@@ -105,6 +105,11 @@ class PrettyView:
         self._label = label
         self._reply = reply
         self._streaming = False
+        #: The last text streamed did not end its line.
+        self._line_open = False
+        #: A streamed line was cut by the agent's stderr lines: its rest,
+        #: when it comes, is marked as continuing it.
+        self._cut = False
         self._streamed_text = False
         #: The text of the last assistant message shown, so that a final
         #: message repeating it (Claude's result line) is not printed twice.
@@ -139,15 +144,37 @@ class PrettyView:
 
     def _render(self, event: Event, elapsed: float) -> str:
         if isinstance(event, TextDelta):
-            self._streaming = True
-            self._streamed_text = True
-            return plain(event.text)
+            return self._delta(plain(event.text))
         prefix = ""
         if self._streaming:
             self._streaming = False
-            prefix = "\n"
+            open_line, self._line_open = self._line_open, False
+            if isinstance(event, StderrLine):
+                # Agents write notes on stderr while they stream (Gemini CLI
+                # does at start-up): the cut line says it goes on, and its
+                # rest, after the notes, says it continues, so the answer
+                # reads whole around them.
+                if open_line:
+                    prefix = self._c(_DIM, " …") + "\n"
+                    self._cut = True
+            else:
+                prefix = "\n"
         text = self._line(event, elapsed)
+        if text and not isinstance(event, StderrLine):
+            self._cut = False
         return prefix + text + "\n" if text else prefix
+
+    def _delta(self, text: str) -> str:
+        self._streaming = True
+        self._streamed_text = True
+        if not text:
+            return ""
+        lead = ""
+        if self._cut and not text.startswith("\n"):
+            lead = self._c(_DIM, "…" if text.startswith(" ") else "… ")
+        self._cut = False
+        self._line_open = not text.endswith("\n")
+        return lead + text
 
     def _line(self, event: Event, elapsed: float) -> str:
         if isinstance(event, AssistantMessage):
