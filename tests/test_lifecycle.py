@@ -93,6 +93,37 @@ def test_stdout_log_is_the_childs_output_byte_for_byte(tmp_path: Path) -> None:
     assert log.count(b"\n") == len(log.splitlines())
 
 
+def test_what_a_running_agent_wrote_is_in_stdout_log_short_of_one_small_buffer(
+    tmp_path: Path,
+) -> None:
+    # Whoever reads stdout.log while the agent works finds its output there,
+    # short of one write buffer: the buffer is the run's memory for its
+    # whole life, so it is kept small.
+    written = 300_000
+    agent = (
+        "import sys, time\n"
+        f"for _ in range({written // 100}):\n"
+        "    sys.stdout.write('x' * 99 + '\\n')\n"
+        "sys.stdout.flush()\n"
+        "time.sleep(120)\n"
+    )
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--dialect", "pi"]
+    argv += ["--run-dir", str(run_dir), "--", sys.executable, "-c", agent]
+    log = run_dir / "stdout.log"
+    with subprocess.Popen(argv, env=agent_env(tmp_path), stdin=subprocess.DEVNULL) as proc:
+        try:
+            shown = wait_until(
+                lambda: log.exists() and log.stat().st_size >= written - 64 * 1024,
+                timeout=HANG_LIMIT / 2,
+            )
+            assert shown, f"stdout.log holds {log.stat().st_size} of {written} bytes written"
+            assert proc.poll() is None, "the agent still runs"
+        finally:
+            proc.terminate()
+            proc.wait(HANG_LIMIT)
+
+
 def test_early_tool_use_message_and_long_silent_tool_are_not_cut_off(tmp_path: Path) -> None:
     steps = [
         *tool_turn(duration=2.0, text="Interim: running the tests."),

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from wrapper.core.jsonout import dumps
+from wrapper.core.limits import STREAM_BUFFER_BYTES
 from wrapper.core.version import VERSION
 
 #: The file that marks a directory as an agent-wrapper run directory (JSON:
@@ -54,8 +55,6 @@ TEMP_NAME_BYTES = 12
 #: How many random names are tried before giving up: a collision of random
 #: names means someone fills the directory on purpose, not bad luck.
 TEMP_NAME_TRIES = 16
-
-STREAM_BUFFER_BYTES = 1024 * 1024
 
 
 class ArtifactErrors:
