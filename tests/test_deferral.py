@@ -65,6 +65,43 @@ def test_a_whole_run_loads_none_of_the_deferred_modules(tmp_path: Path) -> None:
     )
 
 
+#: What a run that neither speaks ACP nor shows a live view has no use for,
+#: though the modules that could need it are loaded.
+NOT_FOR_THIS_RUN = ("wrapper.dialects.acp", "wrapper.sinks.pretty")
+
+
+def test_a_quiet_run_of_a_one_way_agent_loads_no_acp_client_and_no_live_view(
+    tmp_path: Path,
+) -> None:
+    # Each module a run loads stays in its memory for the run's whole life.
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(RECORD_IMPORTS)
+    scenario = write_scenario(tmp_path, FINAL)
+    argv = wrapper_argv(tmp_path / "run", scenario, task="hi", options=["--output", "quiet"])
+    env = {
+        **agent_env(tmp_path),
+        "PYTHONPATH": str(tmp_path / "site"),
+        "IMPORT_LOG": str(tmp_path / "imports"),
+    }
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    loaded = {name for log in tmp_path.glob("imports.*") for name in log.read_text().splitlines()}
+    assert "wrapper.supervision.run" in loaded, "the run's own imports are seen"
+    unneeded = sorted(
+        name
+        for name in loaded
+        if any(name == root or name.startswith(root + ".") for root in NOT_FOR_THIS_RUN)
+    )
+    assert not unneeded, unneeded
+
+
 # Run in a fresh interpreter: the deferral changes sys.modules, which is the process's.
 USES_EACH = """
 import sys

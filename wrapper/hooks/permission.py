@@ -5,6 +5,7 @@ handler asks for one, else the permissions setting."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -12,9 +13,11 @@ from wrapper.core.config import RunConfig
 from wrapper.core.events import Event, WarningEvent
 from wrapper.core.hook_protocol import Decision
 from wrapper.core.limits import PERMISSION_HOOK_CONCURRENCY
-from wrapper.dialects.acp.actions import ToolInfo
 from wrapper.hooks.runner import HookContext, run_chain
 from wrapper.hooks.stop_gate import StopGate
+
+if TYPE_CHECKING:  # the ACP client's modules load only for a run that speaks ACP
+    from wrapper.dialects.acp.actions import ToolInfo
 
 
 class PermissionGate:

@@ -19,6 +19,7 @@ import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -49,16 +50,12 @@ from wrapper.core.events import (
     is_terminal,
 )
 from wrapper.core.framing import Frame, LineFramer, Oversized
-from wrapper.core.limits import (
-    REAP_TIMEOUT,
-    SILENT_AGENT_HINT_AFTER,
-)
+from wrapper.core.limits import REAP_TIMEOUT, SILENT_AGENT_HINT_AFTER
 from wrapper.core.outcome import ProcessExit
 from wrapper.core.result import AttemptRecord
 from wrapper.core.summary import RunSummary
 from wrapper.core.timefmt import iso
 from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for
-from wrapper.dialects.acp.actions import StoppedAnswering, ToolInfo
 from wrapper.dialects.base import strip_escapes
 from wrapper.dialects.reading import StreamReader
 from wrapper.files.artifacts import StreamFile
@@ -68,6 +65,9 @@ from wrapper.process.spawn import Child, unread_bytes, widen_pipe
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.leftovers import end_leftovers
 from wrapper.supervision.live_session import LiveDriver, open_session
+
+if TYPE_CHECKING:  # the ACP client's modules load only for a run that speaks ACP
+    from wrapper.dialects.acp.actions import StoppedAnswering, ToolInfo
 
 
 class AttemptSupervisor:

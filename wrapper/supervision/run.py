@@ -76,7 +76,6 @@ from wrapper.process import proctree
 from wrapper.process.guardian import wrapper_pid
 from wrapper.process.invocation import run_command
 from wrapper.process.proctree import RunClaim
-from wrapper.sinks.pretty import PrettyView
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.early import EarlyStart, begin_run
@@ -86,6 +85,7 @@ from wrapper.supervision.own_stop import OwnStop, died_of_foreign_stop
 from wrapper.supervision.result_file import say_at_end, write_result
 
 if TYPE_CHECKING:
+    from wrapper.sinks.pretty import PrettyView
     from wrapper.sinks.telemetry import PlannedIds, RunTelemetry
 
 
@@ -188,15 +188,16 @@ class Run:
         else:
             self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
             reply = f"{run_command(config.wrapper_bin)} reply {shlex.quote(str(config.run_dir))}"
-            self.view = (
-                PrettyView(
+            if mode is OutputMode.PRETTY:
+                # Loaded for a live view only: a run without one keeps it
+                # out of its memory.
+                from wrapper.sinks.pretty import PrettyView  # noqa: PLC0415
+
+                self.view = PrettyView(
                     color=use_color(config.color, environ, os.isatty(1)),
                     label=config.label,
                     reply=reply,
                 )
-                if mode is OutputMode.PRETTY
-                else None
-            )
             live_lines = self.pump.write if self.pump is not None and self.view is None else None
             self.stream = EventStream(self.events_log, self._live_output(), live_lines=live_lines)
         self.hook_ctx = HookContext(

@@ -14,7 +14,6 @@ import orjson
 import trio
 
 from wrapper.core.timefmt import iso
-from wrapper.dialects.acp.protocol_log import record
 
 
 class LineWriter:
@@ -33,13 +32,19 @@ class LineWriter:
         self._send, self._outgoing = trio.open_memory_channel[bytes | None](math.inf)
         #: Set once stdin is closed (asked for, or the agent stopped reading).
         self.input_closed = trio.Event()
+        self._record: Callable[[float, str, dict[str, Any]], bytes] | None = None
         if log is not None:
+            # Only an ACP session keeps a protocol log: the ACP client's
+            # modules, which its module imports, load for such a run only.
+            from wrapper.dialects.acp.protocol_log import record  # noqa: PLC0415
+
+            self._record = record
             log(record(0.0, "wrapper", {"event": "start", "at": iso(time.time())}))
 
     def send(self, message: dict[str, Any], line: bytes | None = None) -> None:
         """Write ``message`` (as ``line`` when given, else its JSON)."""
-        if self.log is not None:
-            self.log(record(trio.current_time() - self.started_at, "out", message))
+        if self.log is not None and self._record is not None:
+            self.log(self._record(trio.current_time() - self.started_at, "out", message))
         # Once stdin is closed nothing more reaches the agent.
         with contextlib.suppress(trio.ClosedResourceError):
             self._send.send_nowait(line if line is not None else orjson.dumps(message) + b"\n")
