@@ -152,7 +152,12 @@ def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: fl
         "such as an idle worker thread retiring, takes its figures with it), per run, as a "
         "share of one core; wakeups/s counts the timeslices run. PSS "
         "(`/proc/PID/smaps_rollup`) is taken at the window's end, per run. Every run must "
-        "then end `aborted` (exit 143) on SIGTERM.",
+        "then end `aborted` (exit 143) on SIGTERM. Then 20 runs at once whose agent is "
+        "`sh -c 'cat STREAM; exec sleep 3600'`, STREAM a generated pi answer of 10,000 "
+        "deltas (2.8 MB) without the lines that end the run: once every run's stdout.log "
+        "holds the stream but for the 64 KiB its write buffer may keep, 3 s, then their "
+        "PSS per run against the silent runs' (what a run keeps of a stream it went "
+        "through); they too must end `aborted` on SIGTERM.",
         "- **batch**: two `agent-wrapper batch --output quiet` side by side, one of 1 run and "
         "one of 20 runs at once (`--jobs 20`), every agent `sleep 3600` (`--dialect pi`, "
         "silent); once every run's status.json says `running`, 3 s for start-up work to end "

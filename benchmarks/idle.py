@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.report import Row, Verdict
+from benchmarks.streams import write_pi_stream
 
 if TYPE_CHECKING:
     from benchmarks.suite import Bench
@@ -40,6 +41,16 @@ IDLE_SETTLE = 3.0
 #: The targets: a share of one core per run, and PSS per run.
 IDLE_CPU_TARGET = 0.0005
 IDLE_PSS_TARGET = 20 * MB
+#: Runs whose agent streams this many text deltas (about 3 MB of pi's
+#: lines) and then waits, as in a long tool; what they keep beyond a silent
+#: run's PSS is held to the target (what the stream went through is not kept
+#: for the rest of the run).
+STREAMED_DELTAS = 10_000
+STREAMED_GROWTH_TARGET = 1.5 * MB
+#: The lines that would end the run: left out, the run goes on.
+RUN_ENDS = (b'"message_end"', b'"turn_end"', b'"agent_end"', b'"agent_settled"')
+#: What of a log may still sit in the run's write buffer.
+LOG_BUFFER_SLACK = 64 * 1024
 #: How long the runs may take to start, and to end once told to.
 START_LIMIT = 120.0
 STOP_LIMIT = 60.0
@@ -243,6 +254,85 @@ def idle(bench: Bench) -> list[Row]:
             f"≤ {IDLE_PSS_TARGET / MB:g} MB",
             verdict if pss <= IDLE_PSS_TARGET else Verdict.FAIL,
         ),
+        *streamed_idle(bench, runs, pss),
+    ]
+
+
+def _open_stream(bench: Bench) -> tuple[Path, int]:
+    """A pi stream of ``STREAMED_DELTAS`` deltas without the lines that end
+    the run, and its size."""
+    whole = write_pi_stream(bench.tmp / "idle-stream-whole.jsonl", STREAMED_DELTAS).path
+    kept = [
+        line
+        for line in whole.read_bytes().splitlines(keepends=True)
+        if not any(end in line for end in RUN_ENDS)
+    ]
+    path = bench.tmp / "idle-stream.jsonl"
+    path.write_bytes(b"".join(kept))
+    return path, path.stat().st_size
+
+
+def streamed_idle(bench: Bench, runs: int, silent_pss: float) -> list[Row]:
+    """``runs`` runs at once whose agent streamed about 3 MB and then waits:
+    their PSS per run once they are idle, against the silent runs'."""
+    bench.progress(f"idle: {runs} runs at once, each after a streamed answer")
+    stream, size = _open_stream(bench)
+    before = len(bench.problems)
+    wrappers: list[tuple[subprocess.Popen[bytes], Path]] = []
+    pss = 0.0
+    try:
+        for _ in range(runs):
+            run_dir = bench.run_dir()
+            argv: list[str | Path] = [bench.wrapper, "run", "--output", "quiet", "--dialect", "pi"]
+            argv += ["--run-dir", run_dir, "--", "sh", "-c", f"cat {stream}; exec sleep 3600"]
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=bench.env,
+            )
+            wrappers.append((proc, run_dir))
+
+        def taken_in(run_dir: Path) -> bool:
+            try:
+                logged = (run_dir / "stdout.log").stat().st_size
+            except OSError:
+                return False
+            return _state(run_dir) == "running" and logged >= size - LOG_BUFFER_SLACK
+
+        deadline = time.monotonic() + START_LIMIT
+        while not all(taken_in(run_dir) for _, run_dir in wrappers):
+            if time.monotonic() > deadline or any(p.poll() is not None for p, _ in wrappers):
+                bench.check(False, "idle: the streaming runs did not all take in their stream")
+                return []
+            time.sleep(0.1)
+        time.sleep(IDLE_SETTLE)
+        children = _children_map()
+        ours = [pid for proc, _ in wrappers for pid in wrapper_side(proc.pid, children)]
+        pss = sample(ours).pss / runs
+    finally:
+        for proc, _ in wrappers:
+            proc.send_signal(signal.SIGTERM)
+        for proc, run_dir in wrappers:
+            status, outcome = stopped(proc, run_dir / "result.json", "outcome")
+            bench.check(
+                (status, outcome) == (128 + signal.SIGTERM, "aborted"),
+                f"idle ({run_dir}): SIGTERM ended it with {status}, outcome {outcome!r}",
+            )
+    failed = len(bench.problems) > before
+    grown = pss - silent_pss
+    verdict = Verdict.FAIL if failed or grown > STREAMED_GROWTH_TARGET else Verdict.PASS
+    return [
+        Row(
+            "idle",
+            f"PSS per run, {runs} runs at once, each idle after streaming {size / MB:.1f} MB",
+            f"{pss / MB:.1f} MB",
+            f"{silent_pss / MB:.1f} MB (the silent runs above)",
+            f"{grown / MB:+.1f} MB",
+            f"≤ +{STREAMED_GROWTH_TARGET / MB:g} MB",
+            verdict,
+        )
     ]
 
 
