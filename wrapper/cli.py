@@ -223,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Steer a running run from outside: the text reaches the agent in its "
         "session (by resuming it, or live where the agent takes messages while it runs). "
         "Waits for the receipt. Exit status: 0 delivered, 1 refused (or the run is not "
-        "running), 124 still queued when --wait ended, 2 usage.",
+        "running, or takes no requests), 124 still queued when --wait ended, 75 the run is "
+        "busy with other requests (try again), 2 usage.",
     )
     steer.add_argument("run_dir", metavar="RUN_DIR")
     given = steer.add_mutually_exclusive_group(required=True)
@@ -251,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Abort a running run from outside: the agent is stopped (its own cancel "
         "first where it has one, then SIGTERM and SIGKILL), the run ends aborted "
         "(abort_requested, exit 143) with its result.json. Exit status: 0 the run ended, 1 "
-        "refused (or not running), 124 still ending when --wait ended, 2 usage.",
+        "refused (or not running), 124 still ending when --wait ended, 75 busy (try "
+        "again), 2 usage.",
     )
     abort.add_argument("run_dir", metavar="RUN_DIR")
     abort.add_argument("--reason", metavar="TEXT", help="why, for result.json's error message")
