@@ -81,6 +81,25 @@ def test_usage_errors_exit_2_and_say_what_to_do(
     assert not (tmp_path / ".agent-wrapper").exists(), "a usage error starts no run"
 
 
+def test_batch_help_lists_no_option_batch_refuses_and_run_help_has_examples() -> None:
+    batch = cli("batch", "--help")
+    assert batch.returncode == 0
+    for refused in ("--label", "--run-dir", "--result"):
+        assert f"{refused} " not in batch.stdout
+        # still read, to be refused with where it belongs instead
+        said = cli("batch", "spec.jsonl", refused, "x")
+        assert said.returncode == 2
+        assert "give it on a line of the spec" in said.stderr
+    # a default for every line: taken, so shown
+    assert "--task TEXT" in batch.stdout
+    assert "--timeout SECONDS" in batch.stdout
+    run = cli("run", "--help")
+    assert run.returncode == 0
+    example = "  agent-wrapper run --task 'Fix the failing test' -- pi --mode json -p\n"
+    assert f"examples:\n{example}" in run.stdout
+    assert "127 COMMAND could not be started" in " ".join(run.stdout.split())
+
+
 def test_version_has_a_short_flag() -> None:
     proc = cli("-V")
     assert proc.returncode == 0
