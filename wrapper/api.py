@@ -334,7 +334,8 @@ def steer(
     steer`` does, and wait up to ``wait`` seconds for its receipt:
     ``state`` is ``delivered`` (``how``: ``resume`` or ``live``), ``refused``
     (``why``) or ``queued`` (not delivered yet when the wait ended; it stays
-    queued). ``when="next-stop"`` gives it when the agent next stops instead
+    queued) or ``busy`` (the run took no more requests just now: nothing
+    was done, try again). ``when="next-stop"`` gives it when the agent next stops instead
     of ending the run. Callable from any thread or process while the run
     goes on; raises ``ValueError`` for a ``run_dir`` that holds no run."""
     from wrapper.commands import steer as outside  # noqa: PLC0415
@@ -353,7 +354,8 @@ def abort(
     (outcome ``aborted``, error kind ``abort_requested``), and wait up to
     ``wait`` seconds for it to end: ``state`` is ``ended`` (with the run's
     ``outcome``), ``accepted`` (still ending when the wait ended) or
-    ``refused`` (``why``: the run is not running, or already ending)."""
+    ``refused`` (``why``: the run is not running, or already ending) or
+    ``busy`` (try again)."""
     from wrapper.commands import steer as outside  # noqa: PLC0415
 
     return outside.abort(Path(run_dir), reason, wait)

@@ -176,6 +176,7 @@ class RunConfig:
             "escalationId": None,
             "outcome": None,
             "control": None,
+            "controlUnavailable": None,
             "pendingSteers": [],
         }
 

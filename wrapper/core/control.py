@@ -38,6 +38,11 @@ SOCKET_NAME = "control.sock"
 #: The longest socket path the system takes (``sun_path`` is 108 bytes on
 #: Linux, 104 on macOS, the terminating NUL included).
 SOCKET_PATH_MAX_BYTES = 103
+#: The name of the directory made for a run's socket alone, where the run
+#: directory's path is too long for one; ``tempfile.mkdtemp`` adds this many
+#: random characters (a name another user cannot make first).
+PRIVATE_DIR_PREFIX = "agent-wrapper-"
+PRIVATE_DIR_RANDOM_CHARS = 8
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -85,13 +90,9 @@ def parse_request(raw: bytes) -> SteerRequest | AbortRequest:
     raise BadRequest(f'unknown "op" {op!r} (steer or abort)')
 
 
-def socket_path(run_dir: str, run_id: str, runtime_dir: str) -> str:
-    """Where a run's control socket goes: in its run directory when the path
-    is short enough for a socket, else ``runtime_dir/RUN_ID.sock``."""
-    inside = os.path.join(run_dir, SOCKET_NAME)
-    if len(os.fsencode(inside)) <= SOCKET_PATH_MAX_BYTES:
-        return inside
-    return os.path.join(runtime_dir, f"{run_id}.sock")
+def fits_socket(path: str) -> bool:
+    """Whether ``path`` is short enough to bind a socket to."""
+    return len(os.fsencode(path)) <= SOCKET_PATH_MAX_BYTES
 
 
 State = Literal["queued", "delivered", "refused"]

@@ -32,6 +32,7 @@ from wrapper.core.events import Event
 from wrapper.core.limits import ORPHAN_KILL_AFTER, PROGRESS_TICK
 from wrapper.core.signals import STOP_SIGNALS
 from wrapper.core.timefmt import iso
+from wrapper.files import batch_mark
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
 from wrapper.fleet.owner import reap_orphans_on_sigchld, relay_signals
 from wrapper.fleet.passing import Expectation, passed
@@ -153,6 +154,7 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
             if progress is not None:
                 nursery.start_soon(progress.tick, clock_start)
             limiter = trio.CapacityLimiter(batch.jobs)
+            _mark_running(batch)
             try:
                 async with trio.open_nursery() as runs:
                     # In spec order: each run takes its place before the next starts.
@@ -170,6 +172,7 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
                     }
                 )
             guardian.close_announcements()
+            batch_mark.remove(batch.runs_dir)
             await _end_unclaimed(batch)
             exit_status = _exit_status(batch)
             if not _write_reports(batch, exit_status) and exit_status < 128:
@@ -181,6 +184,17 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
                     await pump.drain()
             nursery.cancel_scope.cancel()
     return exit_status
+
+
+def _mark_running(batch: Batch) -> None:
+    """Say in the runs folder, while the batch runs, which lines it will run
+    and how it is stopped: a line not started yet has no directory to say so."""
+    lines = [
+        batch_mark.Line(item.line, item.label, item.prepared.config.run_dir)
+        for item in batch.runs
+        if not item.reused
+    ]
+    batch_mark.write(batch.runs_dir, guardian.wrapper_pid(), lines)
 
 
 def report_stopped_before_start(

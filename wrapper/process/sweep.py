@@ -259,6 +259,9 @@ def finish_run(
                 continue
             break
     if status.get("state") != "finished":
+        from wrapper.files.control_socket import remove_left  # noqa: PLC0415 - see above
+
+        remove_left(status.get("control"))
         status.update(
             state="finished",
             outcome=outcome,

@@ -60,8 +60,11 @@ class Controller(Protocol):
 
 
 class ControlServer:
-    def __init__(self, path: str, controller: Controller, warn: Callable[[str], None]) -> None:
-        self.path = path
+    def __init__(
+        self, place: control_socket.Place, controller: Controller, warn: Callable[[str], None]
+    ) -> None:
+        self.place = place
+        self.path = place.path
         self.controller = controller
         self.warn = warn
         self._inode: int | None = None
@@ -81,6 +84,7 @@ class ControlServer:
             sock.listen(BACKLOG)
         except OSError as exc:
             sock.close()
+            control_socket.remove(self.place, None)
             self.warn(f"the run takes no steer or abort: cannot listen at {self.path}: {exc}")
             task_status.started(None)
             return
@@ -99,7 +103,7 @@ class ControlServer:
                             raise
                         nursery.start_soon(self._serve_one, stream)
         finally:
-            control_socket.remove(self.path, self._inode)
+            control_socket.remove(self.place, self._inode)
             with trio.CancelScope(shield=True):
                 await listener.aclose()
 
@@ -109,7 +113,7 @@ class ControlServer:
             await self._idle.wait()
         if self._scope is not None:
             self._scope.cancel()
-        control_socket.remove(self.path, self._inode)
+        control_socket.remove(self.place, self._inode)
 
     async def _serve_one(self, stream: trio.SocketStream) -> None:
         self._connections += 1
@@ -117,7 +121,10 @@ class ControlServer:
         try:
             async with stream:
                 if self._connections > MAX_CONNECTIONS:
-                    await _send(stream, _error("the run is busy with other requests; try again"))
+                    await _send(
+                        stream,
+                        {"state": "busy", "why": "the run is busy with other requests; try again"},
+                    )
                     return
                 await self._answer(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):

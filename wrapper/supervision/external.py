@@ -20,6 +20,8 @@ or is delivered alone when they allow the stop.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -59,12 +61,15 @@ class ExternalControl:
         between: Callable[[], AbstractContextManager[None]],
         ended: Callable[[], bool],
         on_abort: Callable[[str | None], None],
+        say_on_stderr: bool = True,
     ) -> None:
         """``gate``: the run's stop gate; ``live``: the agent takes its
         prompts on a live session; ``supervisor``: the run's, once it has
         one; ``between``: the scope hooks run in between attempts;
         ``ended``: whether the run is ending (a signal, its deadline);
-        ``on_abort``: ends the run for an abort."""
+        ``on_abort``: ends the run for an abort; ``say_on_stderr``: a run
+        that can take no steer or abort says so on stderr (no live view of
+        its own shows it)."""
         self.config = config
         self.stream = stream
         self.status = status
@@ -75,6 +80,7 @@ class ExternalControl:
         self.between = between
         self.ended = ended
         self.on_abort = on_abort
+        self.say_on_stderr = say_on_stderr
         gate.with_steers = self.with_steers
         self.ledger = ExternalSteers(config.max_external_steers)
         self._settled: dict[str, trio.Event] = {}
@@ -97,14 +103,14 @@ class ExternalControl:
         if not enabled:
             return
         try:
-            path = control_socket.prepare(self.config.run_dir, self.config.run_id, self.environ)
+            place = control_socket.prepare(self.config.run_dir, self.environ)
         except control_socket.NoSocket as exc:
-            self._warn(f"the run takes no steer or abort from outside: {exc}")
+            self._unavailable(f"the run takes no steer or abort from outside: {exc}")
             return
-        server = ControlServer(path, self, self._warn)
+        server = ControlServer(place, self, self._unavailable)
         if await nursery.start(server.serve) is not None:
             self.server = server
-            self.status.update(trio.current_time(), force=True, control=path)
+            self.status.update(trio.current_time(), force=True, control=place.path)
 
     async def close(self, outcome: str | None) -> None:
         """The run ended with ``outcome``: stop listening, once the last
@@ -403,5 +409,14 @@ class ExternalControl:
             trio.current_time(), force=True, pendingSteers=self.ledger.pending_json()
         )
 
-    def _warn(self, message: str) -> None:
+    def _unavailable(self, message: str) -> None:
+        """No socket: said at once, in the events, status.json (for ``steer``
+        and ``abort`` to tell their sender) and on stderr where no live view
+        of the run's own shows its warnings: a runner must not learn only at
+        the end that it could not have steered or aborted the run."""
         self.stream.emit(WarningEvent(code="control_unavailable", message=message))
+        self.status.update(trio.current_time(), force=True, controlUnavailable=message)
+        if self.say_on_stderr:
+            label = f"{self.config.label}: " if self.config.label else ""
+            with contextlib.suppress(OSError, ValueError):
+                print(f"agent-wrapper: warning: {label}{message}", file=sys.stderr, flush=True)

@@ -253,6 +253,7 @@ class Run:
             between=self._between_attempts,
             ended=lambda: bool(self.interrupts or self.timed_out),
             on_abort=self.abort,
+            say_on_stderr=self.view is None,
         )
         self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
         self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
