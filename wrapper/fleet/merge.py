@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
-from wrapper.fleet.passing import expectation_of
+from wrapper.fleet.passing import expectation_of, same_run
 from wrapper.fleet.report import (
     BATCH_SCHEMA_VERSION,
     RunEntry,
@@ -323,7 +323,7 @@ def _entry(shard: Shard, result: Mapping[str, Any]) -> tuple[RunEntry, bool]:
     full: Mapping[str, Any] | None = None
     with contextlib.suppress(OSError, ValueError):
         loaded = orjson.loads((Path(run_dir) / "result.json").read_bytes())
-        if isinstance(loaded, dict) and _same_run(loaded, result):
+        if isinstance(loaded, dict) and same_run(loaded, result):
             full = loaded
     verified = full is not None
     if full is None:
@@ -346,17 +346,6 @@ def _entry(shard: Shard, result: Mapping[str, Any]) -> tuple[RunEntry, bool]:
         expect=expectation_of(result.get("expect")),
         reused=result.get("reused") is True,
     ), verified
-
-
-def _same_run(loaded: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
-    """Whether a result.json is the run a batch.json entry names: the same
-    run id and, where both record it, the same line digest."""
-    if not isinstance(loaded.get("runId"), str) or loaded.get("runId") != entry.get("runId"):
-        return False
-    batch = loaded.get("batch")
-    digest = batch.get("lineDigest") if isinstance(batch, Mapping) else None
-    claimed = entry.get("lineDigest")
-    return digest is None or claimed is None or digest == claimed
 
 
 def merge_main(paths: Sequence[str], junit: str | None, out: str | None) -> int:

@@ -112,3 +112,16 @@ def finished(result: Mapping[str, Any] | None) -> bool:
     """Whether ``--skip-finished`` keeps the run: it wrote its result.json
     itself (a run whose wrapper was killed never ran to its end)."""
     return result is not None and error_kind(result) != WRAPPER_KILLED
+
+
+def same_run(result: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    """Whether a result.json is the run a batch.json entry names: the same
+    run id and, where both record it, the same line digest. A run directory
+    holds whatever ran there last: a later run of the line replaces it."""
+    run_id = result.get("runId")
+    if not isinstance(run_id, str) or run_id != entry.get("runId"):
+        return False
+    batch = result.get("batch")
+    digest = batch.get("lineDigest") if isinstance(batch, Mapping) else None
+    claimed = entry.get("lineDigest")
+    return digest is None or claimed is None or digest == claimed
