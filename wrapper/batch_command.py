@@ -123,7 +123,7 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     from functools import partial
 
     from wrapper.core.config import ColorMode, OutputMode
-    from wrapper.fleet.batch import Batch, BatchRun
+    from wrapper.fleet.batch import Batch, BatchRun, batch_output
     from wrapper.fleet.report import SpecInfo
     from wrapper.fleet.retry import Earlier
     from wrapper.fleet.spec import (
@@ -138,7 +138,6 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     )
     from wrapper.fleet.spec import run_options as line_options
     from wrapper.supervision.prepare import RunUsageError, prepare_run
-    from wrapper.supervision.run import resolve_output
 
     for flag, dest in (("--run-dir", "run_dir"), ("--result", "result"), ("--label", "label")):
         if getattr(args, dest) is not None:
@@ -180,7 +179,7 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     base_environ = dict(os.environ)
     names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     output = OutputMode(args.output)
-    quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
+    quiet_runs = "jsonl" if batch_output(output) is OutputMode.JSONL else "quiet"
     reports = {runs_dir / "batch.json": "where the batch's report (batch.json) goes"}
     if junit is not None:
         reports[junit] = "where the JUnit report (--junit) goes"
