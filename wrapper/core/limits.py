@@ -136,3 +136,8 @@ PROGRESS_TICK = 1.0
 #: What is left below the wrapper at the batch's end gets this long between
 #: SIGTERM and SIGKILL.
 ORPHAN_KILL_AFTER = 2.0
+#: ``--skip-passed`` without ``--runs-dir`` is refused; to name the folder of
+#: the spec's latest batch instead, at most this many of the newest batch
+#: folders under the default root are read (each a batch.json, possibly
+#: megabytes): enough for a day of retries, quick even on a slow disk.
+EARLIER_BATCHES_READ = 50

@@ -112,6 +112,23 @@ class SettingsError(Exception):
     """A settings file cannot be used; the message names file, key and problem."""
 
 
+def url_without_secrets(url: str) -> str:
+    """``url`` as it may be shown: scheme, host, port and path, without the
+    credentials, the query or the fragment, any of which may carry a secret
+    (``https://user:token@host/hook?key=...``)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:  # a port that is not a number is no secret, only wrong
+        port = ":" + parts.netloc.rpartition(":")[2]
+    if not parts.scheme and not parts.netloc:
+        return parts.path
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Handler:
     """One hook handler as configured."""
@@ -138,11 +155,7 @@ class Handler:
     def name(self) -> str:
         """A short description for events and result.json."""
         if self.type == "http":
-            # Without credentials or the query: either may carry a secret.
-            parts = urlsplit(self.url or "")
-            port = f":{parts.port}" if parts.port is not None else ""
-            where = f"{parts.scheme}://{parts.hostname}{port}{parts.path}"
-            return f"http {where[:NAME_CHARS]}"
+            return f"http {url_without_secrets(self.url or '')[:NAME_CHARS]}"
         if self.type == "command":
             text = self.command if self.command is not None else " ".join(self.args or ())
             if len(text) <= NAME_CHARS:
@@ -504,7 +517,8 @@ def _http_handler(
         raise SettingsError(f"{where}: {key}.url: not a usable URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SettingsError(
-            f"{where}: {key}.url: expected an http:// or https:// URL with a host, got {url!r}"
+            f"{where}: {key}.url: expected an http:// or https:// URL with a host, "
+            f"got {url_without_secrets(url)!r}"
         )
     headers = value.get("headers", {})
     if not isinstance(headers, dict) or not all(

@@ -79,6 +79,9 @@ class ReportRun:
     expect: str | None = None
     #: What could not be read for this run, one sentence each.
     missing: tuple[str, ...] = ()
+    #: When the run directory holds another run than batch.json names: why,
+    #: in a sentence (the run is then not counted as passed).
+    mismatch: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +357,13 @@ def _header(data: ReportData, title: str) -> str:
     passed = sum(run.passed for run in runs)
     mark = "" if passed == len(runs) else ' class="no"'
     out.append(f"<li><b>passed</b> <span{mark}>{passed:,} of {len(runs):,}</span></li>")
+    mismatched = sum(run.mismatch is not None for run in runs)
+    if mismatched:
+        out.append(
+            f'<li><b>not the same run</b> <span class="no">{mismatched:,}</span> '
+            '<span class="muted">(the run directory holds another run than batch.json '
+            "names)</span></li>"
+        )
     if data.started is not None and data.ended is not None:
         wall = duration_text((data.ended - data.started) * 1000)
         out.append(
@@ -502,6 +512,8 @@ def _table(runs: Sequence[ReportRun]) -> str:
                 f"{steers}/{_count(run.max_steers)} cap</span>"
             )
         passed = "yes" if run.passed else '<span class="no">no</span>'
+        if run.mismatch is not None:
+            passed = f'<span class="no" title="{_text(run.mismatch)}">not the same run</span>'
         cells = [
             f'<td class="label"><a href="#run-{i}">{_text(run.label)}</a>{badges}</td>',
             f'<td><span class="chip {outcome_class(run.outcome)}">{_text(run.outcome)}</span></td>',
@@ -575,6 +587,10 @@ def _sections(runs: Sequence[ReportRun]) -> str:
         for mark in run.marks:
             out.append(f"<dt>{_text(mark.kind)}</dt><dd>{_stamp(mark.at)}: {_text(mark.text)}</dd>")
         out.append("</dl>")
+        if run.mismatch is not None:
+            out.append(
+                f'<div class="problems"><b>Not the same run</b><p>{_text(run.mismatch)}</p></div>'
+            )
         if run.missing:
             items = "".join(f"<li>{_text(m)}</li>" for m in run.missing)
             out.append(f'<div class="problems"><b>Not readable</b><ul>{items}</ul></div>')
