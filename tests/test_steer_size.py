@@ -27,7 +27,6 @@ from tests.test_external_steer import (
 )
 from wrapper.core.control import (
     REQUEST_MAX_BYTES,
-    STEER_MAX_BYTES,
     ExternalSteers,
     SteerRequest,
     message,
@@ -36,6 +35,7 @@ from wrapper.core.control import (
 from wrapper.core.limits import (
     ARGUMENT_MAX_BYTES,
     LISTED_REFUSED_STEERS,
+    STEER_MAX_BYTES,
     STEER_PROMPT_RESERVE_BYTES,
 )
 

@@ -24,8 +24,9 @@ from typing import Any
 
 import orjson
 
-from wrapper.core.control import SOCKET_NAME, STEER_MAX_BYTES, delivered_how, text_bytes
+from wrapper.core.control import SOCKET_NAME, delivered_how, text_bytes
 from wrapper.core.jsonout import dumps
+from wrapper.core.limits import STEER_MAX_BYTES
 from wrapper.files import control_socket, mailbox
 
 PROG = "agent-wrapper"

@@ -28,6 +28,7 @@ from wrapper.core.limits import (
     ARGUMENT_MAX_BYTES,
     COMMAND_LINE_SLACK_BYTES,
     LISTED_REFUSED_STEERS,
+    STEER_MAX_BYTES,
     STEER_PROMPT_RESERVE_BYTES,
 )
 from wrapper.core.timefmt import iso
@@ -36,10 +37,6 @@ from wrapper.core.timefmt import iso
 #: given when the agent next stops instead of ending the run.
 WHEN = ("now", "next-stop")
 When = Literal["now", "next-stop"]
-#: The most a steer's text may hold, in UTF-8 bytes, whatever the run: what
-#: a live session takes on its stdin as one message. A run whose agent takes
-#: its prompt on its command line takes less (``steer_max_bytes``).
-STEER_MAX_BYTES = 1024 * 1024
 #: A JSON string escape is at most six bytes for one byte of text (a control
 #: character is ``\\u0001``).
 JSON_ESCAPE_MAX = 6

@@ -140,6 +140,11 @@ ORPHAN_KILL_AFTER = 2.0
 
 # -- Steers from outside ------------------------------------------------------
 
+#: The most a steer's text may hold, in UTF-8 bytes, whatever the run: what
+#: a live session takes on its stdin as one message (an instruction, not a
+#: document: a larger one belongs in a file the agent reads). A run whose
+#: agent takes its prompt on its command line takes less.
+STEER_MAX_BYTES = 1024 * 1024
 #: The most one command-line argument may hold on Linux (MAX_ARG_STRLEN: 32
 #: pages, the terminating NUL included). An agent resumed with a steer takes
 #: the whole prompt as one argument. Pages are 4 KiB at the least, so this

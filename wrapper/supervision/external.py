@@ -13,8 +13,8 @@ it; a live session (ACP) has its turn cancelled and takes the steer as its
 next prompt (one that forgets a cancelled turn, at the end of its turn).
 A steer is checked before the agent is interrupted: one whose session
 could not be resumed, or too long for the agent's command line (alone or
-joined with the steers that wait), is refused and the agent left alone. At a stop, the
-steers that wait go first and that stop runs no Stop handlers; a steer
+joined with the steers that wait), is refused and the agent left alone.
+At a stop, the steers that wait go first and that stop runs no Stop handlers; a steer
 that comes while the handlers run joins their block (each part marked),
 or is delivered alone when they allow the stop.
 """
@@ -30,7 +30,6 @@ import trio
 
 from wrapper.core.config import RunConfig, child_env
 from wrapper.core.control import (
-    STEER_MAX_BYTES,
     AbortRequest,
     ExternalSteer,
     ExternalSteers,
@@ -39,7 +38,12 @@ from wrapper.core.control import (
     steer_max_bytes,
 )
 from wrapper.core.events import SteerDelivered, SteerRefused, SteerRequested, WarningEvent
-from wrapper.core.limits import ARG_MAX_FALLBACK, ARGUMENT_MAX_BYTES, STEER_PROMPT_RESERVE_BYTES
+from wrapper.core.limits import (
+    ARG_MAX_FALLBACK,
+    ARGUMENT_MAX_BYTES,
+    STEER_MAX_BYTES,
+    STEER_PROMPT_RESERVE_BYTES,
+)
 from wrapper.core.outcome import RunFacts
 from wrapper.core.steering import Block
 from wrapper.dialects import CannotResume, Launch, UsageError
