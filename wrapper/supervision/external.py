@@ -454,7 +454,7 @@ class ExternalControl:
     def _said_refused(self, steer: ExternalSteer) -> None:
         self.stream.emit(SteerRefused(id=steer.id, why=steer.why or "refused"))
         # One refused at once has its receipt already, and nobody waits on it.
-        settled = self._settled.pop(steer.id, None)
+        settled = self._settled.get(steer.id)
         if settled is not None:
             settled.set()
 
