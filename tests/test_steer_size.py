@@ -194,7 +194,8 @@ def test_a_live_session_takes_a_text_of_quotes_at_the_limit_and_refuses_one_over
     assert "delivered steer s1 live" in steered.stdout
     code, result, events, stderr = run.finish()
     assert code == 0, stderr
-    assert result["finalText"] == "Built it."
+    assert "Traceback" not in stderr
+    assert (result["outcome"], result["finalText"]) == ("ok", "Built it.")
     assert not of_type(events, "signal_sent")
     assert result["externalSteers"][0]["textLength"] == STEER_MAX_BYTES
 
