@@ -337,7 +337,10 @@ def steer(
     queued) or ``busy`` (the run took no more requests just now: nothing
     was done, try again). ``when="next-stop"`` gives it when the agent next stops instead
     of ending the run. Callable from any thread or process while the run
-    goes on; raises ``ValueError`` for a ``run_dir`` that holds no run."""
+    goes on; raises ``ValueError`` for a ``run_dir`` that holds no run, or
+    for a text over ``STEER_MAX_BYTES`` (1 MiB) as UTF-8, which no run takes
+    (a run whose agent takes its prompt on its command line takes less: its
+    receipt is ``refused``, and ``why`` says how much)."""
     from wrapper.commands import steer as outside  # noqa: PLC0415
 
     if not isinstance(text, str) or not text.strip():

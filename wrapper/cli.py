@@ -447,6 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return outside.abort_main(args.run_dir, args.reason, args.wait, args.json)
         try:
             text = args.text if args.file is None else outside.read_text_file(args.file)
+        except outside.TooLong as exc:
+            return outside.fail_usage("steer", str(exc))
         except (OSError, UnicodeDecodeError) as exc:
             return outside.fail_usage("steer", f"--file {args.file}: {exc}")
         return outside.steer_main(args.run_dir, text, args.when, args.wait, args.json)

@@ -26,8 +26,9 @@ from typing import Any
 
 import orjson
 
-from wrapper.core.control import REQUEST_MAX_BYTES, SOCKET_NAME, delivered_how
+from wrapper.core.control import SOCKET_NAME, delivered_how, text_bytes
 from wrapper.core.jsonout import dumps
+from wrapper.core.limits import STEER_MAX_BYTES
 from wrapper.files import batch_mark, control_socket, mailbox
 
 PROG = "agent-wrapper"
@@ -46,6 +47,20 @@ RECEIPT_MAX_BYTES = 64 * 1024
 
 class NotARun(ValueError):
     """RUN_DIR is no run's directory: a usage error; the text says why."""
+
+
+class TooLong(ValueError):
+    """A steer's text is larger than any run takes: a usage error."""
+
+
+def check_size(text: str) -> None:
+    """Raises ``TooLong`` for a text no run takes (a run may take less: its
+    receipt then says how much)."""
+    if text_bytes(text) > STEER_MAX_BYTES:
+        raise TooLong(
+            f"the text is more than the {STEER_MAX_BYTES} bytes a steer may hold; "
+            "put it in a file the agent can read and steer it there"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +109,9 @@ class Receipt:
 
 def steer(run_dir: Path, text: str, when: str = "now", wait: float = DEFAULT_WAIT) -> Receipt:
     """Send a steer to the run in ``run_dir`` and wait up to ``wait`` seconds
-    for it to settle. Raises ``NotARun`` when ``run_dir`` holds no run."""
+    for it to settle. Raises ``NotARun`` when ``run_dir`` holds no run,
+    ``TooLong`` for a text over ``STEER_MAX_BYTES``."""
+    check_size(text)
     return _last(_exchange(run_dir, {"op": "steer", "text": text, "when": when}, wait))
 
 
@@ -263,11 +280,9 @@ def steer_main(run_dir: str, text: str, when: str, wait: float, as_json: bool) -
     """``agent-wrapper steer RUN_DIR (--text TEXT | --file PATH) [--when] [--wait]``."""
     if not text.strip():
         return _fail("steer", "the text is empty: say what the agent should do instead", 2)
-    if len(text.encode(errors="surrogatepass")) > REQUEST_MAX_BYTES - 1024:
-        return _fail("steer", f"the text is longer than {REQUEST_MAX_BYTES - 1024} bytes", 2)
     try:
         receipt = steer(Path(run_dir), text, when, wait)
-    except NotARun as exc:
+    except (NotARun, TooLong) as exc:
         return _fail("steer", str(exc), 2)
     if as_json:
         print(dumps(receipt.to_json()).decode())
@@ -310,10 +325,19 @@ def abort_main(run_dir: str, reason: str | None, wait: float, as_json: bool) -> 
 
 
 def read_text_file(path: str) -> str:
-    """A steer's text from a file (``-``: stdin), as UTF-8."""
+    """A steer's text from a file (``-``: stdin), as UTF-8; raises
+    ``TooLong`` past ``STEER_MAX_BYTES``, reading no more than one byte over."""
     if path == "-":
-        return sys.stdin.read()
-    return Path(path).read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read(STEER_MAX_BYTES + 1)
+    else:
+        with open(path, "rb") as file:
+            data = file.read(STEER_MAX_BYTES + 1)
+    if len(data) > STEER_MAX_BYTES:
+        raise TooLong(
+            f"{path} holds more than the {STEER_MAX_BYTES} bytes a steer may hold; "
+            "put the text in a file the agent can read and steer it there"
+        )
+    return data.decode("utf-8")
 
 
 def fail_usage(command: str, message: str) -> int:

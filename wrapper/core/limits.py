@@ -141,3 +141,35 @@ ORPHAN_KILL_AFTER = 2.0
 #: folders under the default root are read (each a batch.json, possibly
 #: megabytes): enough for a day of retries, quick even on a slow disk.
 EARLIER_BATCHES_READ = 50
+
+
+# -- Steers from outside ------------------------------------------------------
+
+#: The most a steer's text may hold, in UTF-8 bytes, whatever the run: what
+#: a live session takes on its stdin as one message (an instruction, not a
+#: document: a larger one belongs in a file the agent reads). A run whose
+#: agent takes its prompt on its command line takes less.
+STEER_MAX_BYTES = 1024 * 1024
+#: The most one command-line argument may hold on Linux (MAX_ARG_STRLEN: 32
+#: pages, the terminating NUL included). An agent resumed with a steer takes
+#: the whole prompt as one argument. Pages are 4 KiB at the least, so this
+#: holds on every Linux; elsewhere only the whole command line bounds it.
+ARGUMENT_MAX_BYTES = 32 * 4096
+#: The whole command line (arguments and environment) where the system does
+#: not say (``sysconf(SC_ARG_MAX)``): 256 KiB is the smallest of current
+#: Linux (a quarter of an 8 MiB stack is 2 MiB) and macOS (1 MiB).
+ARG_MAX_FALLBACK = 256 * 1024
+#: What a steer's prompt may gain after it was accepted: hook context
+#: (SessionStart, UserPromptSubmit ``additionalContext``) and the line that
+#: says which tool call it interrupted. They are cut to fit, so that a steer
+#: accepted for its size is never too long once interrupted for; 16 KiB is
+#: a few pages of context, an eighth of what one argument holds.
+STEER_PROMPT_RESERVE_BYTES = 16 * 1024
+#: Left free on the command line beyond what is measured: the attempt number
+#: growing a digit, a session id longer than the one measured, a leading
+#: space before a prompt that starts with ``-``.
+COMMAND_LINE_SLACK_BYTES = 4096
+#: Refused steers result.json lists; the rest are counted
+#: (``externalSteersOmitted``). A sender that is refused at the limit of
+#: steers may keep trying: the list must not grow with it.
+LISTED_REFUSED_STEERS = 20

@@ -12,8 +12,9 @@ the agent's session is resumed with it, as a Stop handler's block resumes
 it; a live session (ACP) has its turn cancelled and takes the steer as its
 next prompt (one that forgets a cancelled turn, at the end of its turn).
 A steer is checked before the agent is interrupted: one whose session
-could not be resumed is refused and the agent left alone. At a stop, the
-steers that wait go first and that stop runs no Stop handlers; a steer
+could not be resumed, or too long for the agent's command line (alone or
+joined with the steers that wait), is refused and the agent left alone.
+At a stop, the steers that wait go first and that stop runs no Stop handlers; a steer
 that comes while the handlers run joins their block (each part marked),
 or is delivered alone when they allow the stop.
 """
@@ -21,6 +22,7 @@ or is delivered alone when they allow the stop.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,23 +30,34 @@ from contextlib import AbstractContextManager
 
 import trio
 
-from wrapper.core.config import RunConfig
+from wrapper.core.config import RunConfig, child_env
 from wrapper.core.control import (
     AbortRequest,
     ExternalSteer,
     ExternalSteers,
     SteerRequest,
     message,
+    steer_max_bytes,
 )
 from wrapper.core.events import SteerDelivered, SteerRefused, SteerRequested, WarningEvent
+from wrapper.core.limits import (
+    ARG_MAX_FALLBACK,
+    ARGUMENT_MAX_BYTES,
+    STEER_MAX_BYTES,
+    STEER_PROMPT_RESERVE_BYTES,
+)
 from wrapper.core.outcome import RunFacts
 from wrapper.core.steering import Block
-from wrapper.dialects import CannotResume, Launch
+from wrapper.dialects import CannotResume, Launch, UsageError
 from wrapper.files import control_socket
 from wrapper.hooks.stop_gate import StopGate
 from wrapper.sinks.stream import EventStream, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.control_server import ControlServer
+
+#: The prompt and session id a resume's command line is measured with.
+_PROBE = "\x01steer\x01"
+_PROBE_SESSION = "0" * 64
 
 
 class ExternalControl:
@@ -129,9 +142,10 @@ class ExternalControl:
             steer = ExternalSteer("-", request.text, request.when, time.time())
             steer.state, steer.why = "refused", self.closing
             return steer
-        steer = self.ledger.request(request, time.time())
-        self._settled[steer.id] = trio.Event()
-        self.stream.emit(SteerRequested(id=steer.id, when=steer.when, text_length=len(steer.text)))
+        steer = self.ledger.request(request, time.time(), self.steer_max_bytes())
+        if steer.state != "refused":
+            self._settled[steer.id] = trio.Event()
+        self.stream.emit(SteerRequested(id=steer.id, when=steer.when, text_length=steer.length))
         if steer.state == "refused":
             self._said_refused(steer)
         elif self.config.task is None:
@@ -297,6 +311,37 @@ class ExternalControl:
                 self._interrupt_for(steer)
                 return
 
+    def steer_max_bytes(self) -> int:
+        """The most a steer's text may hold in this run: what a live session
+        takes, or what the agent's command line leaves for it when a steer
+        resumes the agent with its prompt there."""
+        if self.live:
+            return STEER_MAX_BYTES
+        config, dialect = self.config, self.gate.dialect
+        command, run_dir = config.command, config.run_dir
+        session = self.gate.summary.session_id or _PROBE_SESSION
+        argv: list[str] | None
+        try:
+            argv = dialect.resume(command, _PROBE, run_dir, session).argv
+            if not any(_PROBE in word for word in argv):
+                argv = None  # the prompt goes on stdin
+            else:
+                # An agent that takes a long prompt from a file (pi) has no limit there.
+                long = "x" * ARGUMENT_MAX_BYTES
+                spilled = dialect.resume(command, long, run_dir, session).argv
+                if all(long not in word for word in spilled):
+                    argv = None
+        except UsageError:
+            pass  # too long for one argument: ``argv`` is the bound
+        except CannotResume:
+            argv = [*command, _PROBE]  # not known yet: the prompt after the command
+        try:
+            arg_max = os.sysconf("SC_ARG_MAX")
+        except (OSError, ValueError):
+            arg_max = -1
+        arg_max = arg_max if arg_max > 0 else ARG_MAX_FALLBACK
+        return steer_max_bytes(argv, _PROBE, child_env(config, 1, self.environ), arg_max)
+
     def resume_problem(self) -> str | None:
         """Why the agent's session could not be resumed now, or None."""
         config, gate = self.config, self.gate
@@ -351,8 +396,13 @@ class ExternalControl:
         with self.between():
             # Resumed, the agent starts its saved session again (SessionStart).
             session = None if self.live else "resume"
+            text = message(steers, cut=self._cut_call())
+            # On the agent's command line, what hooks add must fit what was
+            # kept free for it when the steers were taken.
+            added = len(text.encode()) - len(message(steers).encode())
+            room = None if self.live else max(0, STEER_PROMPT_RESERVE_BYTES - added)
             prompt, refused = await self.gate.before_prompt(
-                message(steers, cut=self._cut_call()), first=False, session=session
+                text, first=False, session=session, room=room
             )
         if refused is not None or prompt is None or self.ended():
             self.refuse(steers, f"the steer prompt {refused or 'was not sent: the run is ending'}")
@@ -378,7 +428,14 @@ class ExternalControl:
         if prompt is None:
             return None
         config, gate = self.config, self.gate
-        return gate.dialect.resume(config.command, prompt, config.run_dir, gate.summary.session_id)
+        try:
+            return gate.dialect.resume(
+                config.command, prompt, config.run_dir, gate.summary.session_id
+            )
+        except (UsageError, CannotResume) as exc:
+            # Checked when the steers came; a safety net, never a crash.
+            self.refuse(list(self.in_flight), f"the agent could not be resumed with it: {exc}")
+            return None
 
     def with_steers(self, block: Block) -> str:
         """A Stop handler's block as the next prompt, with the steers that wait."""
@@ -402,7 +459,10 @@ class ExternalControl:
 
     def _said_refused(self, steer: ExternalSteer) -> None:
         self.stream.emit(SteerRefused(id=steer.id, why=steer.why or "refused"))
-        self._settled[steer.id].set()
+        # One refused at once has its receipt already, and nobody waits on it.
+        settled = self._settled.get(steer.id)
+        if settled is not None:
+            settled.set()
 
     def _pending_changed(self) -> None:
         self.status.update(
