@@ -642,3 +642,23 @@ def test_the_output_ending_mid_turn_means_the_agent_stopped_answering() -> None:
     assert isinstance(stopped, StoppedAnswering)
     client.close()
     assert client.output_ended() == []
+
+
+def test_text_after_the_turns_answer_is_no_part_of_the_next_turn() -> None:
+    client = _client()
+    _in_session(client)
+    said = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Done."}}
+    client.feed(_update(said), 3.0)
+    client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    late = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Also"}}
+    (warning,) = client.feed(_update(late), 4.1)
+    assert isinstance(warning, AgentWarning)
+    assert warning.code == "acp_text_outside_turn"
+    assert "'Also'" in warning.message
+    # One warning between two turns, however many chunks.
+    assert client.feed(_update(late), 4.2) == []
+    client.prompt("go on")
+    client.feed(_update(said), 5.0)
+    out = client.feed(_line(jsonrpc.result(4, {"stopReason": "end_turn"})), 6.0)
+    (turn,) = [o for o in out if isinstance(o, TurnEnded)]
+    assert turn.message.text == "Done."

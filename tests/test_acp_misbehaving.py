@@ -318,3 +318,30 @@ def test_an_agent_that_closed_its_output_between_turns_is_ended_on_the_next(
     assert result["outcome"] == "error", proc.stderr
     assert result["error"]["kind"] == "stopped_answering"
     assert result["steerCount"] == 1
+
+
+BLOCK_ONCE = """
+import json, pathlib, sys
+json.load(sys.stdin)
+mark = pathlib.Path(__file__).with_suffix(".blocked")
+if not mark.exists():
+    mark.write_text("")
+    print(json.dumps({"decision": "block", "reason": "Now run the tests."}))
+"""
+
+
+def test_text_sent_after_a_turns_answer_is_not_the_next_turns(tmp_path: Path) -> None:
+    hook = tmp_path / "stop.py"
+    hook.write_text(BLOCK_ONCE)
+    settings = tmp_path / "settings.json"
+    command = f"{sys.executable} {hook}"
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"command": command}]}]}}))
+    script = {"turn": [chunk("Tested.")], "after": [chunk("One more thing"), chunk("...")]}
+    proc, result = run(tmp_path, script, "--settings", str(settings))
+    assert proc.returncode == 0, proc.stderr
+    assert result["steerCount"] == 1
+    assert result["finalText"] == "Tested."
+    late = [w for w in result["warnings"] if w["code"] == "acp_text_outside_turn"]
+    # One per gap between turns (the second follows the last answer).
+    assert len(late) == 2
+    assert "One more thing" in late[0]["message"]

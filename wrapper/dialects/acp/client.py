@@ -25,7 +25,9 @@ Normalization:
   the chunks carry a ``messageId`` (a change of id starts a new message, as
   when an agent asks the model again after ``max_tokens``), else every
   chunk of the turn (the protocol then marks no boundary: a retry's text
-  follows the text it replaces).
+  follows the text it replaces). Text that comes outside a prompt turn
+  (after its answer, before the next prompt) belongs to no turn: a warning,
+  once between two turns, and no part of any answer.
 - ``tool_call`` / ``tool_call_update`` and the ``toolCall`` of a permission
   request -> ``ToolStarted`` the first time an id is seen and ``ToolEnded``
   at ``completed`` / ``failed`` (once). ACP names no tool: the tool's name is
@@ -65,6 +67,7 @@ from wrapper.core.events import (
     Usage,
     canonical_stop_reason,
 )
+from wrapper.core.limits import LATE_TEXT_CHARS
 from wrapper.dialects.acp import jsonrpc
 from wrapper.dialects.acp.actions import (
     AcpOptions,
@@ -168,6 +171,8 @@ class AcpClient:
         self._turn = _Turn()
         #: The agent's stdout has ended (``output_ended``).
         self._output_gone = False
+        #: Answer text chunks dropped since the last prompt: none belonged to a turn.
+        self._late_chunks = 0
         #: Messages handed to the shell and not reported written (``written``).
         self.unwritten = 0
         #: Error answers to the agent's requests dropped while it did not read.
@@ -493,6 +498,8 @@ class AcpClient:
             content = update.get("content")
             text = content.get("text") if isinstance(content, Mapping) else None
             if isinstance(text, str) and text:
+                if not self.passive and self.phase is not Phase.PROMPTING:
+                    return self._late_text(text)
                 turn = self._turn
                 message_id = as_str(update.get("messageId"))
                 if message_id is not None and message_id != turn.message_id:
@@ -517,6 +524,23 @@ class AcpClient:
                 ]
             return self._tool_update(update, announce_end=True)
         return []
+
+    def _late_text(self, text: str) -> list[Output]:
+        """Answer text that came when no prompt turn was open (after the
+        turn's answer, or after the close): the turn it belonged to is over,
+        and the next turn's answer must not begin with it. One warning
+        between two turns, however many chunks."""
+        self._late_chunks += 1
+        if self._late_chunks > 1:
+            return []
+        quoted = text if len(text) <= LATE_TEXT_CHARS else text[:LATE_TEXT_CHARS] + "…"
+        return [
+            AgentWarning(
+                code="acp_text_outside_turn",
+                message="the agent sent answer text after its turn's answer; it belongs to "
+                f"no turn and was left out of every answer: {quoted!r}",
+            )
+        ]
 
     # --- tools ---------------------------------------------------------
 
@@ -621,6 +645,7 @@ class AcpClient:
     def _send_prompt(self, text: str) -> Send:
         self.phase = Phase.PROMPTING
         self.turns += 1
+        self._late_chunks = 0
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
         return self._request("session/prompt", params, None)
 
