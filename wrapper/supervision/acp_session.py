@@ -102,8 +102,10 @@ class AcpDriver:
     def cancel(self) -> None:
         self._apply(self.client.cancel())
 
-    def abort(self) -> None:
-        self._apply(self.client.cancel())
+    def abort(self) -> bool:
+        outputs = self.client.cancel()
+        self._apply(outputs)
+        return bool(outputs)
 
     def takes(self, when: str) -> bool:
         return False  # ACP has no message into a running turn

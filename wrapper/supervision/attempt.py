@@ -50,6 +50,7 @@ from wrapper.core.events import (
 )
 from wrapper.core.framing import Frame, LineFramer, Oversized
 from wrapper.core.limits import (
+    CANCEL_BEFORE_TERM,
     REAP_TIMEOUT,
     SILENT_AGENT_HINT_AFTER,
 )
@@ -137,6 +138,9 @@ class AttemptSupervisor:
         self._activity = proctree.ActivityWatch(config.idle_timeout)
         #: Set by a second wrapper signal: no more waiting for SIGTERM to work.
         self._hurry = trio.Event()
+        #: Set when the live session's turn ends or its output does: a SIGTERM
+        #: that waits for the cancel sent before it goes.
+        self._turn_over = trio.Event()
         #: Told the attempt's number once its agent has started.
         self.on_spawned: Callable[[int], None] | None = None
         #: Told when the agent reports its session or an answer.
@@ -306,6 +310,7 @@ class AttemptSupervisor:
         """A prompt turn of the live session is over (its final message is
         about to be observed): hold the tracker, and decide what comes next
         once that message is in."""
+        self._turn_over.set()
         if self.tracker is None or self._background is None:
             return
         self.tracker.hold()
@@ -479,6 +484,7 @@ class AttemptSupervisor:
             for event in held:
                 self._event(event, now, wall)
             self.stdout_log.flush()
+        self._turn_over.set()  # no answer to a cancel can come any more
         if ended and self._session is not None and record.exit is None:
             # An agent that closed its output can answer nothing more.
             self._session.output_ended()
@@ -584,7 +590,12 @@ class AttemptSupervisor:
             self._apply(effects)
         if isinstance(event, ToolStarted | ToolEnded):
             self.status.update(now, currentTool=self.summary.current_tool)
-        elif self.on_progress is not None and isinstance(event, SessionStarted | AssistantMessage):
+        if self.on_progress is not None and (
+            isinstance(event, SessionStarted | AssistantMessage)
+            # A live session's turn gives its answer only at its end: a tool
+            # it starts is the first sign the task was taken.
+            or (isinstance(event, ToolStarted) and self._session is not None)
+        ):
             self.on_progress()
         self.status.touch(now, wall)
 
@@ -612,12 +623,13 @@ class AttemptSupervisor:
             elif isinstance(effect, CancelTurn):
                 if self._session is not None:
                     self._session.cancel()
-                self.emit(
-                    WarningEvent(
-                        code="turn_cancelled",
-                        message=f"{effect.reason}: the turn was cancelled over its protocol",
+                if not effect.for_steer:
+                    self.emit(
+                        WarningEvent(
+                            code="turn_cancelled",
+                            message=f"{effect.reason}: the turn was cancelled over its protocol",
+                        )
                     )
-                )
             elif isinstance(effect, CheckActivity):
                 now = trio.current_time()
                 worked = self._activity.worked(self._pid_if_running, now)
@@ -634,11 +646,33 @@ class AttemptSupervisor:
         self.status.update(trio.current_time(), force=True, state=state)
 
     def _send(self, effect: SendSignal) -> None:
+        if self._session is not None and effect.signal is signal.SIGTERM:
+            # A live session's agent is stopped over its protocol first, and
+            # given a moment to answer: a signal in the same instant would
+            # cut its answer short.
+            cancelled = self._session.abort()
+            tracker, background = self.tracker, self._background
+            if cancelled and background is not None and tracker is not None:
+                self._turn_over = trio.Event()
+                tracker.term_sent_at(trio.current_time() + CANCEL_BEFORE_TERM)
+                background.start_soon(self._term_after_cancel, effect, tracker)
+                return
+        self._signal(effect)
+
+    async def _term_after_cancel(self, effect: SendSignal, tracker: CompletionTracker) -> None:
+        """The SIGTERM of ``effect``, once the cancel sent before it ended the
+        turn (or the agent's output ended), at most ``CANCEL_BEFORE_TERM`` later."""
+        with trio.move_on_after(CANCEL_BEFORE_TERM):
+            await self._turn_over.wait()
+        # Not when the agent exited, nor when a SIGKILL already went (a second signal).
+        if tracker is self.tracker and tracker.phase is Phase.TERMINATING and self.running:
+            tracker.term_sent_at(trio.current_time())
+            self._signal(effect)
+            self._set_timer()
+
+    def _signal(self, effect: SendSignal) -> None:
         assert self.record is not None
         assert self.record.pid is not None
-        if self._session is not None and effect.signal is signal.SIGTERM:
-            # A live session's agent is stopped over its protocol first.
-            self._session.abort()
         pids = [self.record.pid]
         if effect.signal is not signal.SIGINT:
             pids = proctree.signal_tree(self.record.pid, effect.signal)

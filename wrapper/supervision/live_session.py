@@ -64,8 +64,10 @@ class LiveDriver(Protocol):
     def cancel(self) -> None:
         """End the running turn (the session goes on)."""
 
-    def abort(self) -> None:
-        """The run is being ended: stop what the agent does, by its own means first."""
+    def abort(self) -> bool:
+        """The run is being ended: stop what the agent does, by its own means
+        first. Whether a cancel went out (a turn was running): the agent may
+        then end its turn by itself, which ends with ``turn_ended``."""
 
     def close(self) -> None:
         """No more prompts: close stdin once everything before is written."""
@@ -139,8 +141,8 @@ class MessageDriver:
     def cancel(self) -> None:
         self._send(self.client.abort())
 
-    def abort(self) -> None:
-        self._send(self.client.abort())
+    def abort(self) -> bool:
+        return self._send(self.client.abort())
 
     def close(self) -> None:
         self.client.close()
