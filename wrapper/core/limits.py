@@ -119,6 +119,16 @@ REPLY_POLL = 0.25
 #: of tools in one go, and each chain starts processes; the rest wait their
 #: turn, in the order they were asked.
 PERMISSION_HOOK_CONCURRENCY = 4
+#: Permission requests of an ACP agent waiting for a decision at once (their
+#: handlers running or waiting their turn, a person asked). An agent asks
+#: about one tool at a time, a few when it runs tools in parallel; past
+#: this many waiting it floods, and each request waiting holds a task and
+#: its tool's record: the requests past it are denied at once (a warning).
+MAX_WAITING_PERMISSIONS = 64
+#: Tools of one ACP prompt turn the wrapper keeps a record of (to start and
+#: end each once, and list the turn's calls). Long turns of real agents run
+#: hundreds; the tools past this many in one turn are not reported (a warning).
+MAX_TOOLS_PER_TURN = 10_000
 
 
 # -- What the wrapper writes --------------------------------------------------

@@ -58,17 +58,18 @@ from wrapper.core.outcome import ProcessExit
 from wrapper.core.result import AttemptRecord
 from wrapper.core.summary import RunSummary
 from wrapper.core.timefmt import iso
-from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for
-from wrapper.dialects.acp.actions import StoppedAnswering, ToolInfo
+from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for, silent_agent
+from wrapper.dialects.acp.actions import StoppedAnswering
 from wrapper.dialects.base import strip_escapes
 from wrapper.dialects.reading import StreamReader
 from wrapper.files.artifacts import StreamFile
+from wrapper.hooks.permission import PermissionGate
 from wrapper.process import proctree
 from wrapper.process import spawn as child
 from wrapper.process.spawn import Child, unread_bytes, widen_pipe
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.leftovers import end_leftovers
-from wrapper.supervision.live_session import LiveDriver, open_session
+from wrapper.supervision.live_session import LiveDriver, after_cancel, open_session
 
 
 class AttemptSupervisor:
@@ -113,7 +114,7 @@ class AttemptSupervisor:
         #: The attempt's own tasks (timers, the session), while it runs.
         self._background: trio.Nursery | None = None
         #: Decides a live session's permission requests: (allow, reason).
-        self.permission_gate: Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]] | None = None
+        self.permission_gate: PermissionGate | None = None
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
@@ -138,8 +139,7 @@ class AttemptSupervisor:
         self._activity = proctree.ActivityWatch(config.idle_timeout)
         #: Set by a second wrapper signal: no more waiting for SIGTERM to work.
         self._hurry = trio.Event()
-        #: Set when the live session's turn ends or its output does: a SIGTERM
-        #: that waits for the cancel sent before it goes.
+        #: Set when the live session's turn (or its output) ends: see ``after_cancel``.
         self._turn_over = trio.Event()
         #: Told the attempt's number once its agent has started.
         self.on_spawned: Callable[[int], None] | None = None
@@ -361,7 +361,7 @@ class AttemptSupervisor:
             background.start_soon(self._run_timer)
             if isinstance(self.dialect, SniffingDialect) and self._session is None:
                 background.start_soon(self._hint_if_silent)
-            background.start_soon(self._flush_held_status)
+            background.start_soon(self.status.flush_held)
             async with trio.open_nursery() as pipes:
                 pipes.start_soon(self._read_stdout, proc.stdout)
                 pipes.start_soon(self._read_stderr, proc.stderr)
@@ -392,14 +392,7 @@ class AttemptSupervisor:
         record = self.record
         await trio.sleep(SILENT_AGENT_HINT_AFTER)
         if record is not None and record is self.record and record.stdout_bytes == 0:
-            self.emit(
-                WarningEvent(
-                    code="silent_agent",
-                    message=f"the agent has written nothing for {SILENT_AGENT_HINT_AFTER:g}s; "
-                    "if it speaks the Agent Client Protocol it is waiting for a client on "
-                    "its stdin: run it with --dialect acp and a --task",
-                )
-            )
+            self.emit(silent_agent(SILENT_AGENT_HINT_AFTER))
 
     def _exited(self, proc: Child) -> ProcessExit:
         assert self.record is not None
@@ -431,23 +424,6 @@ class AttemptSupervisor:
     def _set_timer(self) -> None:
         if self._timer is not None and self.tracker is not None:
             self._timer.deadline = self.tracker.next_deadline
-
-    async def _flush_held_status(self) -> None:
-        """Write the status.json changes the interval held back, once it is
-        over. Sleeps, without a timer, while nothing is held back: a silent
-        agent costs no wakeups."""
-        status = self.status
-        held = trio.Event()
-        status.on_held = held.set
-        try:
-            while True:
-                await held.wait()
-                await trio.sleep_until(status.next_write)
-                held = trio.Event()
-                status.on_held = held.set
-                status.write(trio.current_time())
-        finally:
-            status.on_held = None
 
     async def _read_stdout(self, stream: trio.abc.ReceiveStream) -> None:
         reader = self._reader = StreamReader(
@@ -590,11 +566,10 @@ class AttemptSupervisor:
             self._apply(effects)
         if isinstance(event, ToolStarted | ToolEnded):
             self.status.update(now, currentTool=self.summary.current_tool)
+        # A live session's turn answers at its end: a tool started shows the task was taken.
+        live = isinstance(event, ToolStarted) and self._session is not None
         if self.on_progress is not None and (
-            isinstance(event, SessionStarted | AssistantMessage)
-            # A live session's turn gives its answer only at its end: a tool
-            # it starts is the first sign the task was taken.
-            or (isinstance(event, ToolStarted) and self._session is not None)
+            live or isinstance(event, SessionStarted | AssistantMessage)
         ):
             self.on_progress()
         self.status.touch(now, wall)
@@ -646,25 +621,18 @@ class AttemptSupervisor:
         self.status.update(trio.current_time(), force=True, state=state)
 
     def _send(self, effect: SendSignal) -> None:
-        if self._session is not None and effect.signal is signal.SIGTERM:
-            # A live session's agent is stopped over its protocol first, and
-            # given a moment to answer: a signal in the same instant would
-            # cut its answer short.
-            cancelled = self._session.abort()
-            tracker, background = self.tracker, self._background
-            if cancelled and background is not None and tracker is not None:
-                self._turn_over = trio.Event()
-                tracker.term_sent_at(trio.current_time() + CANCEL_BEFORE_TERM)
-                background.start_soon(self._term_after_cancel, effect, tracker)
-                return
+        session, tracker, nursery = self._session, self.tracker, self._background
+        # A live session's agent is stopped over its protocol first (``after_cancel``).
+        cancelled = session is not None and effect.signal is signal.SIGTERM and session.abort()
+        if cancelled and nursery is not None and tracker is not None:
+            self._turn_over = trio.Event()
+            tracker.term_sent_at(trio.current_time() + CANCEL_BEFORE_TERM)
+            nursery.start_soon(after_cancel, self._turn_over, lambda: self._term(effect, tracker))
+            return
         self._signal(effect)
 
-    async def _term_after_cancel(self, effect: SendSignal, tracker: CompletionTracker) -> None:
-        """The SIGTERM of ``effect``, once the cancel sent before it ended the
-        turn (or the agent's output ended), at most ``CANCEL_BEFORE_TERM`` later."""
-        with trio.move_on_after(CANCEL_BEFORE_TERM):
-            await self._turn_over.wait()
-        # Not when the agent exited, nor when a SIGKILL already went (a second signal).
+    def _term(self, effect: SendSignal, tracker: CompletionTracker) -> None:
+        # Not once the agent exited, nor once a SIGKILL went (a second signal).
         if tracker is self.tracker and tracker.phase is Phase.TERMINATING and self.running:
             tracker.term_sent_at(trio.current_time())
             self._signal(effect)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from wrapper.core.events import Event
+from wrapper.core.limits import CANCEL_BEFORE_TERM
 from wrapper.dialects.two_way import InputClient
 from wrapper.supervision.stdin_writer import LineWriter
 
@@ -71,6 +72,16 @@ class LiveDriver(Protocol):
 
     def close(self) -> None:
         """No more prompts: close stdin once everything before is written."""
+
+
+async def after_cancel(turn_over: trio.Event, then: Callable[[], None]) -> None:
+    """``then`` (the SIGTERM of an agent being ended) once the turn its own
+    cancel was sent to end is over (``turn_over``: its answer came, or its
+    output ended), at most ``CANCEL_BEFORE_TERM`` later: a signal in the same
+    instant as the cancel would cut the agent's answer short."""
+    with trio.move_on_after(CANCEL_BEFORE_TERM):
+        await turn_over.wait()
+    then()
 
 
 class MessageDriver:
