@@ -435,8 +435,9 @@ def test_a_live_session_takes_the_steer_as_its_next_prompt(
     assert result["finalText"] == "Steered live."
     assert len({e["pid"] for e in of_type(events, "spawned")}) == 1, "one agent process"
     assert not of_type(events, "signal_sent"), "a live steer sends no signal"
+    # A turn cancelled for the steer is the steer's doing: no warning.
     cancelled = [e for e in of_type(events, "warning") if e["code"] == "turn_cancelled"]
-    assert bool(cancelled) == cancels, cancelled
+    assert not cancelled, cancelled
     first = result["attempts"][0]
     assert first["stopReason"] == ("aborted" if cancels else "stop"), first
 

@@ -46,6 +46,16 @@ LATE_TEXT_CHARS = 200
 #: the processes of one job come within milliseconds of each other.
 OWN_STOP_WAIT = 0.5
 
+#: A live session's agent being ended (an abort, a signal, --timeout) is
+#: first sent its own cancel (ACP's ``session/cancel``, pi's ``abort``, ...);
+#: the SIGTERM waits for the turn to end, at most this long. Sent in the same
+#: instant, the signal cut the agent's answer to the cancel short (the answer
+#: then came after its exit, or never). Measured mid shell tool on a loaded
+#: 2-core machine, from ``session/cancel`` to the turn's answer: Qwen Code
+#: 0.24.4 0.02 s, opencode 0.10 s, Kilo CLI 0.15 s, Gemini CLI 0.21 s; an
+#: agent that does not answer costs an abort this second, no more.
+CANCEL_BEFORE_TERM = 1.0
+
 #: How often a child is polled for its exit where there are no pidfds.
 EXIT_POLL = 0.02
 
@@ -109,6 +119,16 @@ REPLY_POLL = 0.25
 #: of tools in one go, and each chain starts processes; the rest wait their
 #: turn, in the order they were asked.
 PERMISSION_HOOK_CONCURRENCY = 4
+#: Permission requests of an ACP agent waiting for a decision at once (their
+#: handlers running or waiting their turn, a person asked). An agent asks
+#: about one tool at a time, a few when it runs tools in parallel; past
+#: this many waiting it floods, and each request waiting holds a task and
+#: its tool's record: the requests past it are denied at once (a warning).
+MAX_WAITING_PERMISSIONS = 64
+#: Tools of one ACP prompt turn the wrapper keeps a record of (to start and
+#: end each once, and list the turn's calls). Long turns of real agents run
+#: hundreds; the tools past this many in one turn are not reported (a warning).
+MAX_TOOLS_PER_TURN = 10_000
 
 
 # -- What the wrapper writes --------------------------------------------------

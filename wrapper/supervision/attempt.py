@@ -50,6 +50,7 @@ from wrapper.core.events import (
 )
 from wrapper.core.framing import Frame, LineFramer, Oversized
 from wrapper.core.limits import (
+    CANCEL_BEFORE_TERM,
     REAP_TIMEOUT,
     SILENT_AGENT_HINT_AFTER,
 )
@@ -57,17 +58,18 @@ from wrapper.core.outcome import ProcessExit
 from wrapper.core.result import AttemptRecord
 from wrapper.core.summary import RunSummary
 from wrapper.core.timefmt import iso
-from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for
-from wrapper.dialects.acp.actions import StoppedAnswering, ToolInfo
+from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for, silent_agent
+from wrapper.dialects.acp.actions import StoppedAnswering
 from wrapper.dialects.base import strip_escapes
 from wrapper.dialects.reading import StreamReader
 from wrapper.files.artifacts import StreamFile
+from wrapper.hooks.permission import PermissionGate
 from wrapper.process import proctree
 from wrapper.process import spawn as child
 from wrapper.process.spawn import Child, unread_bytes, widen_pipe
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.leftovers import end_leftovers
-from wrapper.supervision.live_session import LiveDriver, open_session
+from wrapper.supervision.live_session import LiveDriver, after_cancel, open_session
 
 
 class AttemptSupervisor:
@@ -112,7 +114,7 @@ class AttemptSupervisor:
         #: The attempt's own tasks (timers, the session), while it runs.
         self._background: trio.Nursery | None = None
         #: Decides a live session's permission requests: (allow, reason).
-        self.permission_gate: Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]] | None = None
+        self.permission_gate: PermissionGate | None = None
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
@@ -137,6 +139,8 @@ class AttemptSupervisor:
         self._activity = proctree.ActivityWatch(config.idle_timeout)
         #: Set by a second wrapper signal: no more waiting for SIGTERM to work.
         self._hurry = trio.Event()
+        #: Set when the live session's turn (or its output) ends: see ``after_cancel``.
+        self._turn_over = trio.Event()
         #: Told the attempt's number once its agent has started.
         self.on_spawned: Callable[[int], None] | None = None
         #: Told when the agent reports its session or an answer.
@@ -306,6 +310,7 @@ class AttemptSupervisor:
         """A prompt turn of the live session is over (its final message is
         about to be observed): hold the tracker, and decide what comes next
         once that message is in."""
+        self._turn_over.set()
         if self.tracker is None or self._background is None:
             return
         self.tracker.hold()
@@ -356,7 +361,7 @@ class AttemptSupervisor:
             background.start_soon(self._run_timer)
             if isinstance(self.dialect, SniffingDialect) and self._session is None:
                 background.start_soon(self._hint_if_silent)
-            background.start_soon(self._flush_held_status)
+            background.start_soon(self.status.flush_held)
             async with trio.open_nursery() as pipes:
                 pipes.start_soon(self._read_stdout, proc.stdout)
                 pipes.start_soon(self._read_stderr, proc.stderr)
@@ -387,14 +392,7 @@ class AttemptSupervisor:
         record = self.record
         await trio.sleep(SILENT_AGENT_HINT_AFTER)
         if record is not None and record is self.record and record.stdout_bytes == 0:
-            self.emit(
-                WarningEvent(
-                    code="silent_agent",
-                    message=f"the agent has written nothing for {SILENT_AGENT_HINT_AFTER:g}s; "
-                    "if it speaks the Agent Client Protocol it is waiting for a client on "
-                    "its stdin: run it with --dialect acp and a --task",
-                )
-            )
+            self.emit(silent_agent(SILENT_AGENT_HINT_AFTER))
 
     def _exited(self, proc: Child) -> ProcessExit:
         assert self.record is not None
@@ -426,23 +424,6 @@ class AttemptSupervisor:
     def _set_timer(self) -> None:
         if self._timer is not None and self.tracker is not None:
             self._timer.deadline = self.tracker.next_deadline
-
-    async def _flush_held_status(self) -> None:
-        """Write the status.json changes the interval held back, once it is
-        over. Sleeps, without a timer, while nothing is held back: a silent
-        agent costs no wakeups."""
-        status = self.status
-        held = trio.Event()
-        status.on_held = held.set
-        try:
-            while True:
-                await held.wait()
-                await trio.sleep_until(status.next_write)
-                held = trio.Event()
-                status.on_held = held.set
-                status.write(trio.current_time())
-        finally:
-            status.on_held = None
 
     async def _read_stdout(self, stream: trio.abc.ReceiveStream) -> None:
         reader = self._reader = StreamReader(
@@ -479,6 +460,7 @@ class AttemptSupervisor:
             for event in held:
                 self._event(event, now, wall)
             self.stdout_log.flush()
+        self._turn_over.set()  # no answer to a cancel can come any more
         if ended and self._session is not None and record.exit is None:
             # An agent that closed its output can answer nothing more.
             self._session.output_ended()
@@ -584,7 +566,11 @@ class AttemptSupervisor:
             self._apply(effects)
         if isinstance(event, ToolStarted | ToolEnded):
             self.status.update(now, currentTool=self.summary.current_tool)
-        elif self.on_progress is not None and isinstance(event, SessionStarted | AssistantMessage):
+        # A live session's turn answers at its end: a tool started shows the task was taken.
+        live = isinstance(event, ToolStarted) and self._session is not None
+        if self.on_progress is not None and (
+            live or isinstance(event, SessionStarted | AssistantMessage)
+        ):
             self.on_progress()
         self.status.touch(now, wall)
 
@@ -612,12 +598,13 @@ class AttemptSupervisor:
             elif isinstance(effect, CancelTurn):
                 if self._session is not None:
                     self._session.cancel()
-                self.emit(
-                    WarningEvent(
-                        code="turn_cancelled",
-                        message=f"{effect.reason}: the turn was cancelled over its protocol",
+                if not effect.for_steer:
+                    self.emit(
+                        WarningEvent(
+                            code="turn_cancelled",
+                            message=f"{effect.reason}: the turn was cancelled over its protocol",
+                        )
                     )
-                )
             elif isinstance(effect, CheckActivity):
                 now = trio.current_time()
                 worked = self._activity.worked(self._pid_if_running, now)
@@ -634,11 +621,26 @@ class AttemptSupervisor:
         self.status.update(trio.current_time(), force=True, state=state)
 
     def _send(self, effect: SendSignal) -> None:
+        session, tracker, nursery = self._session, self.tracker, self._background
+        # A live session's agent is stopped over its protocol first (``after_cancel``).
+        cancelled = session is not None and effect.signal is signal.SIGTERM and session.abort()
+        if cancelled and nursery is not None and tracker is not None:
+            self._turn_over = trio.Event()
+            tracker.term_sent_at(trio.current_time() + CANCEL_BEFORE_TERM)
+            nursery.start_soon(after_cancel, self._turn_over, lambda: self._term(effect, tracker))
+            return
+        self._signal(effect)
+
+    def _term(self, effect: SendSignal, tracker: CompletionTracker) -> None:
+        # Not once the agent exited, nor once a SIGKILL went (a second signal).
+        if tracker is self.tracker and tracker.phase is Phase.TERMINATING and self.running:
+            tracker.term_sent_at(trio.current_time())
+            self._signal(effect)
+            self._set_timer()
+
+    def _signal(self, effect: SendSignal) -> None:
         assert self.record is not None
         assert self.record.pid is not None
-        if self._session is not None and effect.signal is signal.SIGTERM:
-            # A live session's agent is stopped over its protocol first.
-            self._session.abort()
         pids = [self.record.pid]
         if effect.signal is not signal.SIGINT:
             pids = proctree.signal_tree(self.record.pid, effect.signal)

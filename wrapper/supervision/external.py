@@ -235,9 +235,10 @@ class ExternalControl:
         if session is not None and not session.cancel_keeps_turn:
             return  # the end of its turn takes the steer: cancelled, it would forget it
         summary = self.gate.summary
-        if not self.live and summary.last_assistant is None and not summary.tool_runs:
+        if summary.last_assistant is None and not summary.tool_runs:
             # Its session may not hold the task yet: a resume now could lose
-            # it. Tried again at the agent's first answer.
+            # it (a live session may not even have had its first prompt, and
+            # has no turn to cancel). Tried again at the agent's first answer.
             return
         problem = None if self.live else self.resume_problem()
         if problem is not None and supervisor.running:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from wrapper.core.events import Event
+from wrapper.core.limits import CANCEL_BEFORE_TERM
 from wrapper.dialects.two_way import InputClient
 from wrapper.supervision.stdin_writer import LineWriter
 
@@ -64,11 +65,23 @@ class LiveDriver(Protocol):
     def cancel(self) -> None:
         """End the running turn (the session goes on)."""
 
-    def abort(self) -> None:
-        """The run is being ended: stop what the agent does, by its own means first."""
+    def abort(self) -> bool:
+        """The run is being ended: stop what the agent does, by its own means
+        first. Whether a cancel went out (a turn was running): the agent may
+        then end its turn by itself, which ends with ``turn_ended``."""
 
     def close(self) -> None:
         """No more prompts: close stdin once everything before is written."""
+
+
+async def after_cancel(turn_over: trio.Event, then: Callable[[], None]) -> None:
+    """``then`` (the SIGTERM of an agent being ended) once the turn its own
+    cancel was sent to end is over (``turn_over``: its answer came, or its
+    output ended), at most ``CANCEL_BEFORE_TERM`` later: a signal in the same
+    instant as the cancel would cut the agent's answer short."""
+    with trio.move_on_after(CANCEL_BEFORE_TERM):
+        await turn_over.wait()
+    then()
 
 
 class MessageDriver:
@@ -139,8 +152,8 @@ class MessageDriver:
     def cancel(self) -> None:
         self._send(self.client.abort())
 
-    def abort(self) -> None:
-        self._send(self.client.abort())
+    def abort(self) -> bool:
+        return self._send(self.client.abort())
 
     def close(self) -> None:
         self.client.close()

@@ -444,7 +444,7 @@ class Run:
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
             claim=self.claim,
         )
-        supervisor.permission_gate = self.permissions.decide
+        supervisor.permission_gate = self.permissions
         supervisor.on_spawned = self.external.spawned
         supervisor.on_progress = self.external.progress
         supervisor.on_steerable = self.external.steerable
