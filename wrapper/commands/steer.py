@@ -6,8 +6,9 @@ The socket is found through the run's status.json (``control``); the
 client sends one request and reads receipts until the steer settled or the
 wait ran out. Nothing is polled.
 
-``steer`` exits 0 delivered, 1 refused (or the run is not running), 124
-still queued when the wait ended, 2 usage; ``abort`` exits 0 once the run
+``steer`` exits 0 delivered (the agent acknowledged it) or sent (on a live
+agent's input, not acknowledged yet when the wait ended), 1 refused (or the
+run is not running), 124 still queued when the wait ended, 2 usage; ``abort`` exits 0 once the run
 ended, 1 refused (or not running), 124 accepted but still ending when the
 wait ended, 2 usage.
 """
@@ -46,7 +47,8 @@ class NotARun(ValueError):
 @dataclass(frozen=True, slots=True)
 class Receipt:
     """What the run said of a request. ``state``: for a steer ``delivered``,
-    ``refused`` or ``queued`` (still waiting when the wait ended); for an
+    ``refused``, ``sent`` (on a live agent's input, not acknowledged when
+    the wait ended) or ``queued`` (still waiting when the wait ended); for an
     abort ``ended``, ``refused`` or ``accepted`` (still ending)."""
 
     state: str
@@ -133,7 +135,7 @@ def _exchange(run_dir: Path, request: dict[str, Any], wait: float) -> Iterator[R
                 receipt = _parse(line)
                 answered = True
                 yield receipt
-                if receipt.state not in ("queued", "accepted"):
+                if receipt.state not in ("queued", "sent", "accepted"):
                     return
             # The run's first answer (queued, accepted) is waited for whatever
             # the wait: it says the request was taken.
@@ -224,6 +226,13 @@ def steer_main(run_dir: str, text: str, when: str, wait: float, as_json: bool) -
         if not as_json:
             how = delivered_how(receipt.how)
             print(f"delivered steer {receipt.id} {how} (attempt {receipt.attempt})")
+        return 0
+    if receipt.state == "sent":
+        if not as_json:
+            print(
+                f"steer {receipt.id} sent, not yet acknowledged: it is on the agent's input "
+                f"(attempt {receipt.attempt}); result.json's externalSteers says what became of it"
+            )
         return 0
     if receipt.state == "queued":
         if not as_json:

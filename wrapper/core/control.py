@@ -6,7 +6,9 @@ A request is one JSON object on one line: ``{"op": "steer", "text": TEXT,
 "when": "now" | "next-stop"}`` or ``{"op": "abort", "reason": TEXT}``. The
 run answers on the same connection with receipts, one JSON object a line:
 a steer is ``queued`` first (or ``refused`` at once), then ``delivered`` or
-``refused``; an abort is ``accepted`` (or ``refused``: the run is ending).
+``refused``, with ``sent`` between for a steer written into a live session
+whose agent has not acknowledged it yet; an abort is ``accepted`` (or
+``refused``: the run is ending).
 
 External steers are apart from the Stop hooks' steering (``steering``):
 they have their own limit and their own list in result.json, and a stop
@@ -94,7 +96,10 @@ def socket_path(run_dir: str, run_id: str, runtime_dir: str) -> str:
     return os.path.join(runtime_dir, f"{run_id}.sock")
 
 
-State = Literal["queued", "delivered", "refused"]
+#: ``queued``: the wrapper holds it; ``sent``: written on a live agent's
+#: input, not acknowledged yet; ``delivered``: the agent acknowledged it (or
+#: was started or resumed with it); ``refused``: it will never reach the agent.
+State = Literal["queued", "sent", "delivered", "refused"]
 
 
 @dataclass(slots=True)
@@ -113,6 +118,11 @@ class ExternalSteer:
     #: The attempt that received it.
     attempt: int | None = None
     ended_at: float | None = None
+    #: What the live session calls it while it waits for the agent's answer.
+    ticket: str | None = None
+    #: Why the agent refused it live: it goes again as the next prompt, and
+    #: only a refusal of that too settles it ``refused``.
+    refused_live: str | None = None
 
     def receipt(self) -> dict[str, Any]:
         return {
@@ -164,8 +174,15 @@ class ExternalSteers:
         return [item for item in self.items if item.state == "queued"]
 
     @property
+    def sent(self) -> list[ExternalSteer]:
+        """The steers written into a live session that its agent has not answered yet."""
+        return [item for item in self.items if item.state == "sent"]
+
+    @property
     def delivered_count(self) -> int:
-        return sum(item.state == "delivered" for item in self.items)
+        # A steer on the agent's input counts against --max-external-steers
+        # as a delivered one does: neither is the wrapper's to withdraw.
+        return sum(item.state in ("delivered", "sent") for item in self.items)
 
     def refuse(self, steer: ExternalSteer, why: str, now: float) -> None:
         steer.state, steer.why, steer.ended_at = "refused", why, now
@@ -173,6 +190,17 @@ class ExternalSteers:
     def deliver(self, steers: Sequence[ExternalSteer], how: str, attempt: int, now: float) -> None:
         for steer in steers:
             steer.state, steer.how, steer.attempt, steer.ended_at = "delivered", how, attempt, now
+            steer.ticket = steer.why = None
+
+    def send(self, steer: ExternalSteer, ticket: str, attempt: int) -> None:
+        """``steer`` is on the live agent's input as ``ticket``, unanswered."""
+        steer.state, steer.how, steer.attempt, steer.ticket = "sent", "live", attempt, ticket
+
+    def refused_live(self, steer: ExternalSteer, why: str) -> None:
+        """The agent refused ``steer`` live: it waits again, for the next prompt."""
+        steer.state, steer.refused_live, steer.ticket = "queued", why, None
+        steer.how = steer.attempt = None
+        steer.why = f"the agent refused it live ({why}); it goes as the next prompt"
 
     def pending_json(self) -> list[dict[str, Any]]:
         """status.json's ``pendingSteers``."""

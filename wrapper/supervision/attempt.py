@@ -61,13 +61,14 @@ from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for
 from wrapper.dialects.acp.actions import StoppedAnswering, ToolInfo
 from wrapper.dialects.base import strip_escapes
 from wrapper.dialects.reading import StreamReader
+from wrapper.dialects.two_way import Answer
 from wrapper.files.artifacts import StreamFile
 from wrapper.process import proctree
 from wrapper.process import spawn as child
 from wrapper.process.spawn import Child, unread_bytes, widen_pipe
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.leftovers import end_leftovers
-from wrapper.supervision.live_session import LiveDriver, open_session
+from wrapper.supervision.live_session import LiveDriver, MessageDriver, open_session
 
 
 class AttemptSupervisor:
@@ -143,6 +144,8 @@ class AttemptSupervisor:
         self.on_progress: Callable[[], None] | None = None
         #: Told when the live session's turn starts to take steers.
         self.on_steerable: Callable[[], None] | None = None
+        #: Told the live agent's answers to steers written on its input.
+        self.on_steer_answer: Callable[[Answer], None] | None = None
 
     # -- entry points ----------------------------------------------------------
 
@@ -262,17 +265,26 @@ class AttemptSupervisor:
         if self.on_steerable is not None:
             self.on_steerable()
 
-    def deliver_live(self, when: str, text: str) -> int | None:
+    def deliver_live(self, when: str, text: str) -> tuple[int, str | None] | None:
         """``text`` into the live session's running turn: a steer (``now``)
-        or a follow-up (``next-stop``); the attempt it joined, or None when
-        it cannot be (no turn runs, or it is being ended)."""
+        or a follow-up (``next-stop``); the attempt it joined and the ticket
+        the agent's answer to it will carry (None: no answer comes), or None
+        when it cannot be (no turn runs, or it is being ended)."""
         session, tracker, record = self._session, self.tracker, self.record
         if session is None or tracker is None or record is None or not self.running:
             return None
         if tracker.phase is not Phase.WORKING:
             return None
         joined = session.steer(text) if when == "now" else session.follow_up(text)
-        return record.number if joined else None
+        if not joined:
+            return None
+        ticket = session.last_ticket if isinstance(session, MessageDriver) else None
+        return record.number, ticket
+
+    def steer_answered(self, answer: Answer) -> None:
+        """The live agent answered a steer or follow-up written on its input."""
+        if self.on_steer_answer is not None:
+            self.on_steer_answer(answer)
 
     @property
     def session(self) -> LiveDriver | None:
@@ -500,6 +512,9 @@ class AttemptSupervisor:
         elif texts:  # deltas of thinking alone are no events
             self.stream.emit_texts(texts, wall)
             self.status.touch(now, wall)
+        if isinstance(self._session, MessageDriver):
+            # Answers to steers come on lines that make no event.
+            self._session.output_read()
 
     def _take_counts(self, reader: StreamReader) -> None:
         """The attempt's record tells what the stream's reader counted."""

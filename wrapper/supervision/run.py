@@ -447,6 +447,7 @@ class Run:
         supervisor.on_spawned = self.external.spawned
         supervisor.on_progress = self.external.progress
         supervisor.on_steerable = self.external.steerable
+        supervisor.on_steer_answer = self.external.answered
         for sig in self.interrupts:
             supervisor.interrupt(sig, self._cause())
         number = 1

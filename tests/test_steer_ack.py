@@ -1,0 +1,162 @@
+"""A live steer is ``delivered`` only once the agent acknowledged it: pi's
+response, Codex's answer to ``turn/steer``, Claude Code's echo of the user
+message. Until then it is ``sent``; one the agent refuses goes again as the
+next prompt the wrapper gives it. The pure parts, and end to end against
+the fake agent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKE_PI, validate
+from tests.test_external_steer import Running, answer, cli, of_type
+from tests.test_live_input import CLAUDE, RPC, STREAM, TOOL_CALL, messages, one_process, tool
+from wrapper.commands import steer as steer_command
+from wrapper.commands.steer import Receipt
+from wrapper.core.control import ExternalSteers, SteerRequest
+from wrapper.core.events import AgentEnded, ToolStarted
+from wrapper.dialects.claude import ClaudeDialect
+from wrapper.dialects.pi import PiDialect
+from wrapper.dialects.pi_rpc import HELD_PROMPT
+from wrapper.dialects.two_way import Answer
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+# -- the pure parts ------------------------------------------------------------------
+
+
+def test_pis_response_to_a_steer_is_its_acknowledgement() -> None:
+    dialect = PiDialect()
+    client = dialect.input_client(["pi", "--mode", "rpc"])
+    assert client is not None
+    client.prompt("task")
+    took, refused = client.steer("one"), client.steer("/ext two")
+    assert took is not None
+    assert refused is not None
+    dialect.parse(b'{"id":"steer-2","type":"response","command":"steer","success":true}')
+    line = {
+        "id": "steer-3",
+        "type": "response",
+        "command": "steer",
+        "success": False,
+        "error": 'Extension command "/ext" cannot be queued.',
+    }
+    dialect.parse(json.dumps(line).encode())
+    assert client.answers() == [
+        Answer(client.ticket(took)),
+        Answer(client.ticket(refused), 'Extension command "/ext" cannot be queued.'),
+    ]
+    assert client.answers() == [], "taken once"
+
+
+def test_pi_keeping_a_steer_for_its_next_run_is_told() -> None:
+    dialect = PiDialect()
+    client = dialect.input_client(["pi", "--mode", "rpc"])
+    assert client is not None
+    client.prompt("task")
+    assert client.observe(AgentEnded(will_retry=False)) == "ended"
+    assert not client.holds()
+    assert client.held_prompt() is None
+    # A steer written as pi ended its run: acknowledged, and queued by pi.
+    dialect.parse(b'{"type":"queue_update","steering":["late"],"followUp":[]}')
+    assert client.holds()
+    assert client.held_prompt() == HELD_PROMPT
+    client.prompt(HELD_PROMPT)
+    assert not client.holds(), "a run goes on: pi gives it the messages it kept"
+    dialect.parse(b'{"type":"queue_update","steering":[],"followUp":[]}')
+    client.observe(AgentEnded(will_retry=False))
+    assert not client.holds()
+
+
+def test_claude_codes_echo_of_a_steer_is_its_acknowledgement() -> None:
+    dialect = ClaudeDialect()
+    client = dialect.input_client(["claude", "-p", "--input-format", "stream-json"])
+    assert client is not None
+    client.prompt("task")
+    client.observe(ToolStarted(tool="Bash"))
+    steer = client.steer("Skip the docs")
+    assert steer is not None
+    ticket = client.ticket(steer)
+    # The echo of the task itself acknowledges nothing the wrapper waits for.
+    dialect.parse(b'{"type":"user","message":{"role":"user","content":"task"}}')
+    assert client.answers() == []
+    echo = {"type": "user", "message": {"role": "user", "content": "Skip the docs"}}
+    dialect.parse(json.dumps(echo).encode())
+    assert client.answers() == [Answer(ticket)]
+
+
+def test_a_sent_steer_is_recorded_as_sent() -> None:
+    ledger = ExternalSteers(5)
+    steer = ledger.request(SteerRequest("go"), 0.0)
+    ledger.send(steer, "steer-2", 1)
+    record = ledger.to_json()
+    assert record["externalSteers"][0]["outcome"] == "sent"
+    assert record["externalSteers"][0]["how"] == "live"
+    ledger.refused_live(steer, "no active turn")
+    assert ledger.queued == [steer], "refused live, it waits for the next prompt"
+    assert "no active turn" in (steer.receipt()["why"] or "")
+
+
+def test_the_steer_command_exits_0_on_sent_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    sent = Receipt("sent", id="s1", how="live", attempt=1)
+    monkeypatch.setattr(steer_command, "steer", lambda *args: sent)
+    assert steer_command.steer_main(str(tmp_path), "go", "now", 1.0, False) == 0
+    assert "steer s1 sent, not yet acknowledged" in capsys.readouterr().out
+
+
+# -- end to end ----------------------------------------------------------------------
+
+
+def test_a_steer_pi_refuses_is_not_delivered_and_goes_as_the_next_prompt(
+    tmp_path: Path,
+) -> None:
+    run = Running(
+        tmp_path,
+        [tool(3), *answer("Built it.")],
+        [answer("Ran the command.")],
+        agent=FAKE_PI,
+        agent_args=RPC,
+    )
+    run.wait_for_tool()
+    steered = cli("steer", str(run.run_dir), "--text", "/fake-command now", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (steered.returncode, receipt["state"], receipt["how"]) == (0, "delivered", "live")
+    assert receipt["attempt"] == 2, "pi refused it in the turn: it was the next prompt"
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    assert result["finalText"] == "Ran the command."
+    one_process(events)
+    took = [(m["received"], m["text"]) for m in messages(tmp_path)]
+    assert took == [("prompt", "Build it"), ("prompt", "/fake-command now")]
+    (steer,) = result["externalSteers"]
+    assert (steer["outcome"], steer["attempt"]) == ("delivered", 2)
+    codes = [warning["code"] for warning in result["warnings"]]
+    assert "steer_refused_live" in codes
+    assert [e["nextAttempt"] for e in of_type(events, "steer_delivered")] == [2]
+
+
+def test_a_claude_steer_is_sent_until_its_echo(tmp_path: Path) -> None:
+    run = Running(
+        tmp_path,
+        [TOOL_CALL, tool(4), *answer("Built it, and saw the steer.")],
+        agent=CLAUDE,
+        agent_args=STREAM,
+    )
+    run.wait_for_tool()
+    steered = cli("steer", str(run.run_dir), "--text", "Skip the docs", "--wait", "1")
+    assert steered.returncode == 0, steered.stderr
+    assert "sent, not yet acknowledged" in steered.stdout
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    one_process(events)
+    kinds = [e["type"] for e in events if e["type"].startswith("steer_")]
+    assert kinds == ["steer_requested", "steer_sent", "steer_delivered"]
+    (steer,) = result["externalSteers"]
+    assert (steer["outcome"], steer["how"], steer["attempt"]) == ("delivered", "live", 1)
+    validate("result", result)
