@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FAKE_PI, validate
-from tests.test_external_steer import Running, answer, cli, of_type
+from tests.test_external_steer import Running, _hook, _settings, answer, cli, of_type
 from tests.test_live_input import CLAUDE, RPC, STREAM, TOOL_CALL, messages, one_process, tool
 from wrapper.commands import steer as steer_command
 from wrapper.commands.steer import Receipt
@@ -160,3 +160,26 @@ def test_a_claude_steer_is_sent_until_its_echo(tmp_path: Path) -> None:
     (steer,) = result["externalSteers"]
     assert (steer["outcome"], steer["how"], steer["attempt"]) == ("delivered", "live", 1)
     validate("result", result)
+
+
+# -- a live agent that exits while its Stop hooks run ---------------------------------
+
+
+def test_a_live_agent_exiting_while_its_stop_hook_runs_does_not_lose_the_block(
+    tmp_path: Path,
+) -> None:
+    script = "import json, time\ntime.sleep(2)\n"
+    script += "print(json.dumps({'decision': 'block', 'reason': 'Tests fail.'}))\n"
+    settings = _settings(tmp_path, _hook(tmp_path, script))
+    # pi leaves once its run ended (its stdin still open), while the hook runs.
+    steps = [*answer("Built it."), {"sleep": 0.5}, {"exit": 0}]
+    run = Running(
+        tmp_path, steps, options=["--settings", str(settings)], agent=FAKE_PI, agent_args=RPC
+    )
+    code, result, events, stderr = run.finish()
+    assert code == 1, stderr
+    assert result["outcome"] == "error"
+    assert result["error"]["kind"] == "steer_failed"
+    assert "exited while the stop hooks ran" in result["error"]["message"]
+    (decision,) = of_type(events, "hook_decision")
+    assert decision["decision"] == "block", "the hook was let finish"

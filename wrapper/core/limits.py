@@ -120,6 +120,9 @@ PERMISSION_HOOK_CONCURRENCY = 4
 #: captures of pi 0.73.1 and Codex 0.169.0, tests/data/real/twoway); two
 #: seconds covers a loaded machine without holding a run's end noticeably.
 LIVE_STEER_ANSWER_TIMEOUT = 2.0
+#: How much of a next prompt that never reached a live agent (it exited while
+#: the stop hooks ran) the run's error quotes: enough to recognise it.
+LOST_PROMPT_CHARS = 200
 
 # -- What the wrapper writes --------------------------------------------------
 

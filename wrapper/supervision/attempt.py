@@ -112,6 +112,11 @@ class AttemptSupervisor:
         self._graces_pending = isinstance(dialect, SniffingDialect)
         #: The attempt's own tasks (timers, the session), while it runs.
         self._background: trio.Nursery | None = None
+        #: Set once the stop gate decided what follows the live turn that ended.
+        self._deciding: trio.Event | None = None
+        #: The next prompt the stop gate gave a live session whose agent had
+        #: exited meanwhile (the attempt's own; None when there was none).
+        self.prompt_not_taken: str | None = None
         #: Decides a live session's permission requests: (allow, reason).
         self.permission_gate: Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]] | None = None
         self.output = output
@@ -171,6 +176,7 @@ class AttemptSupervisor:
         last turn's."""
         record = self.record = AttemptRecord(number=number, argv=argv)
         self._exit_boundary, self._late, self._late_warned = None, False, False
+        self._deciding, self.prompt_not_taken = None, None
         self.stream.attempt = number
         now = trio.current_time()
         grace, settle_grace = graces_for(self.dialect, self.config)
@@ -321,9 +327,16 @@ class AttemptSupervisor:
         if self.tracker is None or self._background is None:
             return
         self.tracker.hold()
-        self._background.start_soon(self._between_turns)
+        deciding = self._deciding = trio.Event()
+        self._background.start_soon(self._between_turns, deciding)
 
-    async def _between_turns(self) -> None:
+    async def _between_turns(self, deciding: trio.Event) -> None:
+        try:
+            await self._decide_next_turn()
+        finally:
+            deciding.set()
+
+    async def _decide_next_turn(self) -> None:
         record, tracker = self.record, self.tracker
         assert record is not None
         assert tracker is not None
@@ -331,6 +344,9 @@ class AttemptSupervisor:
         if self._at_turn_end is not None and tracker.phase is Phase.WORKING:
             next_prompt = await self._at_turn_end(record)
         session = self._session
+        if next_prompt is not None and record.exit is not None:
+            # The agent exited while the stop gate decided: the run is told.
+            self.prompt_not_taken = next_prompt
         if session is None or next_prompt is None or tracker.phase is not Phase.WORKING:
             self._apply(tracker.release(trio.current_time()))
             if session is not None:
@@ -392,6 +408,11 @@ class AttemptSupervisor:
                         f"{self.config.drain_timeout:g}s",
                     )
                 )
+            if self._deciding is not None:
+                # The stop gate of the turn that ended is let finish (its hooks
+                # have their timeouts, the run its deadline): the next prompt it
+                # gives is not lost because the agent exited meanwhile.
+                await self._deciding.wait()
             self._background = None
             background.cancel_scope.cancel()
 

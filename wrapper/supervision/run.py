@@ -49,7 +49,7 @@ from wrapper.core.events import (
     ResultWritten,
     WarningEvent,
 )
-from wrapper.core.limits import TICK_SECONDS
+from wrapper.core.limits import LOST_PROMPT_CHARS, TICK_SECONDS
 from wrapper.core.outcome import (
     CANCELLED_BY_CALLER,
     EXIT_NO_RESULT,
@@ -471,6 +471,16 @@ class Run:
             if launch.prompt is not None:
                 # A live session's stop gate ran at the end of each turn.
                 self._warn_unasked()
+                lost = supervisor.prompt_not_taken
+                if lost is not None and not self.interrupts:
+                    more = "…" if len(lost) > LOST_PROMPT_CHARS else ""
+                    shown = lost[:LOST_PROMPT_CHARS] + more
+                    self.steering.allow(
+                        AllowedBy.CANNOT_STEER,
+                        "the agent exited while the stop hooks ran, so the next prompt they "
+                        f"gave ({shown!r}) never reached it; an agent driven on its stdin "
+                        "must wait for its input to close",
+                    )
                 return RunFacts(**self._facts_so_far())
             refused = refused_resume(record) if number > 1 else None
             if refused is not None:
