@@ -229,11 +229,9 @@ def test_a_steer_pi_refuses_is_not_delivered_but_is_the_next_prompt(
     receipt = json.loads(steered.stdout)
     # pi refused it in the running turn: the receipt is the next prompt's.
     assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2), where
-    protocol = [json.loads(line)["msg"] for line in (case.run_dir / "protocol.jsonl").open()]
+    said = [json.loads(line) for line in (case.run_dir / "stdout.log").open()]
     refusals = [
-        message
-        for message in protocol
-        if message.get("type") == "response" and message.get("command") == "steer"
+        line for line in said if line.get("type") == "response" and line.get("command") == "steer"
     ]
     assert [r["success"] for r in refusals] == [False], f"{where}\n{refusals}"
     jsonschema.validate(result, SCHEMA)
