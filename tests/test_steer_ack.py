@@ -183,3 +183,79 @@ def test_a_live_agent_exiting_while_its_stop_hook_runs_does_not_lose_the_block(
     assert "exited while the stop hooks ran" in result["error"]["message"]
     (decision,) = of_type(events, "hook_decision")
     assert decision["decision"] == "block", "the hook was let finish"
+
+
+# -- the races at a turn's end, with agents scripted to lose them ------------------------
+
+#: pi in RPC mode as 0.73.1 behaves when a steer comes as its run ends: it
+#: acknowledges the steer and keeps it queued for its next run (its
+#: ``queue_update``), and its run ends without it.
+PI_ENDING_AS_STEERED = r"""#!/usr/bin/env python3
+import json, os, sys
+
+record = open(os.environ["FAKE_AGENT_RECORD"], "a")
+
+
+def out(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def answer(text):
+    message = {"role": "assistant", "content": [{"type": "text", "text": text}],
+               "stopReason": "stop"}
+    out({"type": "message_end", "message": message})
+    out({"type": "turn_end", "message": message})
+    out({"type": "agent_end", "messages": []})
+
+
+runs, held = 0, []
+for line in sys.stdin:
+    command = json.loads(line)
+    record.write(json.dumps({"received": command["type"], "text": command.get("message")}) + "\n")
+    record.flush()
+    answered = {"id": command.get("id"), "type": "response", "command": command["type"],
+                "success": True}
+    if command["type"] == "prompt":
+        out(answered)
+        out({"type": "agent_start"})
+        out({"type": "turn_start"})
+        if runs == 0:
+            out({"type": "tool_execution_start", "toolCallId": "c1", "toolName": "bash",
+                 "args": {"command": "make"}})
+        else:
+            out({"type": "queue_update", "steering": [], "followUp": []})
+            answer("Saw: " + ", ".join(held))
+            held = []
+        runs += 1
+    elif command["type"] == "steer":
+        held.append(command["message"])
+        out({"type": "tool_execution_end", "toolCallId": "c1", "toolName": "bash",
+             "result": {"content": []}, "isError": False})
+        answer("Built it.")
+        out({"type": "queue_update", "steering": held, "followUp": []})
+        out(answered)
+"""
+
+
+def test_a_steer_pi_keeps_for_its_next_run_is_given_that_run(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    agent = bin_dir / "pi"
+    agent.write_text(PI_ENDING_AS_STEERED)
+    agent.chmod(0o755)
+    run = Running(tmp_path, answer("unused"), agent=agent, agent_args=RPC)
+    run.wait_for_tool()
+    steered = cli("steer", str(run.run_dir), "--text", "Skip the docs", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (receipt["state"], receipt["how"]) == ("delivered", "live"), "pi acknowledged it"
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    took = [(m["received"], m["text"]) for m in messages(tmp_path)]
+    assert took == [
+        ("prompt", "Build it"),
+        ("steer", "Skip the docs"),
+        ("prompt", HELD_PROMPT),
+    ], "the session was not closed on the steer pi kept"
+    assert result["finalText"] == "Saw: Skip the docs"
+    one_process(events)
