@@ -259,3 +259,80 @@ def test_a_steer_pi_keeps_for_its_next_run_is_given_that_run(tmp_path: Path) -> 
     ], "the session was not closed on the steer pi kept"
     assert result["finalText"] == "Saw: Skip the docs"
     one_process(events)
+
+
+#: Codex's app-server as 0.169.0 behaves when a steer comes as the turn ends:
+#: ``turn/completed``, then ``no active turn to steer``.
+CODEX_ENDING_AS_STEERED = r"""#!/usr/bin/env python3
+import json, os, sys
+
+record = open(os.environ["FAKE_AGENT_RECORD"], "a")
+
+
+def out(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def turn(number, text):
+    out({"method": "item/completed", "params": {"item": {"type": "agentMessage",
+         "id": f"m{number}", "text": text}}})
+    out({"method": "turn/completed", "params": {"threadId": "T", "turn": {
+         "id": f"U{number}", "status": "completed", "items": []}}})
+
+
+turns = 0
+for line in sys.stdin:
+    message = json.loads(line)
+    method, params = message.get("method"), message.get("params", {})
+    texts = [part["text"] for part in params.get("input", [])]
+    if method in ("turn/start", "turn/steer"):
+        record.write(json.dumps({"received": method, "text": " ".join(texts)}) + "\n")
+        record.flush()
+    if method == "initialize":
+        out({"id": message["id"], "result": {"userAgent": "scripted"}})
+    elif method == "thread/start":
+        out({"id": message["id"], "result": {"thread": {"id": "T"}}})
+        out({"method": "thread/started", "params": {"thread": {"id": "T"}}})
+    elif method == "turn/start":
+        turns += 1
+        out({"id": message["id"], "result": {"turn": {"id": f"U{turns}", "items": []}}})
+        out({"method": "turn/started", "params": {"threadId": "T", "turn": {"id": f"U{turns}"}}})
+        if turns == 1:
+            out({"method": "item/started", "params": {"item": {"type": "commandExecution",
+                 "id": "c1", "command": "make", "status": "inProgress"}}})
+        else:
+            turn(turns, "Saw: " + " ".join(texts))
+    elif method == "turn/steer":
+        out({"method": "item/completed", "params": {"item": {"type": "commandExecution",
+             "id": "c1", "command": "make", "status": "completed", "exitCode": 0,
+             "aggregatedOutput": ""}}})
+        turn(turns, "Built it.")
+        out({"id": message["id"], "error": {"code": -32600,
+             "message": "no active turn to steer"}})
+"""
+
+
+def test_a_steer_codex_refuses_as_its_turn_ends_is_the_next_prompt(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    agent = bin_dir / "codex"
+    agent.write_text(CODEX_ENDING_AS_STEERED)
+    agent.chmod(0o755)
+    run = Running(tmp_path, answer("unused"), agent=agent, agent_args=["app-server"])
+    run.wait_for_tool()
+    steered = cli("steer", str(run.run_dir), "--text", "Skip the docs", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2)
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    took = [(m["received"], m["text"]) for m in messages(tmp_path)]
+    assert took == [
+        ("turn/start", "Build it"),
+        ("turn/steer", "Skip the docs"),
+        ("turn/start", "Skip the docs"),
+    ], "given again once, by the wrapper"
+    assert result["finalText"] == "Saw: Skip the docs"
+    (steer,) = result["externalSteers"]
+    assert (steer["outcome"], steer["attempt"]) == ("delivered", 2)
+    one_process(events)
