@@ -336,3 +336,76 @@ def test_a_steer_codex_refuses_as_its_turn_ends_is_the_next_prompt(tmp_path: Pat
     (steer,) = result["externalSteers"]
     assert (steer["outcome"], steer["attempt"]) == ("delivered", 2)
     one_process(events)
+
+
+#: Claude Code with stream-json input as 2.1.332 behaves when a user message
+#: comes just after a tool's result: the turn ends without it (no echo), and
+#: a turn of its own follows at once, which takes the model a while; at the
+#: end of its input it finishes the turn it is in, then exits.
+CLAUDE_STEERED_AFTER_THE_TOOL = r"""#!/usr/bin/env python3
+import json, os, sys, time
+
+record = open(os.environ["FAKE_AGENT_RECORD"], "a")
+
+
+def out(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def init():
+    out({"type": "system", "subtype": "init", "session_id": "S", "tools": ["Bash"],
+         "model": "m", "claude_code_version": "2.1.332"})
+
+
+def said(text):
+    out({"type": "assistant", "message": {"id": "a", "role": "assistant", "model": "m",
+         "content": [{"type": "text", "text": text}], "stop_reason": None}})
+    out({"type": "result", "subtype": "success", "is_error": False, "result": text,
+         "stop_reason": "end_turn", "session_id": "S"})
+
+
+messages = 0
+for line in sys.stdin:
+    message = json.loads(line)
+    text = message["message"]["content"]
+    record.write(json.dumps({"received": "user", "text": text}) + "\n")
+    record.flush()
+    messages += 1
+    if messages == 1:
+        init()
+        out({"type": "assistant", "message": {"id": "a", "role": "assistant", "model": "m",
+             "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
+                          "input": {"command": "make"}}], "stop_reason": None}})
+    elif messages == 2:
+        # The tool had just ended: the message misses this turn.
+        out({"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "built"}]}})
+        said("Built it.")
+        init()
+        time.sleep(3)
+        out({"type": "user", "message": {"role": "user", "content": text}})
+        said("Saw: " + text)
+"""
+
+
+def test_a_claude_steer_that_missed_the_turn_is_waited_for_as_a_turn_of_its_own(
+    tmp_path: Path,
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    agent = bin_dir / "claude"
+    agent.write_text(CLAUDE_STEERED_AFTER_THE_TOOL)
+    agent.chmod(0o755)
+    run = Running(tmp_path, answer("unused"), agent=agent, agent_args=STREAM)
+    run.wait_for_tool()
+    steered = cli("steer", str(run.run_dir), "--text", "Skip the docs", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2)
+    code, result, events, stderr = run.finish()
+    assert code == 0, stderr
+    assert result["finalText"] == "Saw: Skip the docs", "the turn of its own was not cut"
+    assert not of_type(events, "signal_sent")
+    assert [m["text"] for m in messages(tmp_path)] == ["Build it", "Skip the docs"]
+    (steer,) = result["externalSteers"]
+    assert (steer["outcome"], steer["attempt"]) == ("delivered", 2)

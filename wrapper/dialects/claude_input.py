@@ -17,7 +17,9 @@ With ``--replay-user-messages`` (the wrapper adds it) Claude Code writes
 each user message back on stdout once it takes it into the conversation
 (``{"type":"user","message":{"role":"user","content":TEXT}}``): that echo is
 a steer's acknowledgement. It comes late, when the model is next asked
-(after the running tool), so a steer stays ``sent`` until then.
+(after the running tool), so a steer stays ``sent`` until then. One not
+echoed by the turn's ``result`` missed the turn (the tool had just ended):
+Claude Code makes it a turn of its own at once (``turn_coming``).
 """
 
 from __future__ import annotations
@@ -104,6 +106,15 @@ class ClaudeInputClient:
 
     def held_prompt(self) -> str | None:
         return None
+
+    def turn_coming(self) -> bool:
+        """A steer not echoed by the turn's ``result`` missed the turn (it
+        was written just after the tool's result): Claude Code makes it a
+        turn of its own, at once."""
+        return not self.running and bool(self._unechoed) and not self.closed
+
+    def own_turn(self) -> None:
+        self.running, self._tools = True, 0
 
     def echoed(self, text: str) -> None:
         """Claude Code wrote back a user message with ``text``: the oldest

@@ -203,6 +203,12 @@ class CodexAppServerClient:
     def holds(self) -> bool:
         return False  # a refused steer is the wrapper's again (``answers``)
 
+    def turn_coming(self) -> bool:
+        return False  # a message it did not take in the turn is answered as refused or held
+
+    def own_turn(self) -> None:
+        pass
+
     def held_prompt(self) -> str | None:
         return None
 

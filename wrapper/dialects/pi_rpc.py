@@ -97,6 +97,12 @@ class PiRpcClient:
         """Whether pi keeps steers or follow-ups for its next run (none runs)."""
         return not self.running and self._queued > 0
 
+    def turn_coming(self) -> bool:
+        return False  # a message it did not take in the turn is answered as refused or held
+
+    def own_turn(self) -> None:
+        pass
+
     def held_prompt(self) -> str | None:
         return HELD_PROMPT if self.holds() else None
 

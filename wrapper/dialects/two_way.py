@@ -70,6 +70,14 @@ class InputClient(Protocol):
         """Whether the agent keeps messages it took for a prompt to come
         (pi keeps a steer that came as its run ended for its next run)."""
 
+    def turn_coming(self) -> bool:
+        """Whether the agent starts a turn of its own next, with a message
+        it took too late for the turn that ended (Claude Code queues one
+        that came just after the tool's result)."""
+
+    def own_turn(self) -> None:
+        """The turn the agent starts of its own counts as the running one."""
+
     def held_prompt(self) -> str | None:
         """The text of a prompt that makes the agent act on the messages it
         holds (``holds``), when the wrapper has none of its own to give."""

@@ -68,7 +68,7 @@ from wrapper.process import spawn as child
 from wrapper.process.spawn import Child, unread_bytes, widen_pipe
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.leftovers import end_leftovers
-from wrapper.supervision.live_session import LiveDriver, MessageDriver, open_session
+from wrapper.supervision.live_session import OWN_TURN, LiveDriver, MessageDriver, open_session
 
 
 class AttemptSupervisor:
@@ -344,7 +344,7 @@ class AttemptSupervisor:
         if self._at_turn_end is not None and tracker.phase is Phase.WORKING:
             next_prompt = await self._at_turn_end(record)
         session = self._session
-        if next_prompt is not None and record.exit is not None:
+        if next_prompt not in (None, OWN_TURN) and record.exit is not None:
             # The agent exited while the stop gate decided: the run is told.
             self.prompt_not_taken = next_prompt
         if session is None or next_prompt is None or tracker.phase is not Phase.WORKING:

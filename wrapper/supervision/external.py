@@ -62,7 +62,7 @@ from wrapper.hooks.stop_gate import StopGate
 from wrapper.sinks.stream import EventStream, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.control_server import ControlServer
-from wrapper.supervision.live_session import MessageDriver
+from wrapper.supervision.live_session import OWN_TURN, MessageDriver
 
 
 class ExternalControl:
@@ -385,6 +385,11 @@ class ExternalControl:
             return False
         return bool(self._sent)
 
+    def _turn_coming(self) -> bool:
+        supervisor = self.supervisor()
+        session = supervisor.session if supervisor is not None else None
+        return isinstance(session, MessageDriver) and session.client.turn_coming()
+
     def _held_prompt(self) -> str | None:
         """The prompt that makes the live agent act on messages it keeps for
         its next prompt (pi), when the run would end without one."""
@@ -438,6 +443,13 @@ class ExternalControl:
         """A live session's turn ``number`` ended: the next prompt, or None."""
         if self._sent:
             await self._answers_in()
+        if self._turn_coming() and not self.ended():
+            # A steer the agent took too late for this turn is a turn of its
+            # own: waited for; the stop gate runs at its end.
+            for steers in self._sent.values():
+                for steer in steers:
+                    steer.attempt = number + 1
+            return OWN_TURN
         prompt = await self._prompt() if self.queued else None
         if prompt is None and not self.ended():
             resumed = None

@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     from wrapper.supervision.attempt import AttemptSupervisor
 
 
+#: What the end of a live turn gives as the next prompt when the agent starts
+#: a turn of its own (a message it took too late for the turn that ended):
+#: nothing is written, and that turn is waited for.
+OWN_TURN = "\0own turn"
+
+
 class LiveDriver(Protocol):
     """The live session of one agent process, as the attempt drives it."""
 
@@ -144,6 +150,9 @@ class MessageDriver:
             self.writer.send(message)
 
     def prompt(self, text: str) -> None:
+        if text == OWN_TURN:
+            self.client.own_turn()
+            return
         sent = self.client.prompt(text)
         self._flush()  # what opens the session goes first
         self._send(sent)
