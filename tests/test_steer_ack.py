@@ -409,3 +409,64 @@ def test_a_claude_steer_that_missed_the_turn_is_waited_for_as_a_turn_of_its_own(
     assert [m["text"] for m in messages(tmp_path)] == ["Build it", "Skip the docs"]
     (steer,) = result["externalSteers"]
     assert (steer["outcome"], steer["attempt"]) == ("delivered", 2)
+
+
+#: pi refusing a steer live, and the prompt that gives it again too.
+PI_REFUSING_TWICE = r"""#!/usr/bin/env python3
+import json, os, sys
+
+record = open(os.environ["FAKE_AGENT_RECORD"], "a")
+
+
+def out(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+runs = 0
+for line in sys.stdin:
+    command = json.loads(line)
+    record.write(json.dumps({"received": command["type"], "text": command.get("message")}) + "\n")
+    record.flush()
+    answer = {"id": command["id"], "type": "response", "command": command["type"]}
+    runs += command["type"] == "prompt"
+    if command["type"] == "prompt" and runs == 1:
+        out({**answer, "success": True})
+        out({"type": "agent_start"})
+        out({"type": "tool_execution_start", "toolCallId": "c1", "toolName": "bash",
+             "args": {"command": "make"}})
+    elif command["type"] == "steer":
+        out({**answer, "success": False, "error": "not in a run"})
+        out({"type": "tool_execution_end", "toolCallId": "c1", "toolName": "bash",
+             "result": {"content": []}, "isError": False})
+        message = {"role": "assistant", "content": [{"type": "text", "text": "Built it."}],
+                   "stopReason": "stop"}
+        out({"type": "message_end", "message": message})
+        out({"type": "agent_end", "messages": []})
+    else:
+        out({**answer, "success": False, "error": "not ever"})
+"""
+
+
+def test_a_steer_refused_live_and_as_the_next_prompt_is_refused_with_the_agents_reason(
+    tmp_path: Path,
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    agent = bin_dir / "pi"
+    agent.write_text(PI_REFUSING_TWICE)
+    agent.chmod(0o755)
+    run = Running(tmp_path, answer("unused"), agent=agent, agent_args=RPC)
+    run.wait_for_tool()
+    steered = cli("steer", str(run.run_dir), "--text", "Skip the docs", "--json")
+    receipt = json.loads(steered.stdout)
+    assert (steered.returncode, receipt["state"]) == (1, "refused")
+    assert receipt["why"] == "the agent refused it: not ever (and live before: not in a run)"
+    code, result, _events, stderr = run.finish()
+    took = [(m["received"], m["text"]) for m in messages(tmp_path)]
+    assert took == [("prompt", "Build it"), ("steer", "Skip the docs"), ("prompt", "Skip the docs")]
+    (steer,) = result["externalSteers"]
+    assert steer["outcome"] == "refused"
+    # pi stays idle after a refused prompt: the run ends then, and says why.
+    assert (code, result["outcome"]) == (1, "error"), stderr
+    assert "pi refused prompt: not ever" in result["error"]["message"]

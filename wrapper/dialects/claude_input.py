@@ -97,6 +97,9 @@ class ClaudeInputClient:
         """The ticket of the steer just returned (the last one written)."""
         return self._unechoed[-1][0]
 
+    def prompt_ticket(self, message: dict[str, Any]) -> str | None:
+        return None  # its echo may come only at the turn's end: a prompt is taken as written
+
     def answers(self) -> list[Answer]:
         out, self._answers = self._answers, []
         return out

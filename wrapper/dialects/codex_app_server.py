@@ -121,8 +121,10 @@ class CodexAppServerClient:
         self.closed = False
         #: Prompts written before the thread existed.
         self._waiting: list[list[str]] = []
-        #: The app-server's answers to steers, not taken yet.
+        #: The app-server's answers to steers (and prompts asked about), not taken yet.
         self._answers: list[Answer] = []
+        #: The ``turn/start`` requests whose answer is to be told.
+        self._prompts: set[int] = set()
 
     # -- what the wrapper asks -------------------------------------------------------
 
@@ -196,6 +198,11 @@ class CodexAppServerClient:
     def ticket(self, message: dict[str, Any]) -> str:
         return str(message["id"])
 
+    def prompt_ticket(self, message: dict[str, Any]) -> str | None:
+        """The app-server answers ``turn/start`` with the turn (or an error)."""
+        self._prompts.add(message["id"])
+        return str(message["id"])
+
     def answers(self) -> list[Answer]:
         out, self._answers = self._answers, []
         return out
@@ -237,7 +244,8 @@ class CodexAppServerClient:
             return []
         if "error" in message:
             return self._refused(answered, asked, _dict(message.get("error")))
-        if asked[0] == "turn/steer":
+        if asked[0] == "turn/steer" or answered in self._prompts:
+            self._prompts.discard(answered)
             self._answers.append(Answer(str(answered)))
         self._answered(asked[0], _dict(message.get("result")))
         return []
@@ -274,6 +282,9 @@ class CodexAppServerClient:
         if method == "turn/steer":
             self._answers.append(Answer(str(request_id), f"Codex refused it: {why}"))
             message += "; the steer goes again as the next prompt"
+        elif request_id in self._prompts:
+            self._prompts.discard(request_id)
+            self._answers.append(Answer(str(request_id), f"Codex refused it: {why}"))
         events: list[Event] = [WarningEvent(code="agent_refused_command", message=message)]
         if method in _OPENING and self.running and self.turn_id is None:
             # No turn will run for the prompt: it ends here, failed.

@@ -276,14 +276,21 @@ class PiDialect(DeltaDialect):
 
     def _response(self, obj: dict[str, Any]) -> list[Event]:
         # RPC mode: pi's answer to a command the wrapper wrote; one it
-        # refused is said, the run going on (a prompt refused leaves pi idle).
-        if self._client is not None:
-            self._client.received(obj)
+        # refused is said, the run going on.
+        no_run = self._client is not None and self._client.received(obj)
         if obj.get("success") is not False:
             return []
         command = as_str(obj.get("command")) or "?"
         why = as_str(obj.get("error")) or "no reason given"
-        return [WarningEvent(code="agent_refused_command", message=f"pi refused {command}: {why}")]
+        message = f"pi refused {command}: {why}"
+        events: list[Event] = [WarningEvent(code="agent_refused_command", message=message)]
+        if no_run:
+            # The prompt of the run under way: pi stays idle, the run ends here, failed.
+            failed = AssistantMessage(
+                stop_reason=str(StopReason.ERROR), raw_stop_reason="prompt", error_message=message
+            )
+            events += [failed, AgentEnded(will_retry=False)]
+        return events
 
 
 #: Where ``auto_retry_start`` gives its attempt, most attempts and delay.

@@ -55,6 +55,8 @@ class PiRpcClient:
         self._answers: list[Answer] = []
         #: How many messages pi keeps queued, as its last ``queue_update`` said.
         self._queued = 0
+        #: The id of the prompt that started the run under way.
+        self._prompt_id: str | None = None
 
     def _command(self, kind: str, text: str | None = None) -> dict[str, Any]:
         self._sent += 1
@@ -68,7 +70,9 @@ class PiRpcClient:
         if self.closed:
             return None
         self.running = True
-        return self._command("prompt", text)
+        command = self._command("prompt", text)
+        self._prompt_id = command["id"]
+        return command
 
     def steer(self, text: str) -> dict[str, Any] | None:
         """The command that hands ``text`` to the running run (after its
@@ -89,6 +93,11 @@ class PiRpcClient:
     def ticket(self, message: dict[str, Any]) -> str:
         return str(message["id"])
 
+    def prompt_ticket(self, message: dict[str, Any]) -> str | None:
+        """pi answers a prompt once its preflight passed (or why not)."""
+        self._asked.add(message["id"])
+        return str(message["id"])
+
     def answers(self) -> list[Answer]:
         out, self._answers = self._answers, []
         return out
@@ -106,21 +115,22 @@ class PiRpcClient:
     def held_prompt(self) -> str | None:
         return HELD_PROMPT if self.holds() else None
 
-    def received(self, obj: dict[str, Any]) -> None:
-        """A ``response`` or ``queue_update`` line of pi's."""
+    def received(self, obj: dict[str, Any]) -> bool:
+        """A ``response`` or ``queue_update`` line of pi's; True when it
+        refuses the prompt of the run under way (no run comes: pi stays idle)."""
         if obj.get("type") == "queue_update":
             queued = [obj.get("steering"), obj.get("followUp")]
             self._queued = sum(len(part) for part in queued if isinstance(part, list))
-            return
+            return False
         command_id = obj.get("id")
-        if not isinstance(command_id, str) or command_id not in self._asked:
-            return
-        self._asked.discard(command_id)
         refused = None
         if obj.get("success") is not True:
             error = obj.get("error")
             refused = error if isinstance(error, str) and error else "no reason given"
-        self._answers.append(Answer(command_id, refused))
+        if isinstance(command_id, str) and command_id in self._asked:
+            self._asked.discard(command_id)
+            self._answers.append(Answer(command_id, refused))
+        return refused is not None and self.running and command_id == self._prompt_id
 
     def abort(self) -> dict[str, Any] | None:
         """The command that ends the running run (its tool killed, an

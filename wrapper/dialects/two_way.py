@@ -62,6 +62,10 @@ class InputClient(Protocol):
         """The name of a steer or follow-up ``message`` just returned, which
         its ``Answer`` carries."""
 
+    def prompt_ticket(self, message: dict[str, Any]) -> str | None:
+        """The name of a prompt ``message`` just returned, when the agent
+        answers prompts (its ``Answer`` carries it), else None."""
+
     def answers(self) -> list[Answer]:
         """The agent's answers to steers and follow-ups that came since
         last asked (taken once); asked after every event observed."""

@@ -151,6 +151,9 @@ class AttemptSupervisor:
         self.on_steerable: Callable[[], None] | None = None
         #: Told the live agent's answers to steers written on its input.
         self.on_steer_answer: Callable[[Answer], None] | None = None
+        #: Told the next prompt of a live session was written: the turn it
+        #: starts and the ticket the agent's answer to it carries (or None).
+        self.on_prompt_written: Callable[[int, str | None], None] | None = None
 
     # -- entry points ----------------------------------------------------------
 
@@ -354,6 +357,9 @@ class AttemptSupervisor:
             return
         self._next_turn(record)
         session.prompt(next_prompt)
+        if self.on_prompt_written is not None and next_prompt != OWN_TURN:
+            ticket = session.prompt_ticket if isinstance(session, MessageDriver) else None
+            self.on_prompt_written(record.number + 1, ticket)
 
     def _next_turn(self, previous: AttemptRecord) -> None:
         """The next prompt turn on the same process is the next attempt."""

@@ -103,6 +103,8 @@ class ExternalControl:
         self._said: dict[str, dict[str, Any]] = {}
         #: The steers on a live agent's input waiting for its answer, by ticket.
         self._sent: dict[str, list[ExternalSteer]] = {}
+        #: The tickets of prompts that carry steers: refused, they are final.
+        self._as_prompt: set[str] = set()
         #: Set (and replaced) whenever the agent answers a steer.
         self._answered = trio.Event()
         #: The steers the launch being started carries, until it has started.
@@ -351,11 +353,19 @@ class ExternalControl:
         steers = self._sent.pop(answer.ticket, [])
         self._answered.set()
         self._answered = trio.Event()
+        as_prompt = answer.ticket in self._as_prompt
+        self._as_prompt.discard(answer.ticket)
         if not steers or self.closing is not None:
             return
         if answer.refused is None:
             attempt = steers[0].attempt
             self._settle(steers, "live", attempt if attempt is not None else 0)
+            return
+        if as_prompt:
+            # Given as a prompt and refused as one too: it cannot reach the agent.
+            for steer in steers:
+                before = f" (and live before: {steer.refused_live})" if steer.refused_live else ""
+                self.refuse([steer], f"the agent refused it: {answer.refused}{before}")
             return
         for steer in steers:
             self.ledger.refused_live(steer, answer.refused)
@@ -464,9 +474,21 @@ class ExternalControl:
         if prompt is None or self.ended():
             self.refuse_in_flight(self._why_not())
             return None
-        if self.in_flight:
-            self.delivered("live", number + 1)
+        # The steers it carries are the session's once it is written.
         return prompt
+
+    def prompt_written(self, attempt: int, ticket: str | None) -> None:
+        """The live session's next prompt, carrying the steers in flight,
+        was written for turn ``attempt``: delivered, or sent until the agent
+        answers it (``ticket``)."""
+        steers, self.in_flight = self.in_flight, []
+        if not steers:
+            return
+        if ticket is None:
+            self._settle(steers, "live", attempt)
+            return
+        self._as_prompt.add(ticket)
+        self._send(steers, ticket, attempt)
 
     async def _prompt(self) -> str | None:
         """The steers that wait, as the next prompt (None: refused)."""

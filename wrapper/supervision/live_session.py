@@ -105,6 +105,8 @@ class MessageDriver:
         #: The ticket of the last steer or follow-up written, which the
         #: agent's answer to it carries.
         self.last_ticket: str | None = None
+        #: The ticket of the last prompt written, when the agent answers it.
+        self.prompt_ticket: str | None = None
         #: Whether the agent answers a steer by the end of the turn it was
         #: written in (pi, Codex); Claude Code's echo comes when the model
         #: is next asked, which may be a turn of its own.
@@ -155,6 +157,7 @@ class MessageDriver:
             return
         sent = self.client.prompt(text)
         self._flush()  # what opens the session goes first
+        self.prompt_ticket = self.client.prompt_ticket(sent) if sent is not None else None
         self._send(sent)
 
     def takes(self, when: str) -> bool:

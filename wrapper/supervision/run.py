@@ -448,6 +448,7 @@ class Run:
         supervisor.on_progress = self.external.progress
         supervisor.on_steerable = self.external.steerable
         supervisor.on_steer_answer = self.external.answered
+        supervisor.on_prompt_written = self.external.prompt_written
         for sig in self.interrupts:
             supervisor.interrupt(sig, self._cause())
         number = 1
