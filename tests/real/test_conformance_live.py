@@ -98,10 +98,14 @@ def test_a_steer_during_a_tool_reaches_the_model_in_the_same_turn(
     assert case.leftover == [], where
     assert processes_in(case.workdir) == [], where
     (requested,) = case.of_type("steer_requested")
+    # Written into the turn, it is sent; delivered once the agent acknowledged it.
+    (written,) = case.of_type("steer_sent")
     (delivered,) = case.of_type("steer_delivered")
+    assert ts(requested) <= ts(written) <= ts(delivered), where
     report(
         case,
-        f"live steer: delivered {ts(delivered) - ts(requested):.3f} s after it was requested "
+        f"live steer: sent {ts(written) - ts(requested):.3f} s and acknowledged (delivered) "
+        f"{ts(delivered) - ts(requested):.3f} s after it was requested "
         f"(the steer command took {sent['took']:.1f} s)",
     )
 
