@@ -470,3 +470,30 @@ def test_a_steer_refused_live_and_as_the_next_prompt_is_refused_with_the_agents_
     # pi stays idle after a refused prompt: the run ends then, and says why.
     assert (code, result["outcome"]) == (1, "error"), stderr
     assert "pi refused prompt: not ever" in result["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("capture", "holds"),
+    [("steer_after_end", True), ("follow_up_after_end", True), ("steer", False)],
+)
+def test_what_pi_keeps_for_its_next_run_is_read_from_its_queue_updates(
+    capture: str, holds: bool
+) -> None:
+    # The real pi 0.73.1: a steer or follow-up written just after agent_end
+    # is queued by pi for its next run (the capture's probe then gives one);
+    # one written in the run is consumed by it.
+    path = Path(__file__).parent / "data/real/twoway/pi-0.73.1" / f"{capture}.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    dialect = PiDialect()
+    client = dialect.input_client(["pi", "--mode", "rpc"])
+    assert client is not None
+    for record in records:
+        message = record["msg"]
+        if record["dir"] == "stdin" and message.get("type") == "prompt":
+            if message["id"] != "prompt-1":
+                break  # what pi holds when the next prompt would be written
+            client.prompt(message["message"])
+        elif record["dir"] == "stdout":
+            for event in dialect.parse(json.dumps(message).encode()):
+                client.observe(event)
+    assert client.holds() is holds
