@@ -19,6 +19,7 @@ from wrapper.commands.steer import Receipt
 from wrapper.core.control import ExternalSteers, SteerRequest
 from wrapper.core.events import AgentEnded, ToolStarted
 from wrapper.dialects.claude import ClaudeDialect
+from wrapper.dialects.claude_input import ClaudeInputClient
 from wrapper.dialects.pi import PiDialect
 from wrapper.dialects.pi_rpc import HELD_PROMPT
 from wrapper.dialects.two_way import Answer
@@ -374,6 +375,7 @@ for line in sys.stdin:
     messages += 1
     if messages == 1:
         init()
+        out({"type": "user", "message": {"role": "user", "content": text}})
         out({"type": "assistant", "message": {"id": "a", "role": "assistant", "model": "m",
              "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
                           "input": {"command": "make"}}], "stop_reason": None}})
@@ -497,3 +499,22 @@ def test_what_pi_keeps_for_its_next_run_is_read_from_its_queue_updates(
             for event in dialect.parse(json.dumps(message).encode()):
                 client.observe(event)
     assert client.holds() is holds
+
+
+def test_a_turn_of_claudes_own_is_expected_only_where_it_echoes() -> None:
+    client = ClaudeInputClient()
+    client.prompt("task")
+    client.observe(ToolStarted(tool="Bash"))
+    assert client.steer("late") is not None
+    client.observe(AgentEnded(will_retry=False))
+    assert not client.turn_coming(), "no echo seen: this Claude Code may not echo at all"
+    client = ClaudeInputClient()
+    client.prompt("task")
+    client.echoed("task")
+    client.observe(ToolStarted(tool="Bash"))
+    assert client.steer("late") is not None
+    client.observe(AgentEnded(will_retry=False))
+    assert client.turn_coming()
+    client.own_turn()
+    client.observe(AgentEnded(will_retry=False))
+    assert not client.turn_coming(), "its own turn did not echo it: none more is waited for"

@@ -75,6 +75,11 @@ class ClaudeInputClient:
         #: Steers written and not echoed yet: (ticket, text), oldest first.
         self._unechoed: list[tuple[str, str]] = []
         self._answers: list[Answer] = []
+        #: Whether Claude Code echoes messages in this session (it echoes the
+        #: task before the first ``result`` when it does).
+        self._echoes = False
+        #: The running turn is one Claude Code started of its own.
+        self._own = False
 
     def prompt(self, text: str) -> dict[str, Any] | None:
         if self.closed:
@@ -114,14 +119,15 @@ class ClaudeInputClient:
         """A steer not echoed by the turn's ``result`` missed the turn (it
         was written just after the tool's result): Claude Code makes it a
         turn of its own, at once."""
-        return not self.running and bool(self._unechoed) and not self.closed
+        return not self.running and self._echoes and bool(self._unechoed) and not self.closed
 
     def own_turn(self) -> None:
-        self.running, self._tools = True, 0
+        self.running, self._tools, self._own = True, 0, True
 
     def echoed(self, text: str) -> None:
         """Claude Code wrote back a user message with ``text``: the oldest
         steer of that text is acknowledged."""
+        self._echoes = True
         for index, (ticket, sent) in enumerate(self._unechoed):
             if sent == text:
                 del self._unechoed[index]
@@ -160,6 +166,10 @@ class ClaudeInputClient:
         if isinstance(event, ToolEnded):
             self._tools = max(0, self._tools - 1)
         elif isinstance(event, AgentEnded):
-            self.running = False
+            if self._own:
+                # What its own turn did not echo, no later turn will: no more
+                # turns are waited for on its account.
+                self._unechoed.clear()
+            self.running, self._own = False, False
             return "ended"
         return None
