@@ -332,7 +332,9 @@ def steer(
 ) -> Receipt:
     """Send the run in ``run_dir`` a new instruction, as ``agent-wrapper
     steer`` does, and wait up to ``wait`` seconds for its receipt:
-    ``state`` is ``delivered`` (``how``: ``resume`` or ``live``), ``refused``
+    ``state`` is ``delivered`` (the agent acknowledged it or was resumed
+    with it; ``how``: ``resume`` or ``live``), ``sent`` (written on a live
+    agent's input, not acknowledged yet when the wait ended), ``refused``
     (``why``) or ``queued`` (not delivered yet when the wait ended; it stays
     queued) or ``busy`` (the run took no more requests just now: nothing
     was done, try again). ``when="next-stop"`` gives it when the agent next stops instead

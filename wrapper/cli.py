@@ -250,9 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="send a running agent a new instruction",
         description="Steer a running run from outside: the text reaches the agent in its "
         "session (by resuming it, or live where the agent takes messages while it runs). "
-        "Waits for the receipt. Exit status: 0 delivered, 1 refused (or the run is not "
-        "running, or takes no requests), 124 still queued when --wait ended, 75 the run is "
-        "busy with other requests (try again), 2 usage.",
+        "Waits for the receipt. Exit status: 0 delivered (the agent acknowledged it) or "
+        "sent (on a live agent's input, not acknowledged when --wait ended), 1 refused (or "
+        "the run is not running, or takes no requests), 124 still queued when --wait ended, "
+        "75 the run is busy with other requests (try again), 2 usage.",
     )
     steer.add_argument("run_dir", metavar="RUN_DIR")
     given = steer.add_mutually_exclusive_group(required=True)

@@ -6,11 +6,12 @@ The socket is found through the run's status.json (``control``); the
 client sends one request and reads receipts until the steer settled or the
 wait ran out. Nothing is polled.
 
-``steer`` exits 0 delivered, 1 refused (or the run is not running, or
-takes no requests), 124 still queued when the wait ended, 75 the run is
-busy with other requests (try again), 2 usage; ``abort`` exits 0 once the
-run ended, 1 refused (or not running), 124 accepted but still ending when
-the wait ended, 75 busy, 2 usage.
+``steer`` exits 0 delivered (the agent acknowledged it) or sent (on a live
+agent's input, not acknowledged yet when the wait ended), 1 refused (or the
+run is not running, or takes no requests), 124 still queued when the wait
+ended, 75 the run is busy with other requests (try again), 2 usage;
+``abort`` exits 0 once the run ended, 1 refused (or not running), 124
+accepted but still ending when the wait ended, 75 busy, 2 usage.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def check_size(text: str) -> None:
 @dataclass(frozen=True, slots=True)
 class Receipt:
     """What the run said of a request. ``state``: for a steer ``delivered``,
-    ``refused`` or ``queued`` (still waiting when the wait ended); for an
+    ``refused``, ``sent`` (on a live agent's input, not acknowledged when
+    the wait ended) or ``queued`` (still waiting when the wait ended); for an
     abort ``ended``, ``refused`` or ``accepted`` (still ending); for either
     ``busy`` (the run took no more requests just now: try again)."""
 
@@ -168,7 +170,7 @@ def _exchange(run_dir: Path, request: dict[str, Any], wait: float) -> Iterator[R
                 receipt = _parse(line)
                 answered = True
                 yield receipt
-                if receipt.state not in ("queued", "accepted"):
+                if receipt.state not in ("queued", "sent", "accepted"):
                     return
             # The run's first answer (queued, accepted) is waited for whatever
             # the wait: it says the request was taken.
@@ -290,6 +292,13 @@ def steer_main(run_dir: str, text: str, when: str, wait: float, as_json: bool) -
         if not as_json:
             how = delivered_how(receipt.how)
             print(f"delivered steer {receipt.id} {how} (attempt {receipt.attempt})")
+        return 0
+    if receipt.state == "sent":
+        if not as_json:
+            print(
+                f"steer {receipt.id} sent, not yet acknowledged: it is on the agent's input "
+                f"(attempt {receipt.attempt}); result.json's externalSteers says what became of it"
+            )
         return 0
     if receipt.state == "queued":
         if not as_json:

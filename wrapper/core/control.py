@@ -6,7 +6,9 @@ A request is one JSON object on one line: ``{"op": "steer", "text": TEXT,
 "when": "now" | "next-stop"}`` or ``{"op": "abort", "reason": TEXT}``. The
 run answers on the same connection with receipts, one JSON object a line:
 a steer is ``queued`` first (or ``refused`` at once), then ``delivered`` or
-``refused``; an abort is ``accepted`` (or ``refused``: the run is ending).
+``refused``, with ``sent`` between for a steer written into a live session
+whose agent has not acknowledged it yet; an abort is ``accepted`` (or
+``refused``: the run is ending).
 
 External steers are apart from the Stop hooks' steering (``steering``):
 they have their own limit and their own list in result.json, and a stop
@@ -15,7 +17,6 @@ that carries one runs no Stop handlers.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -111,7 +112,10 @@ def fits_socket(path: str) -> bool:
     return len(os.fsencode(path)) <= SOCKET_PATH_MAX_BYTES
 
 
-State = Literal["queued", "delivered", "refused"]
+#: ``queued``: the wrapper holds it; ``sent``: written on a live agent's
+#: input, not acknowledged yet; ``delivered``: the agent acknowledged it (or
+#: was started or resumed with it); ``refused``: it will never reach the agent.
+State = Literal["queued", "sent", "delivered", "refused"]
 
 
 def text_bytes(text: str) -> int:
@@ -167,17 +171,30 @@ class ExternalSteer:
     #: The attempt that received it.
     attempt: int | None = None
     ended_at: float | None = None
-    #: The text's length in characters, and its SHA-256 (kept once it is dropped).
+    #: What the live session calls it while it waits for the agent's answer.
+    ticket: str | None = None
+    #: Why the agent refused it live: it goes again as the next prompt, and
+    #: only a refusal of that too settles it ``refused``.
+    refused_live: str | None = None
+    #: The text's length in characters, and its SHA-256 once the text is dropped.
     length: int = field(init=False, default=0)
-    digest: str = field(init=False, default="")
+    digest: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.length = len(self.text)
-        self.digest = hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def drop_text(self) -> None:
         """A refused steer is never given: its text is not kept."""
+        self.digest = self.text_sha256()
         self.text = ""
+
+    def text_sha256(self) -> str:
+        if self.digest is not None:
+            return self.digest
+        # Loaded by the first steer that needs it, not by every run's start.
+        import hashlib  # noqa: PLC0415
+
+        return hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def receipt(self) -> dict[str, Any]:
         return {
@@ -193,7 +210,7 @@ class ExternalSteer:
         return {
             "id": self.id,
             "textLength": self.length,
-            "textSha256": self.digest,
+            "textSha256": self.text_sha256(),
             "when": self.when,
             "outcome": self.state,
             "how": self.how,
@@ -258,8 +275,15 @@ class ExternalSteers:
         return [item for item in self.items if item.state == "queued"]
 
     @property
+    def sent(self) -> list[ExternalSteer]:
+        """The steers written into a live session that its agent has not answered yet."""
+        return [item for item in self.items if item.state == "sent"]
+
+    @property
     def delivered_count(self) -> int:
-        return sum(item.state == "delivered" for item in self.items)
+        # A steer on the agent's input counts against --max-external-steers
+        # as a delivered one does: neither is the wrapper's to withdraw.
+        return sum(item.state in ("delivered", "sent") for item in self.items)
 
     def refuse(self, steer: ExternalSteer, why: str, now: float) -> None:
         steer.state, steer.why, steer.ended_at = "refused", why, now
@@ -268,6 +292,17 @@ class ExternalSteers:
     def deliver(self, steers: Sequence[ExternalSteer], how: str, attempt: int, now: float) -> None:
         for steer in steers:
             steer.state, steer.how, steer.attempt, steer.ended_at = "delivered", how, attempt, now
+            steer.ticket = steer.why = None
+
+    def send(self, steer: ExternalSteer, ticket: str, attempt: int) -> None:
+        """``steer`` is on the live agent's input as ``ticket``, unanswered."""
+        steer.state, steer.how, steer.attempt, steer.ticket = "sent", "live", attempt, ticket
+
+    def refused_live(self, steer: ExternalSteer, why: str) -> None:
+        """The agent refused ``steer`` live: it waits again, for the next prompt."""
+        steer.state, steer.refused_live, steer.ticket = "queued", why, None
+        steer.how = steer.attempt = None
+        steer.why = f"the agent refused it live ({why}); it goes as the next prompt"
 
     def pending_json(self) -> list[dict[str, Any]]:
         """status.json's ``pendingSteers``."""

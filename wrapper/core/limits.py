@@ -131,6 +131,19 @@ MAX_WAITING_PERMISSIONS = 64
 MAX_TOOLS_PER_TURN = 10_000
 
 
+# -- Steers from outside -------------------------------------------------------
+
+#: At the end of a live session's turn, how long the agent's answers to the
+#: steers just written on its input are waited for before the wrapper
+#: decides what comes next (a refused steer is the next prompt). pi and
+#: Codex's app-server answer within milliseconds (0.4 ms and 1-2 ms in the
+#: captures of pi 0.73.1 and Codex 0.169.0, tests/data/real/twoway); two
+#: seconds covers a loaded machine without holding a run's end noticeably.
+LIVE_STEER_ANSWER_TIMEOUT = 2.0
+#: How much of a next prompt that never reached a live agent (it exited while
+#: the stop hooks ran) the run's error quotes: enough to recognise it.
+LOST_PROMPT_CHARS = 200
+
 # -- What the wrapper writes --------------------------------------------------
 
 #: How much unwritten output may pile up before the stream waits for the reader.

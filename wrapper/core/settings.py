@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.core.spelling import closest
+from wrapper.core.urls import url_without_secrets
 
 #: Stop handlers: may block a stop and steer the agent.
 STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
@@ -110,23 +111,6 @@ _MATCHER_LIST = re.compile(r"[A-Za-z0-9_.-]+(?:\|[A-Za-z0-9_.-]+)*")
 
 class SettingsError(Exception):
     """A settings file cannot be used; the message names file, key and problem."""
-
-
-def url_without_secrets(url: str) -> str:
-    """``url`` as it may be shown: scheme, host, port and path, without the
-    credentials, the query or the fragment, any of which may carry a secret
-    (``https://user:token@host/hook?key=...``)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 address keeps its brackets
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port is not None else ""
-    except ValueError:  # a port that is not a number is no secret, only wrong
-        port = ":" + parts.netloc.rpartition(":")[2]
-    if not parts.scheme and not parts.netloc:
-        return parts.path
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

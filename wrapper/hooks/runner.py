@@ -44,8 +44,9 @@ from wrapper.core.limits import (
     HTTP_RESPONSE_BYTES,
     VERIFIER_MARGIN,
 )
-from wrapper.core.settings import Handler, url_without_secrets
+from wrapper.core.settings import Handler
 from wrapper.core.shellwords import ShellSyntax, split_command
+from wrapper.core.urls import url_without_secrets
 from wrapper.files.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
 from wrapper.process import proctree
 from wrapper.process.invocation import wrapper_argv

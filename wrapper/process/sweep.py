@@ -269,6 +269,7 @@ def finish_run(
             currentTool=None,
             question=None,
             control=None,
+            controlUnavailable=status.get("controlUnavailable"),
             pendingSteers=[],
         )
         with contextlib.suppress(OSError):

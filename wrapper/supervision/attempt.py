@@ -8,7 +8,8 @@ shielded scope with a deadline on every wait.
 One module, though long: one attempt's tasks (readers, timers, the live
 session, cleanup) share its cancel scopes and its state, and read together
 as the lifecycle they carry out; the pure parts are in ``wrapper.core`` and
-``wrapper.dialects.reading``, the cleanup of leftovers in ``leftovers``.
+``wrapper.dialects.reading``, the cleanup of leftovers in ``leftovers``, a
+live session's turns in ``live_turns``.
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ from wrapper.core.result import AttemptRecord
 from wrapper.core.summary import RunSummary
 from wrapper.core.timefmt import iso
 from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for, silent_agent
-from wrapper.dialects.acp.actions import StoppedAnswering
 from wrapper.dialects.base import strip_escapes
 from wrapper.dialects.reading import StreamReader
+from wrapper.dialects.two_way import Answer
 from wrapper.files.artifacts import StreamFile
 from wrapper.hooks.permission import PermissionGate
 from wrapper.process import proctree
@@ -69,10 +70,16 @@ from wrapper.process import spawn as child
 from wrapper.process.spawn import Child, unread_bytes, widen_pipe
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.leftovers import end_leftovers
-from wrapper.supervision.live_session import LiveDriver, after_cancel, open_session
+from wrapper.supervision.live_session import (
+    LiveDriver,
+    MessageDriver,
+    after_cancel,
+    open_session,
+)
+from wrapper.supervision.live_turns import LiveTurns
 
 
-class AttemptSupervisor:
+class AttemptSupervisor(LiveTurns):
     """Runs the agent once and reports what happened."""
 
     def __init__(
@@ -113,6 +120,11 @@ class AttemptSupervisor:
         self._graces_pending = isinstance(dialect, SniffingDialect)
         #: The attempt's own tasks (timers, the session), while it runs.
         self._background: trio.Nursery | None = None
+        #: Set once the stop gate decided what follows the live turn that ended.
+        self._deciding: trio.Event | None = None
+        #: The next prompt the stop gate gave a live session whose agent had
+        #: exited meanwhile (the attempt's own; None when there was none).
+        self.prompt_not_taken: str | None = None
         #: Decides a live session's permission requests: (allow, reason).
         self.permission_gate: PermissionGate | None = None
         self.output = output
@@ -147,6 +159,11 @@ class AttemptSupervisor:
         self.on_progress: Callable[[], None] | None = None
         #: Told when the live session's turn starts to take steers.
         self.on_steerable: Callable[[], None] | None = None
+        #: Told the live agent's answers to steers written on its input.
+        self.on_steer_answer: Callable[[Answer], None] | None = None
+        #: Told the next prompt of a live session was written: the turn it
+        #: starts and the ticket the agent's answer to it carries (or None).
+        self.on_prompt_written: Callable[[int, str | None], None] | None = None
 
     # -- entry points ----------------------------------------------------------
 
@@ -172,6 +189,7 @@ class AttemptSupervisor:
         last turn's."""
         record = self.record = AttemptRecord(number=number, argv=argv)
         self._exit_boundary, self._late, self._late_warned = None, False, False
+        self._deciding, self.prompt_not_taken = None, None
         self.stream.attempt = number
         now = trio.current_time()
         grace, settle_grace = graces_for(self.dialect, self.config)
@@ -261,23 +279,6 @@ class AttemptSupervisor:
         if self.running and self.tracker is not None:
             self._apply(self.tracker.steer(trio.current_time(), timeout))
 
-    def steerable(self) -> None:
-        """The live session's turn takes steers from now on (a tool started)."""
-        if self.on_steerable is not None:
-            self.on_steerable()
-
-    def deliver_live(self, when: str, text: str) -> int | None:
-        """``text`` into the live session's running turn: a steer (``now``)
-        or a follow-up (``next-stop``); the attempt it joined, or None when
-        it cannot be (no turn runs, or it is being ended)."""
-        session, tracker, record = self._session, self.tracker, self.record
-        if session is None or tracker is None or record is None or not self.running:
-            return None
-        if tracker.phase is not Phase.WORKING:
-            return None
-        joined = session.steer(text) if when == "now" else session.follow_up(text)
-        return record.number if joined else None
-
     @property
     def session(self) -> LiveDriver | None:
         """The live session of the agent, while one driven over its stdin runs."""
@@ -290,64 +291,6 @@ class AttemptSupervisor:
     def event_now(self, event: Event) -> None:
         """An event that came of something else than a line (a deadline)."""
         self._event(event, trio.current_time(), time.time())
-
-    def stopped_answering(self, stopped: StoppedAnswering) -> None:
-        """The agent's output closed while it owed an answer: it has the drain
-        timeout to exit (as an agent that exited has to finish its output)."""
-        if self.tracker is None:
-            return
-        self.emit(
-            WarningEvent(
-                code="agent_output_closed",
-                message=f"{stopped.message}; it is ended unless it exits within "
-                f"{self.config.drain_timeout:g}s (--drain-timeout)",
-            )
-        )
-        self.tracker.output_closed(trio.current_time())
-        self._set_timer()
-
-    def turn_ended(self) -> None:
-        """A prompt turn of the live session is over (its final message is
-        about to be observed): hold the tracker, and decide what comes next
-        once that message is in."""
-        self._turn_over.set()
-        if self.tracker is None or self._background is None:
-            return
-        self.tracker.hold()
-        self._background.start_soon(self._between_turns)
-
-    async def _between_turns(self) -> None:
-        record, tracker = self.record, self.tracker
-        assert record is not None
-        assert tracker is not None
-        next_prompt = None
-        if self._at_turn_end is not None and tracker.phase is Phase.WORKING:
-            next_prompt = await self._at_turn_end(record)
-        session = self._session
-        if session is None or next_prompt is None or tracker.phase is not Phase.WORKING:
-            self._apply(tracker.release(trio.current_time()))
-            if session is not None:
-                session.close()
-            return
-        self._next_turn(record)
-        session.prompt(next_prompt)
-
-    def _next_turn(self, previous: AttemptRecord) -> None:
-        """The next prompt turn on the same process is the next attempt."""
-        assert self._limits is not None
-        now = trio.current_time()
-        previous.ended_at = time.time()
-        number = previous.number + 1
-        record = self.record = AttemptRecord(number=number, argv=previous.argv)
-        record.pid, record.recognised = previous.pid, previous.recognised
-        if self._reader is not None:
-            # Lines are counted per attempt, and only until one is recognised.
-            self._reader.lines = 0
-        tracker = self.tracker = CompletionTracker(self._limits, now)
-        record.tracker = tracker
-        self.stream.attempt = number
-        self.status.update(now, force=True, state="running", attempt=number)
-        self._set_timer()
 
     # -- the attempt -------------------------------------------------------------
 
@@ -385,6 +328,11 @@ class AttemptSupervisor:
                         f"{self.config.drain_timeout:g}s",
                     )
                 )
+            if self._deciding is not None:
+                # The stop gate of the turn that ended is let finish (its hooks
+                # have their timeouts, the run its deadline): the next prompt it
+                # gives is not lost because the agent exited meanwhile.
+                await self._deciding.wait()
             self._background = None
             background.cancel_scope.cancel()
 
@@ -482,6 +430,9 @@ class AttemptSupervisor:
         elif texts:  # deltas of thinking alone are no events
             self.stream.emit_texts(texts, wall)
             self.status.touch(now, wall)
+        if isinstance(self._session, MessageDriver):
+            # Answers to steers come on lines that make no event.
+            self._session.output_read()
 
     def _take_counts(self, reader: StreamReader) -> None:
         """The attempt's record tells what the stream's reader counted."""

@@ -48,7 +48,10 @@ class Controller(Protocol):
 
     def steer(self, request: SteerRequest) -> ExternalSteer: ...
 
-    def settled(self, steer: ExternalSteer) -> Awaitable[None]: ...
+    def changed(self, steer: ExternalSteer, state: str) -> Awaitable[dict[str, Any] | None]:
+        """Waits for ``steer`` to leave ``state``: its receipt then, or None
+        when it never will (the run ended with it sent)."""
+        ...
 
     def abort(self, request: AbortRequest) -> str | None:
         """None: accepted; else why it was refused."""
@@ -161,12 +164,13 @@ class ControlServer:
             await _send(stream, {"state": "ended", "outcome": outcome})
             return
         steer = self.controller.steer(request)
-        receipt = steer.receipt()
-        await _send(stream, receipt)
-        # Its state as it was sent: the steer may be on its way meanwhile.
-        if receipt["state"] == "queued":
-            await self.controller.settled(steer)
-            await _send(stream, steer.receipt())
+        receipt: dict[str, Any] | None = steer.receipt()
+        # ``sent`` is said too, and the acknowledgement after it.
+        while receipt is not None:
+            await _send(stream, receipt)
+            if receipt["state"] not in ("queued", "sent"):
+                return
+            receipt = await self.controller.changed(steer, receipt["state"])
 
 
 async def _read_request(stream: trio.SocketStream) -> bytes:
