@@ -9,7 +9,10 @@ object; every key is optional:
 - ``sessionNew``: a JSON-RPC error object ``session/new`` is answered with
   (default: a session ``s``);
 - ``stderr``: written to stderr at the start;
+- ``slowStart``: seconds ``initialize`` takes to be answered (as Qwen Code
+  and Kilo CLI take 1-4 s);
 - ``turn``: the steps played on each ``session/prompt`` before its answer;
+- ``turns``: instead, the steps of each prompt in turn (the last repeats);
 - ``stopReason``: the answer's (default ``end_turn``);
 - ``after``: the steps played right after the answer;
 - ``atClose``: the steps played when stdin ends, before the exit (status 0).
@@ -21,13 +24,15 @@ stdin); ``{"$permissions": N}`` (N permission requests at once, then their
 answers read: each tool is reported completed when allowed);
 ``{"$ask": N}`` (the same requests, their answers left unread);
 ``{"$closeStdout": S}`` (close stdout, then stay alive S seconds without
-reading stdin).
+reading stdin); ``{"$untilCancel": S}`` (read stdin for up to S seconds: a
+``session/cancel`` ends the turn there, answered ``cancelled``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import sys
 import time
 from typing import Any
@@ -44,19 +49,59 @@ def update(body: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SESSION, **body}}
 
 
-def read() -> dict[str, Any] | None:
-    line = sys.stdin.readline()
-    while line and not line.strip():
-        line = sys.stdin.readline()
-    if not line:
+#: What was read of stdin and not yet taken as a line; whether it ended.
+_pending = bytearray()
+_ended = False
+
+
+def read_line(timeout: float | None = None) -> bytes | None:
+    """The next line of stdin (unbuffered by Python, so that ``select`` sees
+    what is left); None at its end or once ``timeout`` seconds passed."""
+    global _ended
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while b"\n" not in _pending:
+        if _ended:
+            line = bytes(_pending)
+            _pending.clear()
+            return line or None
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([0], [], [], wait)
+        if not ready:
+            return None
+        data = os.read(0, 65536)
+        _ended = not data
+        _pending.extend(data)
+    line, _, rest = bytes(_pending).partition(b"\n")
+    _pending[:] = rest
+    return line
+
+
+def read(timeout: float | None = None) -> dict[str, Any] | None:
+    line = read_line(timeout)
+    while line is not None and not line.strip():
+        line = read_line(timeout)
+    if line is None:
         return None
     loaded: dict[str, Any] = json.loads(line)
     return loaded
 
 
+class Cancelled(Exception):
+    """The client cancelled the turn being played."""
+
+
+def until_cancel(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while (message := read(max(0.0, deadline - time.monotonic()))) is not None:
+        if message.get("method") == "session/cancel":
+            raise Cancelled
+
+
 def play(steps: list[dict[str, Any]]) -> None:
     for step in steps:
-        if "$sleep" in step:
+        if "$untilCancel" in step:
+            until_cancel(step["$untilCancel"])
+        elif "$sleep" in step:
             time.sleep(step["$sleep"])
         elif "$flood" in step:
             flood = step["$flood"]
@@ -123,9 +168,11 @@ def main() -> None:
     if "stderr" in script:
         sys.stderr.write(script["stderr"] + "\n")
         sys.stderr.flush()
+    prompts = 0
     while (message := read()) is not None:
         method, request_id = message.get("method"), message.get("id")
         if method == "initialize":
+            time.sleep(script.get("slowStart", 0))
             methods = script.get("authMethods", [])
             write(
                 {
@@ -139,8 +186,13 @@ def main() -> None:
         elif method == "session/new":
             write({"jsonrpc": "2.0", "id": request_id, "result": {"sessionId": SESSION}})
         elif method == "session/prompt":
-            play(script.get("turn", []))
             stop = script.get("stopReason", "end_turn")
+            turns = script.get("turns") or [script.get("turn", [])]
+            prompts += 1
+            try:
+                play(turns[min(prompts, len(turns)) - 1])
+            except Cancelled:
+                stop = "cancelled"
             write({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": stop}})
             play(script.get("after", []))
     play(script.get("atClose", []))

@@ -12,15 +12,18 @@ runs the commands in turn (``echo $?`` sees the previous command's status),
 stderr merged into stdout, stdin from ``/dev/null``.
 
 ``python -m tests.docs_samples`` (``scripts/docs-samples``) rewrites each
-session's output from a run; ``--check`` only compares, as the test does:
+session's output from a run, and remakes the picture of the report
+(``tests.report_picture``); ``--check`` only compares, as the test does:
 two outputs are the same when they differ only in what changes from run to
-run (times, durations, pids, run ids, the temporary folder).
+run (times, durations, pids, run ids); the temporary folder is shown as
+``SHOWN_FOLDER``, as the absolute path a reader's own run would print.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: What a session's folder links to, by the same name.
 LINKED = (".venv", "wrapper", "fixtures", "scripts", "examples", "pyproject.toml")
+
+#: What the documents show for the session's folder: the program prints
+#: absolute paths, and so do the documents, under a folder a reader has.
+SHOWN_FOLDER = "/home/you/project"
 
 #: A whole session may take this long; only there to catch a hang.
 SESSION_LIMIT = 120.0
@@ -114,7 +121,7 @@ def run(session: Session) -> list[str]:
             timeout=SESSION_LIMIT,
             check=False,
         )
-        printed = proc.stdout.replace(f"{folder}/tmp/", "/tmp/").replace(folder, ".")
+        printed = proc.stdout.replace(f"{folder}/tmp/", "/tmp/").replace(folder, SHOWN_FOLDER)
         outputs = printed.split(_SEPARATOR + "\n")
     return [o if o.endswith("\n") or not o else o + "\n" for o in outputs[: len(session.commands)]]
 
@@ -190,6 +197,22 @@ def main(argv: list[str]) -> int:
     for path in documents():
         if count := rewrite(path):
             print(f"{path.relative_to(ROOT)}: {count} session(s) rewritten")
+    return _remake_picture()
+
+
+def _remake_picture() -> int:
+    """docs/report.png, the picture of the report of today's demo batch."""
+    from tests import browser, report_picture
+
+    if not any(shutil.which(name) for name in browser.BINARIES):
+        print(
+            f"docs-samples: NO HEADLESS BROWSER, {report_picture.PICTURE.relative_to(ROOT)} "
+            f"not remade (apt-get install -y {browser.PACKAGE})",
+            file=sys.stderr,
+        )
+        return 1
+    report_picture.make()
+    print(f"{report_picture.PICTURE.relative_to(ROOT)}: remade")
     return 0
 
 

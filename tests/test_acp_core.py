@@ -24,6 +24,7 @@ from wrapper.core.events import (
     UnparsedLine,
     Usage,
 )
+from wrapper.core.limits import MAX_TOOLS_PER_TURN, MAX_WAITING_PERMISSIONS
 from wrapper.dialects.acp import client as acp_client
 from wrapper.dialects.acp import jsonrpc
 from wrapper.dialects.acp.actions import (
@@ -642,3 +643,61 @@ def test_the_output_ending_mid_turn_means_the_agent_stopped_answering() -> None:
     assert isinstance(stopped, StoppedAnswering)
     client.close()
     assert client.output_ended() == []
+
+
+def test_text_after_the_turns_answer_is_no_part_of_the_next_turn() -> None:
+    client = _client()
+    _in_session(client)
+    said = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Done."}}
+    client.feed(_update(said), 3.0)
+    client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    late = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Also"}}
+    (warning,) = client.feed(_update(late), 4.1)
+    assert isinstance(warning, AgentWarning)
+    assert warning.code == "acp_text_outside_turn"
+    assert "'Also'" in warning.message
+    # One warning between two turns, however many chunks.
+    assert client.feed(_update(late), 4.2) == []
+    client.prompt("go on")
+    client.feed(_update(said), 5.0)
+    out = client.feed(_line(jsonrpc.result(4, {"stopReason": "end_turn"})), 6.0)
+    (turn,) = [o for o in out if isinstance(o, TurnEnded)]
+    assert turn.message.text == "Done."
+
+
+def _asking(n: int) -> bytes:
+    """A permission request about tool ``t<n>``, id ``p<n>``."""
+    call = {"toolCallId": f"t{n}", "kind": "execute", "title": f"echo {n}", "status": "pending"}
+    options = [{"optionId": o, "name": o, "kind": k} for o, k in OPTIONS]
+    params = {"sessionId": "s", "toolCall": call, "options": options}
+    request = {"jsonrpc": "2.0", "id": f"p{n}", "method": "session/request_permission"}
+    return _line({**request, "params": params})
+
+
+def test_a_flood_of_permission_requests_waits_bounded_and_the_rest_is_denied_at_once() -> None:
+    client = _client()
+    _in_session(client)
+    waiting = MAX_WAITING_PERMISSIONS
+    out: list[Output] = []
+    for n in range(30_000):
+        out += client.feed(_asking(n), 3.0)
+    asked = [o for o in out if isinstance(o, PermissionRequested)]
+    assert len(asked) == waiting
+    # Every request past them was answered at once, with a reject option.
+    answers = _sent(out)
+    assert len(answers) == 30_000 - waiting
+    assert {a["result"]["outcome"]["optionId"] for a in answers} == {"no"}
+    assert answers[0]["id"] == f"p{waiting}"
+    warnings = [o for o in out if isinstance(o, AgentWarning)]
+    assert [w.code for w in warnings] == ["acp_permissions_denied", "acp_tools_untracked"]
+    # The turn keeps a record of a bounded number of tools.
+    started = [o for o in out if isinstance(o, ToolStarted)]
+    assert len(started) == MAX_TOOLS_PER_TURN
+    ended = [o for o in out if isinstance(o, ToolEnded)]
+    assert all(e.is_error and "denied undecided" in (e.result or "") for e in ended)
+    # The next turn starts with none waiting: a request waits for its decision again.
+    client.decide_permission("p0", allow=True)
+    client.feed(_line(jsonrpc.result(3, {"stopReason": "end_turn"})), 4.0)
+    client.prompt("again")
+    (again,) = [o for o in client.feed(_asking(0), 5.0) if isinstance(o, PermissionRequested)]
+    assert again.request_id == "p0"

@@ -160,6 +160,45 @@ def test_many_permission_requests_at_once_run_a_bounded_number_of_hooks(
     assert [e["isError"] for e in ends] == [False] * 12
 
 
+def test_a_flood_of_permission_requests_waits_for_a_bounded_number_of_decisions(
+    tmp_path: Path,
+) -> None:
+    # 1000 requests at once, each decided by a handler taking 0.4 s, 4 at a
+    # time: all of them waiting would hold the agent for 100 s. At most 64
+    # wait; the others are denied at once, and the agent gets every answer.
+    hook = tmp_path / "hook.py"
+    hook.write_text(COUNTING_HOOK)
+    group = {"matcher": "execute", "hooks": [{"command": f"{sys.executable} {hook}"}]}
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [group]}}))
+    script = {"turn": [{"$permissions": 1000}, chunk("Done.")]}
+    proc, result = run(tmp_path, script, "--settings", str(settings))
+    assert proc.returncode == 0, proc.stderr
+    assert (result["outcome"], result["finalText"]) == ("ok", "Done.")
+    denied = [w for w in result["warnings"] if w["code"] == "acp_permissions_denied"]
+    assert len(denied) == 1
+    assert "64 permission requests" in denied[0]["message"]
+    counts = [int(n) for n in (tmp_path / "counts").read_text().split()]
+    assert 64 <= len(counts) < 200
+    assert max(counts) <= 4
+    ends = [e for e in events(tmp_path) if e["type"] == "tool_end"]
+    assert len(ends) == 1000
+    # Those the handlers decided ran; the others were refused.
+    assert len([e for e in ends if not e["isError"]]) == len(counts)
+
+
+def test_a_burst_of_permission_requests_no_hook_decides_is_answered_by_the_setting(
+    tmp_path: Path,
+) -> None:
+    # Without a handler to wait for, each is answered as it comes: none waits,
+    # so the bound on those waiting refuses none of them.
+    proc, result = run(tmp_path, {"turn": [{"$permissions": 300}, chunk("Done.")]})
+    assert proc.returncode == 0, proc.stderr
+    assert "acp_permissions_denied" not in [w["code"] for w in result["warnings"]]
+    ends = [e for e in events(tmp_path) if e["type"] == "tool_end"]
+    assert [e["isError"] for e in ends] == [False] * 300
+
+
 def waiting_question(tmp_path: Path, other_than: str | None = None) -> dict[str, Any]:
     """status.json once it shows a question (not ``other_than``)."""
     deadline = time.monotonic() + 20
@@ -318,3 +357,30 @@ def test_an_agent_that_closed_its_output_between_turns_is_ended_on_the_next(
     assert result["outcome"] == "error", proc.stderr
     assert result["error"]["kind"] == "stopped_answering"
     assert result["steerCount"] == 1
+
+
+BLOCK_ONCE = """
+import json, pathlib, sys
+json.load(sys.stdin)
+mark = pathlib.Path(__file__).with_suffix(".blocked")
+if not mark.exists():
+    mark.write_text("")
+    print(json.dumps({"decision": "block", "reason": "Now run the tests."}))
+"""
+
+
+def test_text_sent_after_a_turns_answer_is_not_the_next_turns(tmp_path: Path) -> None:
+    hook = tmp_path / "stop.py"
+    hook.write_text(BLOCK_ONCE)
+    settings = tmp_path / "settings.json"
+    command = f"{sys.executable} {hook}"
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"command": command}]}]}}))
+    script = {"turn": [chunk("Tested.")], "after": [chunk("One more thing"), chunk("...")]}
+    proc, result = run(tmp_path, script, "--settings", str(settings))
+    assert proc.returncode == 0, proc.stderr
+    assert result["steerCount"] == 1
+    assert result["finalText"] == "Tested."
+    late = [w for w in result["warnings"] if w["code"] == "acp_text_outside_turn"]
+    # One per gap between turns (the second follows the last answer).
+    assert len(late) == 2
+    assert "One more thing" in late[0]["message"]

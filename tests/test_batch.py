@@ -421,14 +421,86 @@ def test_pretty_output_has_a_line_per_run_and_the_progress(tmp_path: Path) -> No
     assert proc.returncode == 1
     lines = proc.stdout.decode().splitlines()
     runs = tmp_path / "runs"
-    assert "ok fine (ok, " in lines[0]
-    assert lines[0].endswith(f"[{runs / 'fine' / 'result.json'}]")
+    # Not on a terminal: a line as each run starts, and as it ends.
+    assert lines[0] == f"started fine [{runs / 'fine'}]"
+    assert "ok fine (ok, " in lines[1]
+    assert lines[1].endswith(f"[{runs / 'fine' / 'result.json'}]")
+    assert lines[2] == f"started broken [{runs / 'broken'}]"
     [failed] = [text for text in lines if text.startswith("FAILED broken (error, ")]
     assert "exited with status 3" in failed
     assert lines[-1].startswith("[batch] 2/2 done, 0 running, 1 failed, 0 waiting, 0:")
     assert lines[-1].endswith(f"(finished; {runs / 'batch.json'})")
     # The pretty output said how the failed run ended: stderr does not repeat it.
     assert "exited with status 3" not in proc.stderr.decode()
+
+
+CRASH_STEPS: list[dict[str, Any]] = [{"stderr": "boom"}, {"exit": 3}]
+
+
+def eight_tiny_runs(tmp_path: Path) -> Path:
+    ok = scenario(tmp_path, "ok", OK_STEPS)
+    crash = scenario(tmp_path, "crash", CRASH_STEPS)
+    lines = [line(ok, label=f"fine-{n}", task=f"task {n}") for n in range(6)]
+    lines.append(line(crash, label="broken"))
+    lines.append(line(crash, label="meant-to-crash", expect={"outcome": "error"}))
+    return write_spec(tmp_path, lines)
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_without_a_terminal_a_batch_says_each_start_and_end_and_sums_up(tmp_path: Path) -> None:
+    spec = eight_tiny_runs(tmp_path)
+    # No --output: stdout is a pipe, not a terminal.
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--jobs", "2")
+    assert proc.returncode == 1, proc.stderr.decode()
+    lines = proc.stdout.decode().splitlines()
+    runs = tmp_path / "runs"
+    assert len(lines) == 8 + 8 + 1
+    assert sorted(text for text in lines if text.startswith("started ")) == sorted(
+        f"started {name} [{runs / name}]"
+        for name in [*(f"fine-{n}" for n in range(6)), "broken", "meant-to-crash"]
+    )
+    ends = [text for text in lines[:-1] if not text.startswith("started ")]
+    assert len(ends) == 8
+    assert sum(text.startswith("ok fine-") and "(ok, " in text for text in ends) == 6
+    [broken] = [text for text in ends if " broken " in text]
+    assert broken.startswith("FAILED broken (error, ")
+    [meant] = [text for text in ends if " meant-to-crash " in text]
+    assert meant.startswith("expected meant-to-crash (error, ")
+    assert lines[-1].startswith("[batch] 8/8 done, 0 running, 1 failed, 0 waiting, 0:")
+    assert lines[-1].endswith(f"(finished; {runs / 'batch.json'})")
+    # The end lines said how each run ended: stderr does not repeat it.
+    assert "exited with status 3" not in proc.stderr.decode()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_jsonl_output_names_the_run_on_stderr_and_is_quiet_about_an_expected_failure(
+    tmp_path: Path,
+) -> None:
+    spec = eight_tiny_runs(tmp_path)
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "jsonl", "--jobs", "2")
+    assert proc.returncode == 1
+    events = [json.loads(text) for text in proc.stdout.decode().splitlines()]
+    assert {event["type"] for event in events} >= {"spawned", "result_written"}
+    errors = [text for text in proc.stderr.decode().splitlines() if "exited" in text]
+    [said] = errors
+    assert said.startswith("agent-wrapper: broken: error: ")
+    assert said.endswith(f"(result: {tmp_path / 'runs' / 'broken' / 'result.json'})")
+    assert "meant-to-crash" not in proc.stderr.decode()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_run_that_misses_its_expectation_by_ending_ok_is_named_on_stderr(
+    tmp_path: Path,
+) -> None:
+    ok = scenario(tmp_path, "ok", OK_STEPS)
+    spec = write_spec(tmp_path, [line(ok, label="meant-to-crash", expect={"outcome": "error"})])
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "quiet")
+    assert proc.returncode == 1
+    assert proc.stdout == b""
+    assert (
+        "agent-wrapper: meant-to-crash: ok: expected outcome error: it ended ok (result: "
+        in proc.stderr.decode()
+    )
 
 
 @pytest.mark.usefixtures("no_leaks")

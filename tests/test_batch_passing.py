@@ -68,12 +68,58 @@ def test_a_run_that_misses_its_expectation_fails_and_says_what_was_expected(
     assert "None" not in (failure.text or "")
 
 
+def test_an_expected_outcome_pins_it_so_a_crash_scenario_that_ends_ok_fails(
+    tmp_path: Path,
+) -> None:
+    fine = scenario(tmp_path, "ok", OK_STEPS)
+    crash = scenario(tmp_path, "crash", CRASH)
+    spec = write_spec(
+        tmp_path,
+        [
+            line(
+                fine,
+                label="meant-to-crash",
+                expect={"outcome": "error", "errorKind": "exited_early"},
+            ),
+            line(fine, label="kind-alone", task="b", expect={"errorKind": "exited_early"}),
+            line(fine, label="either-ok", task="c", expect={"outcome": ["ok", "error"]}),
+            line(crash, label="either-crash", expect={"outcome": ["ok", "error"]}),
+            line(crash, label="not-listed", task="d", expect={"outcome": ["ok", "timeout"]}),
+        ],
+    )
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--junit", "j.xml", "--output", "quiet")
+    assert proc.returncode == 1
+    report = read_report(tmp_path / "runs")
+    got = {r["label"]: (r["outcome"], r["passed"]) for r in report["results"]}
+    assert got == {
+        "meant-to-crash": ("ok", False),
+        "kind-alone": ("ok", False),
+        "either-ok": ("ok", True),
+        "either-crash": ("error", True),
+        "not-listed": ("error", False),
+    }
+    assert report["passed"] == 2
+    assert report["results"][2]["expect"] == {"outcome": ["ok", "error"]}
+    found = cases(tmp_path / "j.xml")
+    failure = found["meant-to-crash"].find("failure")
+    assert failure is not None
+    assert (failure.get("message") or "").startswith(
+        "expected outcome error with error kind exited_early, got ok"
+    )
+    failure = found["not-listed"].find("failure")
+    assert failure is not None
+    assert (failure.get("message") or "").startswith("expected outcome ok or timeout, got error")
+
+
 def test_a_bad_expectation_is_a_usage_error_naming_the_line(tmp_path: Path) -> None:
     path = scenario(tmp_path, "ok", OK_STEPS)
     for expect, said in (
         ({"outcom": "error"}, "did you mean 'outcome'?"),
         ({"outcome": "crashed"}, '"outcome" must be one of ok, error'),
         ({}, "names nothing"),
+        ({"outcome": []}, "or a list of them"),
+        ({"outcome": ["ok", "crashed"]}, "or a list of them"),
+        ({"outcome": "ok", "errorKind": "exited_early"}, "can never hold"),
         ("error", '"expect" must be an object'),
     ):
         spec = write_spec(tmp_path, [line(path), line(path, expect=expect)])
@@ -133,10 +179,18 @@ def test_the_spec_schema_knows_what_expect_may_name() -> None:
     from tests.conftest import schema
     from wrapper.fleet.passing import ERROR_KINDS, OUTCOMES
 
-    expect = schema("spec")["properties"]["expect"]["properties"]
-    assert tuple(expect["outcome"]["enum"]) == OUTCOMES
+    spec = schema("spec")
+    expect = spec["properties"]["expect"]["properties"]
+    assert tuple(spec["$defs"]["outcome"]["enum"]) == OUTCOMES
     assert sorted(expect["errorKind"]["enum"]) == sorted(ERROR_KINDS)
     validate("spec", {"command": ["pi"], "expect": {"outcome": "error", "errorKind": "timeout"}})
-    for wrong in ({"outcom": "error"}, {}, {"outcome": "crashed"}):
+    validate("spec", {"command": ["pi"], "expect": {"outcome": ["ok", "error"]}})
+    wrongs: list[dict[str, Any]] = [
+        {"outcom": "error"},
+        {},
+        {"outcome": "crashed"},
+        {"outcome": []},
+    ]
+    for wrong in wrongs:
         with pytest.raises(jsonschema.ValidationError):
             validate("spec", {"command": ["pi"], "expect": wrong})

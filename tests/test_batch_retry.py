@@ -208,3 +208,41 @@ def test_a_run_whose_batch_was_sigkilled_runs_again(tmp_path: Path) -> None:
         "its earlier run did not run to its end (its wrapper was killed)"
     )
     assert [old["runId"] for old in history(runs / "slow")] == [killed["runId"]]
+
+
+def test_skip_passed_without_runs_dir_is_refused_naming_the_latest_batch(tmp_path: Path) -> None:
+    ok = scenario(tmp_path, "ok", OK_STEPS)
+    spec = write_spec(tmp_path, [line(ok, label="fine")])
+    first = run_batch(tmp_path, spec, "--output", "quiet")
+    assert first.returncode == 0, first.stderr.decode()
+    [folder] = (tmp_path / ".agent-wrapper" / "batches").iterdir()
+    for option in ("--skip-passed", "--skip-finished"):
+        again = run_batch(tmp_path, spec, "--output", "quiet", option)
+        assert again.returncode == 2
+        stderr = again.stderr.decode()
+        assert f"batch: {option} needs --runs-dir" in stderr
+        assert (
+            f"the latest batch of this spec went to --runs-dir .agent-wrapper/batches/{folder.name}"
+            in stderr
+        )
+    assert starts(tmp_path) == 1
+    # Another shard's batches are not this one's.
+    other = run_batch(tmp_path, spec, "--output", "quiet", "--skip-passed", "--shard", "1/2")
+    assert other.returncode == 2
+    assert "give the same --runs-dir to the first batch and to its retries" in other.stderr.decode()
+    # Lines that each name their run directory need no runs folder.
+    own = write_spec(tmp_path, [line(ok, label="mine", runDir="mine")])
+    for _ in range(2):
+        kept = run_batch(tmp_path, own, "--output", "quiet", "--skip-passed")
+        assert kept.returncode == 0, kept.stderr.decode()
+    assert starts(tmp_path) == 2
+
+
+def test_skip_passed_says_when_no_line_ran_before(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, [line(scenario(tmp_path, "ok", OK_STEPS), label="fine")])
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "quiet", "--skip-passed")
+    assert proc.returncode == 0
+    assert (
+        "batch: --skip-passed: no line of this batch has run before where its runs go "
+        f"({tmp_path / 'runs'}): every line runs"
+    ) in proc.stderr.decode()

@@ -81,6 +81,25 @@ def test_usage_errors_exit_2_and_say_what_to_do(
     assert not (tmp_path / ".agent-wrapper").exists(), "a usage error starts no run"
 
 
+def test_batch_help_lists_no_option_batch_refuses_and_run_help_has_examples() -> None:
+    batch = cli("batch", "--help")
+    assert batch.returncode == 0
+    for refused in ("--label", "--run-dir", "--result"):
+        assert f"{refused} " not in batch.stdout
+        # still read, to be refused with where it belongs instead
+        said = cli("batch", "spec.jsonl", refused, "x")
+        assert said.returncode == 2
+        assert "give it on a line of the spec" in said.stderr
+    # a default for every line: taken, so shown
+    assert "--task TEXT" in batch.stdout
+    assert "--timeout SECONDS" in batch.stdout
+    run = cli("run", "--help")
+    assert run.returncode == 0
+    example = "  agent-wrapper run --task 'Fix the failing test' -- pi --mode json -p\n"
+    assert f"examples:\n{example}" in run.stdout
+    assert "127 COMMAND could not be started" in " ".join(run.stdout.split())
+
+
 def test_version_has_a_short_flag() -> None:
     proc = cli("-V")
     assert proc.returncode == 0
@@ -90,14 +109,6 @@ def test_version_has_a_short_flag() -> None:
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (
-            ["run", "--task", "x", "--", "pii", "--mode", "json"],
-            "agent-wrapper: error: run: pii: not found on PATH (install it, or give its path)",
-        ),
-        (
-            ["run", "--task", "x", "--", "./pii"],
-            "agent-wrapper: error: run: ./pii: no such executable file",
-        ),
         (
             ["run", "--settings", "/no/such/settings.json", "--", "pi"],
             "agent-wrapper: error: --settings /no/such/settings.json: cannot read it: "
@@ -116,6 +127,36 @@ def test_an_error_found_after_parsing_is_one_line(
     proc = cli(*args, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == line + "\n"
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        # a mistyped name says no agent: the task could not be placed
+        ("pii", "pii: not found on PATH (install it, or give its path)"),
+        ("./pii", "./pii: No such file or directory"),
+        # a known agent that is not installed, by the same rule
+        ("claude-not-installed", "claude-not-installed: not found on PATH"),
+    ],
+)
+def test_a_program_that_is_not_found_is_exit_127_with_a_result(
+    program: str, message: str, tmp_path: Path
+) -> None:
+    command = [program, "--mode", "json", "-p"]
+    if program.startswith("claude"):
+        command = [program, "-p", "--output-format", "stream-json", "--verbose"]
+    dialect = ["--dialect", "claude"] if program.startswith("claude") else []
+    proc = cli("run", "--output", "quiet", *dialect, "--task", "x", "--", *command, cwd=tmp_path)
+    assert proc.returncode == 127, proc.stderr
+    [result_path] = (tmp_path / ".agent-wrapper" / "runs").glob("*/result.json")
+    result = read_result(result_path)
+    assert (result["outcome"], result["exitStatus"]) == ("spawn_failed", 127)
+    assert result["error"]["kind"] == "spawn_failed"
+    assert result["error"]["message"].startswith(message)
+    assert result["task"] == "x"
+    assert proc.stderr == (
+        f"agent-wrapper: spawn_failed: {result['error']['message']} (result: {result_path})\n"
+    )
 
 
 def test_a_task_file_holding_a_nul_is_a_usage_error(tmp_path: Path) -> None:

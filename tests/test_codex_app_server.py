@@ -40,6 +40,7 @@ from wrapper.core.events import (
 from wrapper.dialects import UsageError
 from wrapper.dialects.codex import CodexDialect, is_app_server
 from wrapper.dialects.codex_app_server import CodexAppServerClient
+from wrapper.dialects.two_way import Answer
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -182,7 +183,7 @@ def test_a_new_process_continues_the_thread() -> None:
     assert [m.get("method") for m in fresh.outbox()][-1] == "thread/start"
 
 
-def test_a_refused_steer_goes_with_the_next_prompt() -> None:
+def test_a_refused_steer_is_told_to_the_wrapper_not_kept() -> None:
     client = CodexAppServerClient("/work")
     opened(client)
     client.received({"method": "turn/started", "params": {"turn": {"id": TURN}}})
@@ -193,11 +194,24 @@ def test_a_refused_steer_goes_with_the_next_prompt() -> None:
     assert isinstance(warning, WarningEvent)
     assert warning.code == "agent_refused_command"
     assert "no active turn to steer" in warning.message
+    (told,) = client.answers()
+    assert told == Answer(str(steer["id"]), "Codex refused it: no active turn to steer")
+    assert client.answers() == [], "taken once"
     client.observe(AgentEnded(will_retry=False, settled=True))
     nxt = client.prompt("Tests fail.")
     assert nxt is not None
     texts = [part["text"] for part in nxt["params"]["input"]]
-    assert texts == ["and the docs", "Tests fail."]
+    assert texts == ["Tests fail."], "the wrapper gives the refused steer again, not the client"
+
+
+def test_an_answered_steer_is_acknowledged() -> None:
+    client = CodexAppServerClient("/work")
+    opened(client)
+    client.received({"method": "turn/started", "params": {"turn": {"id": TURN}}})
+    steer = client.steer("and the docs")
+    assert steer is not None
+    assert client.received({"id": steer["id"], "result": {"turnId": TURN}}) == []
+    assert client.answers() == [Answer(client.ticket(steer))]
 
 
 def test_a_refused_turn_start_ends_the_turn_failed() -> None:

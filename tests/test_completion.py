@@ -351,3 +351,27 @@ def test_the_drain_timeout_default_is_the_command_lines() -> None:
     assert (
         Limits(grace=1.0, settle_grace=1.0, kill_after=1.0).drain_timeout == DEFAULT_DRAIN_TIMEOUT
     )
+
+
+def test_a_turn_cancelled_for_a_steer_says_so_an_attempt_limit_does_not() -> None:
+    limits = Limits(
+        grace=1.0, settle_grace=0.2, kill_after=3.0, attempt_timeout=5.0, attempt_limit_cancels=True
+    )
+    steered = CompletionTracker(limits, 0.0)
+    (cancel,) = steered.steer(1.0, 60.0)
+    assert isinstance(cancel, CancelTurn)
+    assert cancel.for_steer
+    limited = CompletionTracker(limits, 0.0)
+    (cancel,) = limited.tick(5.0)
+    assert isinstance(cancel, CancelTurn)
+    assert not cancel.for_steer
+
+
+def test_a_sigterm_that_waits_for_a_cancel_keeps_the_sigkill_after_it() -> None:
+    tracker = CompletionTracker(Limits(grace=1.0, settle_grace=0.2, kill_after=3.0), 0.0)
+    assert signals(tracker.interrupt(signal.SIGTERM, 10.0)) == [signal.SIGTERM]
+    # The shell sends the SIGTERM only once the cancel before it had its moment.
+    tracker.term_sent_at(11.0)
+    assert tracker.next_deadline == 14.0
+    assert signals(tracker.tick(13.9)) == []
+    assert signals(tracker.tick(14.0)) == [signal.SIGKILL]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from wrapper.fleet.merge import merge, read_shards
-from wrapper.fleet.passing import Expectation, finished, passed, settled
+from wrapper.fleet.passing import Expectation, expectation_of, finished, passed, settled
 from wrapper.fleet.report import junit_xml
 from wrapper.fleet.retry import Earlier
 
@@ -31,17 +31,37 @@ def result(outcome: str, kind: str | None = None, digest: str | None = DIGEST) -
     ("ended", "expect", "expected"),
     [
         (result("ok"), None, True),
-        (result("ok"), Expectation("error"), True),
+        # An expected outcome pins it: a scenario meant to crash fails when it ends ok.
+        (result("ok"), Expectation(("error",)), False),
+        (result("ok"), Expectation(("error",), "exited_early"), False),
+        (result("ok"), Expectation(None, "exited_early"), False),
+        (result("ok"), Expectation(("ok", "error"), "exited_early"), True),
         (result("error", "exited_early"), None, False),
-        (result("error", "exited_early"), Expectation("error"), True),
+        (result("error", "exited_early"), Expectation(("error",)), True),
         (result("error", "exited_early"), Expectation(None, "exited_early"), True),
-        (result("error", "exited_early"), Expectation("error", "agent_error"), False),
-        (result("timeout", "timeout"), Expectation("error", "timeout"), False),
-        (None, Expectation("error"), False),
+        (result("error", "exited_early"), Expectation(("error",), "agent_error"), False),
+        (result("error", "exited_early"), Expectation(("ok", "error"), "exited_early"), True),
+        (result("error", "agent_error"), Expectation(("ok", "error"), "exited_early"), False),
+        (result("timeout", "timeout"), Expectation(("error",), "timeout"), False),
+        (result("timeout", "timeout"), Expectation(("ok", "error")), False),
+        (result("timeout", "idle_timeout"), Expectation(None, "idle_timeout"), True),
+        (None, Expectation(("error",)), False),
     ],
 )
 def test_passed(ended: dict[str, Any] | None, expect: Expectation | None, expected: bool) -> None:
     assert passed(ended, expect) is expected
+
+
+def test_an_expectation_is_recorded_as_the_line_wrote_it() -> None:
+    for written in (
+        {"outcome": "error"},
+        {"outcome": ["ok", "error"], "errorKind": "exited_early"},
+        {"errorKind": "timeout"},
+    ):
+        expect = expectation_of(written)
+        assert expect is not None
+        assert expect.to_json() == written
+    assert expectation_of({"outcome": 3}) is None
 
 
 def test_an_abort_on_request_is_settled_but_not_passed() -> None:

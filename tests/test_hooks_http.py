@@ -249,6 +249,67 @@ def test_the_handler_name_hides_the_query_and_credentials(tmp_path: Path, server
     assert request["path"] == "/gate?token=abc"
 
 
+def everything_written(run: Any) -> str:
+    """What a failure warning reaches: result.json, events.jsonl and stderr."""
+    return "\n".join(
+        [
+            (run.run_dir / "result.json").read_text(),
+            (run.run_dir / "events.jsonl").read_text(),
+            run.stderr,
+        ]
+    )
+
+
+def test_a_failure_never_shows_the_urls_credentials_or_query(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://hookuser:pa55word@127.0.0.1:{port}/gate?key=k3y-value#frag"
+    run = run_with(tmp_path, stop_hooks(http(url)), answer("Done."))
+    (message,) = failures(run.result)
+    assert f"could not be reached at http://127.0.0.1:{port}/gate: " in message
+    written = everything_written(run)
+    assert message in written
+    for secret in ("hookuser", "pa55word", "k3y-value", "frag"):
+        assert secret not in written
+
+
+def test_a_header_value_that_cannot_be_sent_is_never_quoted(tmp_path: Path, server: Server) -> None:
+    url = server.answer("/gate", Answer(body=b'{"decision": "block", "reason": "x"}'))
+    handler = http(
+        url + "?sig=qu3ry-secret",
+        headers={"Authorization": "Bearer $HOOK_TOKEN"},
+        allowedEnvVars=["HOOK_TOKEN"],
+    )
+    # A token read from a file with its trailing newline.
+    env = {**agent_env(tmp_path), "HOOK_TOKEN": "t0ken-s3cret\n"}
+    settings = tmp_path / "s.json"
+    settings.write_text(json.dumps(stop_hooks(handler)))
+    run = run_wrapper(tmp_path, answer("Done."), options=["--settings", str(settings)], env=env)
+    assert run.result["success"] is True
+    assert server.seen("/gate") == []
+    (message,) = failures(run.result)
+    assert f"could not send header Authorization to {url}: " in message
+    assert "line break" in message
+    written = everything_written(run)
+    assert f"agent-wrapper: warning: {message}" in run.stderr.splitlines()
+    assert "t0ken-s3cret" not in written
+    assert "qu3ry-secret" not in written
+
+
+def test_a_redirect_is_told_without_the_targets_credentials_or_query(
+    tmp_path: Path, server: Server
+) -> None:
+    target = "http://someone:s3cret@127.0.0.1:9/elsewhere?token=qu3ry"
+    url = server.answer("/gate", Answer(302, headers={"Location": target}))
+    run = run_with(tmp_path, stop_hooks(http(url)), answer("Done."))
+    (message,) = failures(run.result)
+    assert "redirect (HTTP 302) to http://127.0.0.1:9/elsewhere;" in message
+    written = everything_written(run)
+    assert "s3cret" not in written
+    assert "qu3ry" not in written
+
+
 @pytest.mark.parametrize(
     ("handler", "said"),
     [

@@ -358,6 +358,51 @@ def test_unreadable_runs_are_listed_and_named_on_the_page(tmp_path: Path) -> Non
     assert "all good" in page.pres
 
 
+def test_a_run_directory_holding_another_run_is_shown_as_such_and_not_passed(
+    tmp_path: Path,
+) -> None:
+    runs = [
+        FakeRun("replaced", final_text="the first run"),
+        FakeRun("kept", final_text="kept from the first run"),
+        FakeRun("fine"),
+    ]
+    folder = write_batch(tmp_path / "runs", runs)
+    batch = json.loads((folder / "batch.json").read_text())
+    for entry in batch["results"]:
+        entry["passed"] = True
+    (folder / "batch.json").write_text(json.dumps(batch))
+    # A later run of the first two lines was killed midway: its result.json
+    # is in their directories now; the second's batch kept the first in history/.
+    for name in ("r00001", "r00002"):
+        path = folder / name / "result.json"
+        first = json.loads(path.read_text())
+        if name == "r00002":
+            (folder / name / "history").mkdir()
+            (
+                folder / name / "history" / f"20260105T090000Z-{first['runId']}.result.json"
+            ).write_bytes(path.read_bytes())
+        later = {**first, "runId": "a-later-run", "outcome": "aborted", "finalText": "cut short"}
+        path.write_text(json.dumps(later))
+    data = load_report([folder])
+    page = parse(build_html(data))
+    assert [row[:3] for row in page.rows] == [
+        ["replaced", "ok", "not the same run"],
+        ["kept", "ok", "yes"],
+        ["fine", "ok", "yes"],
+    ]
+    replaced, kept, _ = data.runs
+    assert replaced.passed is False
+    assert replaced.mismatch is not None
+    assert "is run a-later-run, batch.json names run run-r00001-runs" in replaced.mismatch
+    assert "cut short" not in page.source
+    assert kept.mismatch is None
+    assert kept.final_text == "kept from the first run"
+    assert "now holds a later run of the line" in kept.missing[0]
+    assert '<b>passed</b> <span class="no">2 of 3</span>' in page.source
+    assert "<b>not the same run</b>" in page.source
+    assert "agent-wrapper report: 3 runs, 1 not passed" in page.source
+
+
 def test_a_symlink_planted_in_a_run_directory_is_not_followed(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("SECRET-KEY-MATERIAL\n")

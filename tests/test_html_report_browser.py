@@ -188,3 +188,28 @@ def test_the_page_is_complete_without_its_script(browser: Browser, tmp_path: Pat
     # The table, the failed run's open section and its error are all there.
     for text in ("tokens", "900", "rate limited", "Each run", "Timeline"):
         assert text in rendered.text
+
+
+def test_the_docs_picture_of_the_report_shows_the_page_of_today(tmp_path: Path) -> None:
+    # docs/batch.md shows the report of the demo batch; made again now, the
+    # page must read as the picture does (scripts/report-screenshot or
+    # scripts/docs-samples remakes the picture when the report changes).
+    from tests import report_picture
+
+    shown = report_picture.text_of(report_picture.PICTURE.read_bytes())
+    assert shown is not None, "docs/report.png carries no page text: run scripts/report-screenshot"
+    now = report_picture.render(report_picture.page(tmp_path), tmp_path, tmp_path / "now.png")
+    assert now == shown, "docs/report.png is out of date: run scripts/report-screenshot"
+
+
+def test_a_picture_carries_its_page_text_and_stays_a_png(tmp_path: Path) -> None:
+    from tests import report_picture
+
+    png = report_picture.PICTURE.read_bytes()
+    text = "runs 8 ok 6\n<script> é ✓"
+    marked = report_picture.with_text(report_picture.with_text(png, "before"), text)
+    assert report_picture.text_of(marked) == text
+    assert marked.count(report_picture.KEYWORD) == 1
+    assert marked.startswith(b"\x89PNG\r\n\x1a\n")
+    assert marked.endswith(png[-12:])
+    assert png_size(marked) == png_size(png)

@@ -125,9 +125,11 @@ def test_claude_stream_input_is_told_from_the_command_line(tmp_path: Path) -> No
     assert is_stream_input(["claude", "--input-format=stream-json"])
     assert not is_stream_input(["claude", "-p", "--output-format", "stream-json"])
     launch = ClaudeDialect().launch(stream, "-x task", tmp_path)
-    assert (launch.argv, launch.prompt) == (stream, "-x task")
-    resumed = ClaudeDialect().resume(stream, "more", tmp_path, "session-1")
-    assert (resumed.argv, resumed.prompt) == (stream, "more")
+    # The echo of each message it takes is what acknowledges a steer.
+    replaying = [*stream, "--replay-user-messages"]
+    assert (launch.argv, launch.prompt) == (replaying, "-x task")
+    resumed = ClaudeDialect().resume(replaying, "more", tmp_path, "session-1")
+    assert (resumed.argv, resumed.prompt) == (replaying, "more"), "given once"
     with pytest.raises(UsageError, match="needs a task"):
         ClaudeDialect().launch(stream, None, tmp_path)
 

@@ -84,6 +84,53 @@ def test_an_expected_failure_passes_in_the_merge(tmp_path: Path) -> None:
     )
 
 
+def forge(folder: Path, label: str, **claims: Any) -> None:
+    """Make a shard's batch.json claim what its run did not come to."""
+    path = folder / "batch.json"
+    report = json.loads(path.read_text())
+    for entry in report["results"]:
+        if entry["label"] == label:
+            entry.update(claims)
+    path.write_text(json.dumps(report))
+
+
+def test_the_merged_entry_is_what_merge_verified_not_the_shards_claim(tmp_path: Path) -> None:
+    spec = six_lines(tmp_path)
+    folders = sharded(tmp_path, spec, 2)
+    # r4 (a crash) is in shard 1; its batch.json says it went well.
+    forge(tmp_path / folders[0], "r4", outcome="ok", success=True, passed=True, error=None)
+    proc = merge(tmp_path, *folders, "--out", "all.json")
+    assert proc.returncode == 1, proc.stderr.decode()
+    report = json.loads((tmp_path / "all.json").read_text())
+    validate("batch", report)
+    entry = report["results"][4]
+    assert (entry["outcome"], entry["success"], entry["passed"]) == ("error", False, False)
+    assert entry["error"]["kind"] == "exited_early"
+    assert entry["verified"] is True
+    assert report["passed"] == 5
+    assert report["outcomes"] == {"ok": 5, "error": 1}
+    assert all(e["verified"] for e in report["results"])
+
+
+def test_a_run_whose_result_cannot_be_read_is_marked_unverified(tmp_path: Path) -> None:
+    spec = six_lines(tmp_path)
+    folders = sharded(tmp_path, spec, 2)
+    (tmp_path / folders[0] / "r4" / "result.json").unlink()
+    forge(tmp_path / folders[0], "r4", passed=True)
+    proc = merge(tmp_path, *folders, "--out", "all.json")
+    assert proc.returncode == 1, proc.stderr.decode()
+    report = json.loads((tmp_path / "all.json").read_text())
+    validate("batch", report)
+    entry = report["results"][4]
+    # The shard's outcome is all there is, but passed is merge's rule, not its claim.
+    assert (entry["outcome"], entry["passed"], entry["verified"]) == ("error", False, False)
+    assert report["passed"] == 5
+    (warning,) = [w for w in report["warnings"] if w["code"] == "unverified_runs"]
+    assert warning["message"].startswith("1 run could not be checked against the run's own")
+    assert warning["message"].endswith("taken unverified: line 5 (r4)")
+    assert f"agent-wrapper: merge: warning: {warning['message']}" in proc.stderr.decode()
+
+
 def test_a_missing_shard_is_named_with_its_lines(tmp_path: Path) -> None:
     spec = six_lines(tmp_path)
     folders = sharded(tmp_path, spec, 4)

@@ -332,11 +332,17 @@ def steer(
 ) -> Receipt:
     """Send the run in ``run_dir`` a new instruction, as ``agent-wrapper
     steer`` does, and wait up to ``wait`` seconds for its receipt:
-    ``state`` is ``delivered`` (``how``: ``resume`` or ``live``), ``refused``
+    ``state`` is ``delivered`` (the agent acknowledged it or was resumed
+    with it; ``how``: ``resume`` or ``live``), ``sent`` (written on a live
+    agent's input, not acknowledged yet when the wait ended), ``refused``
     (``why``) or ``queued`` (not delivered yet when the wait ended; it stays
-    queued). ``when="next-stop"`` gives it when the agent next stops instead
+    queued) or ``busy`` (the run took no more requests just now: nothing
+    was done, try again). ``when="next-stop"`` gives it when the agent next stops instead
     of ending the run. Callable from any thread or process while the run
-    goes on; raises ``ValueError`` for a ``run_dir`` that holds no run."""
+    goes on; raises ``ValueError`` for a ``run_dir`` that holds no run, or
+    for a text over ``STEER_MAX_BYTES`` (1 MiB) as UTF-8, which no run takes
+    (a run whose agent takes its prompt on its command line takes less: its
+    receipt is ``refused``, and ``why`` says how much)."""
     from wrapper.commands import steer as outside  # noqa: PLC0415
 
     if not isinstance(text, str) or not text.strip():
@@ -353,7 +359,8 @@ def abort(
     (outcome ``aborted``, error kind ``abort_requested``), and wait up to
     ``wait`` seconds for it to end: ``state`` is ``ended`` (with the run's
     ``outcome``), ``accepted`` (still ending when the wait ended) or
-    ``refused`` (``why``: the run is not running, or already ending)."""
+    ``refused`` (``why``: the run is not running, or already ending) or
+    ``busy`` (try again)."""
     from wrapper.commands import steer as outside  # noqa: PLC0415
 
     return outside.abort(Path(run_dir), reason, wait)

@@ -123,7 +123,7 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     from functools import partial
 
     from wrapper.core.config import ColorMode, OutputMode
-    from wrapper.fleet.batch import Batch, BatchRun
+    from wrapper.fleet.batch import Batch, BatchRun, batch_output
     from wrapper.fleet.report import SpecInfo
     from wrapper.fleet.retry import Earlier
     from wrapper.fleet.spec import (
@@ -138,7 +138,6 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     )
     from wrapper.fleet.spec import run_options as line_options
     from wrapper.supervision.prepare import RunUsageError, prepare_run
-    from wrapper.supervision.run import resolve_output
 
     for flag, dest in (("--run-dir", "run_dir"), ("--result", "result"), ("--label", "label")):
         if getattr(args, dest) is not None:
@@ -166,6 +165,13 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     except SpecError as exc:
         raise BatchUsageError(f"batch: {args.spec}: {exc}") from None
     selected = shard(every, *shard_of)
+    retry = (
+        "--skip-passed" if args.skip_passed else "--skip-finished" if args.skip_finished else None
+    )
+    # Without a runs folder of its own each batch gets a new one: the earlier
+    # runs would never be found, and every line would run again.
+    if retry is not None and not args.runs_dir and any(not run.options.run_dir for run in selected):
+        raise BatchUsageError(_retry_needs_runs_dir(retry, spec_path, shard_of))
     spec_info = SpecInfo(str(spec_path.absolute()), hashlib.sha256(raw).hexdigest(), len(every))
     digests = LineDigests(
         [action.dest for action in line_options(options.run_parser()).values()], args
@@ -173,7 +179,7 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     base_environ = dict(os.environ)
     names = dict(zip((run.index for run in every), folder_names(every), strict=True))
     output = OutputMode(args.output)
-    quiet_runs = "jsonl" if resolve_output(output) is OutputMode.JSONL else "quiet"
+    quiet_runs = "jsonl" if batch_output(output) is OutputMode.JSONL else "quiet"
     reports = {runs_dir / "batch.json": "where the batch's report (batch.json) goes"}
     if junit is not None:
         reports[junit] = "where the JUnit report (--junit) goes"
@@ -183,6 +189,7 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
     places = Places(reports)
     chosen = {run.index for run in selected}
     items: list[BatchRun] = []
+    ran_before = False
     for run in every:
         if run.index not in chosen:
             # Another shard's run: the spec is the same whichever shard runs it.
@@ -230,7 +237,13 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
                 item.result, item.reused, item.state = earlier.result, True, "done"
             elif earlier.there:
                 _say_once(f"batch: {run.name}: running it again: {item.rerun}")
+            ran_before = ran_before or earlier.there
         items.append(item)
+    if retry is not None and items and not ran_before:
+        _say_once(
+            f"batch: {retry}: no line of this batch has run before where its runs go "
+            f"({runs_dir}): every line runs; is it the earlier batch's --runs-dir?"
+        )
     return Batch(
         runs=items,
         runs_dir=runs_dir,
@@ -243,6 +256,50 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
         spec=spec_info,
         exit_zero=args.exit_zero,
     )
+
+
+def _retry_needs_runs_dir(option: str, spec_path: Path, shard_of: tuple[int, int]) -> str:
+    """Why ``option`` needs ``--runs-dir``, naming the folder of the spec's
+    latest batch under the default root when there is one."""
+    text = (
+        f"batch: {option} needs --runs-dir: it keeps the runs of an earlier batch found "
+        "in its runs folder, and without --runs-dir every batch gets a new folder, so "
+        "every line would run again"
+    )
+    latest = _latest_batch_of(spec_path.absolute(), shard_of)
+    if latest is None:
+        return text + "; give the same --runs-dir to the first batch and to its retries"
+    return text + f"; the latest batch of this spec went to --runs-dir {latest}"
+
+
+def _latest_batch_of(spec_path: Path, shard_of: tuple[int, int]) -> str | None:
+    """The newest folder under the default batches root whose batch.json ran
+    this spec (and shard), as a path relative to the working directory."""
+    import orjson
+
+    from wrapper.core.limits import EARLIER_BATCHES_READ
+    from wrapper.fleet.defaults import DEFAULT_BATCHES_ROOT
+
+    try:
+        folders = sorted(
+            (entry for entry in os.scandir(DEFAULT_BATCHES_ROOT) if entry.is_dir()),
+            key=lambda entry: entry.stat().st_mtime,
+            reverse=True,
+        )
+    except OSError:
+        return None
+    shard_json = {"index": shard_of[0], "count": shard_of[1]}
+    for folder in folders[:EARLIER_BATCHES_READ]:
+        try:
+            report = orjson.loads(Path(folder.path, "batch.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        spec = report.get("spec") if isinstance(report, dict) else None
+        if not isinstance(spec, dict) or spec.get("path") != str(spec_path):
+            continue
+        if report.get("shard") == shard_json:
+            return str(DEFAULT_BATCHES_ROOT / folder.name)
+    return None
 
 
 def _html_place(args: argparse.Namespace) -> Path | None:

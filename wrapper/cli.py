@@ -27,6 +27,32 @@ if TYPE_CHECKING:
 PROG = "agent-wrapper"
 
 
+RUN_EXAMPLES = f"""examples:
+  {PROG} run --task 'Fix the failing test' -- pi --mode json -p
+  {PROG} run --label fix-123 --timeout 3600 --task-file task.md -- \\
+      claude -p --output-format stream-json --verbose
+  {PROG} run -- codex exec --json 'Fix it'    # no --task: COMMAND runs as it is
+
+Exit status: 0 ok, 1 error, 124 timeout, 127 COMMAND could not be started, 128+N
+stopped by signal N, 2 usage error, 3 result.json could be written nowhere. The
+run's files (result.json, events.jsonl, ...) are in RUN_DIR; result.json says
+what happened."""
+
+
+class _KeepsExamples(argparse.HelpFormatter):
+    """Wraps prose as argparse does, but keeps a paragraph of indented lines
+    (examples to paste) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in text.split("\n\n"):
+            if "\n  " in paragraph:
+                paragraphs.append("\n".join(indent + line for line in paragraph.splitlines()))
+            else:
+                paragraphs.append(super()._fill_text(paragraph, width, indent))
+        return "\n\n".join(paragraphs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
     from wrapper.core.registry import BY_NAME
@@ -47,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         usage=f"{PROG} run [OPTIONS] [--task TEXT | --task-file PATH] -- COMMAND [ARG...]",
         description="Run COMMAND (the agent with its own flags, JSON mode included, "
         "e.g. `pi --mode json -p`) and supervise it. The wrapper inserts only the task.",
+        epilog=RUN_EXAMPLES,
+        formatter_class=_KeepsExamples,
     )
     options.add_run_options(run)
     batch = sub.add_parser(
@@ -108,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         "that must not retry agent failures); a batch that failed itself or was stopped by a "
         "signal still says so",
     )
-    options.add_run_options(batch)
+    options.add_run_options(batch, one_run=False)
     report = sub.add_parser(
         "report",
         help="write one HTML page of a batch, of several shards or of a merged batch.json",
@@ -222,8 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="send a running agent a new instruction",
         description="Steer a running run from outside: the text reaches the agent in its "
         "session (by resuming it, or live where the agent takes messages while it runs). "
-        "Waits for the receipt. Exit status: 0 delivered, 1 refused (or the run is not "
-        "running), 124 still queued when --wait ended, 2 usage.",
+        "Waits for the receipt. Exit status: 0 delivered (the agent acknowledged it) or "
+        "sent (on a live agent's input, not acknowledged when --wait ended), 1 refused (or "
+        "the run is not running, or takes no requests), 124 still queued when --wait ended, "
+        "75 the run is busy with other requests (try again), 2 usage.",
     )
     steer.add_argument("run_dir", metavar="RUN_DIR")
     given = steer.add_mutually_exclusive_group(required=True)
@@ -251,7 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Abort a running run from outside: the agent is stopped (its own cancel "
         "first where it has one, then SIGTERM and SIGKILL), the run ends aborted "
         "(abort_requested, exit 143) with its result.json. Exit status: 0 the run ended, 1 "
-        "refused (or not running), 124 still ending when --wait ended, 2 usage.",
+        "refused (or not running), 124 still ending when --wait ended, 75 busy (try "
+        "again), 2 usage.",
     )
     abort.add_argument("run_dir", metavar="RUN_DIR")
     abort.add_argument("--reason", metavar="TEXT", help="why, for result.json's error message")
@@ -417,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return outside.abort_main(args.run_dir, args.reason, args.wait, args.json)
         try:
             text = args.text if args.file is None else outside.read_text_file(args.file)
+        except outside.TooLong as exc:
+            return outside.fail_usage("steer", str(exc))
         except (OSError, UnicodeDecodeError) as exc:
             return outside.fail_usage("steer", f"--file {args.file}: {exc}")
         return outside.steer_main(args.run_dir, text, args.when, args.wait, args.json)

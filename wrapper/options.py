@@ -51,8 +51,11 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a run, for ``run`` and (as the defaults of every line) ``batch``."""
+def add_run_options(parser: argparse.ArgumentParser, *, one_run: bool = True) -> None:
+    """The options of a run, for ``run`` and (as the defaults of every line)
+    ``batch``. Without ``one_run`` (a batch), the options that name one run
+    alone (its label, directory and result) are not shown in the help: the
+    batch refuses them, pointing at the spec's keys, so they are still read."""
     from wrapper.core.config import (
         CONTEXT_POLICIES,
         DEFAULT_DRAIN_TIMEOUT,
@@ -84,17 +87,21 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="the agent's stream format (default: auto, from the command line)",
     )
-    parser.add_argument("--label", metavar="TEXT", help="a human name for the run")
+
+    def one_runs(text: str) -> str:
+        return text if one_run else argparse.SUPPRESS
+
+    parser.add_argument("--label", metavar="TEXT", help=one_runs("a human name for the run"))
     parser.add_argument(
         "--run-dir",
         metavar="DIR",
-        help=f"where the run's files go (default: ./{DEFAULT_RUNS_ROOT}/RUN_ID)",
+        help=one_runs(f"where the run's files go (default: ./{DEFAULT_RUNS_ROOT}/RUN_ID)"),
     )
     parser.add_argument(
         "--result",
         metavar="PATH",
         type=Path,
-        help="where result.json goes (default: RUN_DIR/result.json)",
+        help=one_runs("where result.json goes (default: RUN_DIR/result.json)"),
     )
     parser.add_argument(
         "--grace",

@@ -343,3 +343,51 @@ def test_adapter_steered_on_the_live_session(agent: str, mock: Mock, tmp_path: P
     assert steered, "no model request carried the hook's reason"
     assert all(r["reply"]["text"] != m.LOST_CONTEXT for r in steered)
     check_common(case, signalled=True)
+
+
+#: The agents that take seconds to start (``initialize`` and ``session/new``).
+SLOW_STARTING_AGENTS = ("qwen", "kilo")
+
+
+@pytest.mark.parametrize("agent", SLOW_STARTING_AGENTS)
+def test_a_steer_while_the_agent_starts_goes_after_the_first_prompt(
+    agent: str, mock: Mock, tmp_path: Path
+) -> None:
+    # ``agent-wrapper steer`` as soon as the run takes steers, before the
+    # agent has a session: it waits for the session and is the next prompt
+    # once the first turn answered; nothing is cancelled or signalled.
+    sent: dict[str, Any] = {}
+
+    def steer(run_dir: Path, nonce: str) -> None:
+        def control() -> bool:
+            try:
+                return json.loads((run_dir / "status.json").read_text()).get("control") is not None
+            except (OSError, ValueError):
+                return False
+
+        assert wait_until(control, TOOL_WAIT), "the run never took steers"
+        sent["proc"] = wrapper_cli(
+            "steer", str(run_dir), "--text", STEER_TEXT, "--wait", str(STEER_WAIT), "--json"
+        )
+
+    case = run_acp(agent, "plain", tmp_path, mock, during=steer)
+    events = [
+        json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()
+    ]
+    types = [e["type"] for e in events]
+    assert types.index("steer_requested") < types.index("session"), "the agent started first"
+    steered = sent["proc"]
+    assert steered.returncode == 0, f"{case.where()}\nsteer: {steered.stdout} {steered.stderr}"
+    receipt = json.loads(steered.stdout)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2)
+    result = case.result
+    assert (result["outcome"], result["externalSteerCount"]) == ("ok", 1), case.where()
+    assert result["error"] is None
+    prompts = case.out("session/prompt")
+    assert len(prompts) == 2
+    assert "[scenario:plain:" in prompts[0]["params"]["prompt"][0]["text"]
+    assert prompts[1]["params"]["prompt"][0]["text"] == STEER_TEXT
+    assert not case.out("session/cancel"), "a session with no turn yet was cancelled"
+    assert result["finalText"].endswith(f"SAW:{WORD}"), case.where()
+    assert "turn_cancelled" not in [w["code"] for w in result["warnings"]]
+    check_common(case)

@@ -98,10 +98,14 @@ def test_a_steer_during_a_tool_reaches_the_model_in_the_same_turn(
     assert case.leftover == [], where
     assert processes_in(case.workdir) == [], where
     (requested,) = case.of_type("steer_requested")
+    # Written into the turn, it is sent; delivered once the agent acknowledged it.
+    (written,) = case.of_type("steer_sent")
     (delivered,) = case.of_type("steer_delivered")
+    assert ts(requested) <= ts(written) <= ts(delivered), where
     report(
         case,
-        f"live steer: delivered {ts(delivered) - ts(requested):.3f} s after it was requested "
+        f"live steer: sent {ts(written) - ts(requested):.3f} s and acknowledged (delivered) "
+        f"{ts(delivered) - ts(requested):.3f} s after it was requested "
         f"(the steer command took {sent['took']:.1f} s)",
     )
 
@@ -180,3 +184,68 @@ def test_an_approval_codex_asks_for_is_declined_with_a_warning(
     one_process(case, where)
     assert case.leftover == [], where
     report(case, f"approval declined: {declined[0]['message']}")
+
+
+#: A pi extension with one command, which pi refuses to queue as a steer; run
+#: as a prompt, it hands its arguments to the model as a user message.
+PROBE_EXTENSION = """
+export default function (pi) {
+  pi.registerCommand("tier-probe", {
+    description: "the tier's probe command",
+    handler: async (args) => { pi.sendUserMessage(args); },
+  });
+}
+"""
+
+
+@pytest.mark.parametrize("version", cli_versions(CLIS["pi"]))
+def test_a_steer_pi_refuses_is_not_delivered_but_is_the_next_prompt(
+    version: str, mock: Mock, tmp_path: Path
+) -> None:
+    check_installed("pi", version)
+    extension = tmp_path / "probe.ts"
+    extension.write_text(PROBE_EXTENSION)
+    sent: dict[str, Any] = {}
+
+    def steer(run_dir: Path, nonce: str) -> None:
+        assert wait_until(lambda: tool_called(mock, nonce), TOOL_WAIT), "no shell call"
+        time.sleep(1.0)  # the 3 s command is running
+        sent["at"] = time.time()
+        sent["proc"] = wrapper_cli(
+            "steer", str(run_dir), "--text", f"/tier-probe {STEER_TEXT}", "--wait",
+            str(STEER_WAIT), "--json",
+        )  # fmt: skip
+
+    case = run_case(
+        "pi",
+        "slow",
+        tmp_path,
+        mock,
+        version=version,
+        agent_args=["--extension", str(extension)],
+        during=steer,
+        mode=MODES["pi"],
+    )
+    result = case.result
+    where = f"pi {version} --mode rpc: stderr:\n{case.stderr[-3000:]}"
+    steered = sent["proc"]
+    assert steered.returncode == 0, f"{where}\nsteer: {steered.stdout} {steered.stderr}"
+    receipt = json.loads(steered.stdout)
+    # pi refused it in the running turn: the receipt is the next prompt's.
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2), where
+    said = [json.loads(line) for line in (case.run_dir / "stdout.log").open()]
+    refusals = [
+        line for line in said if line.get("type") == "response" and line.get("command") == "steer"
+    ]
+    assert [r["success"] for r in refusals] == [False], f"{where}\n{refusals}"
+    jsonschema.validate(result, SCHEMA)
+    assert (result["outcome"], case.returncode) == ("ok", 0), where
+    one_process(case, where)
+    (record,) = result["externalSteers"]
+    assert (record["outcome"], record["attempt"]) == ("delivered", 2), where
+    assert "steer_refused_live" in [w["code"] for w in result["warnings"]], where
+    carrying = [r for r in case.requests if f"[inject:{WORD}]" in json.dumps(r["body"])]
+    assert carrying, f"{where}\nno model request carried the steer"
+    assert carrying[0]["ts"] > sent["at"]
+    assert m.SLOW_FILE in json.dumps(carrying[0]["body"]), f"{where}\nthe history was lost"
+    report(case, f"steer refused live ({refusals[0].get('error')}), delivered as the next prompt")

@@ -101,6 +101,9 @@ class CancelTurn:
     the process goes on."""
 
     reason: str
+    #: The turn is cancelled to take a steer from outside: the steer's own
+    #: events say so, no warning is due.
+    for_steer: bool = False
 
 
 Effect = WrapperEvent | SendSignal | CheckActivity | CancelTurn
@@ -351,7 +354,7 @@ class CompletionTracker:
         if self.limits.attempt_limit_cancels:
             self._cancelling = True
             self._deadline = now + self.limits.kill_after
-            return [CancelTurn(reason)]
+            return [CancelTurn(reason, for_steer=True)]
         self.phase = Phase.INTERRUPTING
         self._deadline = now + self.limits.kill_after
         self.signalled = True
@@ -407,6 +410,13 @@ class CompletionTracker:
         is terminated (``stopped_answering``)."""
         if self.phase is Phase.WORKING or self.phase is Phase.GRACE:
             self._mute_deadline = min(self._mute_deadline, now + self.limits.drain_timeout)
+
+    def term_sent_at(self, when: float) -> None:
+        """The SIGTERM asked for goes out only at ``when`` (a live session's
+        cancel, sent first, is given a moment to end the turn): the SIGKILL
+        still comes ``kill_after`` after it."""
+        if self.phase is Phase.TERMINATING:
+            self._deadline = when + self.limits.kill_after
 
     def process_exited(self) -> None:
         self.phase = Phase.EXITED

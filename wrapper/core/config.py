@@ -181,6 +181,7 @@ class RunConfig:
             "escalationId": None,
             "outcome": None,
             "control": None,
+            "controlUnavailable": None,
             "pendingSteers": [],
         }
 

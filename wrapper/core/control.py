@@ -6,7 +6,9 @@ A request is one JSON object on one line: ``{"op": "steer", "text": TEXT,
 "when": "now" | "next-stop"}`` or ``{"op": "abort", "reason": TEXT}``. The
 run answers on the same connection with receipts, one JSON object a line:
 a steer is ``queued`` first (or ``refused`` at once), then ``delivered`` or
-``refused``; an abort is ``accepted`` (or ``refused``: the run is ending).
+``refused``, with ``sent`` between for a steer written into a live session
+whose agent has not acknowledged it yet; an abort is ``accepted`` (or
+``refused``: the run is ending).
 
 External steers are apart from the Stop hooks' steering (``steering``):
 they have their own limit and their own list in result.json, and a stop
@@ -17,20 +19,33 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
 
+from wrapper.core.limits import (
+    ARGUMENT_MAX_BYTES,
+    COMMAND_LINE_SLACK_BYTES,
+    LISTED_REFUSED_STEERS,
+    STEER_MAX_BYTES,
+    STEER_PROMPT_RESERVE_BYTES,
+)
 from wrapper.core.timefmt import iso
 
 #: ``now``: as soon as the agent can take it; ``next-stop``: a follow-up,
 #: given when the agent next stops instead of ending the run.
 WHEN = ("now", "next-stop")
 When = Literal["now", "next-stop"]
-#: A request is one line of at most this many bytes.
-REQUEST_MAX_BYTES = 1024 * 1024
+#: A JSON string escape is at most six bytes for one byte of text (a control
+#: character is ``\\u0001``).
+JSON_ESCAPE_MAX = 6
+#: A request is one line of at most this many bytes: a text within
+#: ``STEER_MAX_BYTES`` fits however its sender escaped it, so that the size
+#: of the text decides, the same number for the sender and the run. Only
+#: the run's own user can connect (the socket is 0600).
+REQUEST_MAX_BYTES = JSON_ESCAPE_MAX * STEER_MAX_BYTES + 1024
 #: An abort's reason is cut to this many characters.
 REASON_MAX_CHARS = 1000
 #: The socket's name in the run directory, and its file name elsewhere.
@@ -38,6 +53,11 @@ SOCKET_NAME = "control.sock"
 #: The longest socket path the system takes (``sun_path`` is 108 bytes on
 #: Linux, 104 on macOS, the terminating NUL included).
 SOCKET_PATH_MAX_BYTES = 103
+#: The name of the directory made for a run's socket alone, where the run
+#: directory's path is too long for one; ``tempfile.mkdtemp`` adds this many
+#: random characters (a name another user cannot make first).
+PRIVATE_DIR_PREFIX = "agent-wrapper-"
+PRIVATE_DIR_RANDOM_CHARS = 8
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -72,6 +92,8 @@ def parse_request(raw: bytes) -> SteerRequest | AbortRequest:
             raise BadRequest('a steer needs a non-empty "text"')
         if "\0" in text or _SURROGATE.search(text):
             raise BadRequest("the steer's text holds a NUL or is not valid Unicode text")
+        if len(text.encode()) > STEER_MAX_BYTES:
+            raise BadRequest(too_long(STEER_MAX_BYTES))
         if when not in WHEN:
             raise BadRequest(f'"when" is one of {", ".join(WHEN)}, not {when!r}')
         return SteerRequest(text, when)
@@ -85,21 +107,57 @@ def parse_request(raw: bytes) -> SteerRequest | AbortRequest:
     raise BadRequest(f'unknown "op" {op!r} (steer or abort)')
 
 
-def socket_path(run_dir: str, run_id: str, runtime_dir: str) -> str:
-    """Where a run's control socket goes: in its run directory when the path
-    is short enough for a socket, else ``runtime_dir/RUN_ID.sock``."""
-    inside = os.path.join(run_dir, SOCKET_NAME)
-    if len(os.fsencode(inside)) <= SOCKET_PATH_MAX_BYTES:
-        return inside
-    return os.path.join(runtime_dir, f"{run_id}.sock")
+def fits_socket(path: str) -> bool:
+    """Whether ``path`` is short enough to bind a socket to."""
+    return len(os.fsencode(path)) <= SOCKET_PATH_MAX_BYTES
 
 
-State = Literal["queued", "delivered", "refused"]
+#: ``queued``: the wrapper holds it; ``sent``: written on a live agent's
+#: input, not acknowledged yet; ``delivered``: the agent acknowledged it (or
+#: was started or resumed with it); ``refused``: it will never reach the agent.
+State = Literal["queued", "sent", "delivered", "refused"]
+
+
+def text_bytes(text: str) -> int:
+    """The size of a steer's text, as the sender and the run count it."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def too_long(limit: int) -> str:
+    """Why a steer over ``limit`` bytes is refused."""
+    return f"a steer this run can take is at most {limit} bytes"
+
+
+def steer_max_bytes(
+    argv: Sequence[str] | None,
+    probe: str,
+    environment: Mapping[str, str],
+    arg_max: int,
+) -> int:
+    """The most a steer's text may hold in a run whose agent is resumed with
+    ``argv`` (the resume's command line with ``probe`` as its prompt; None
+    when the prompt goes elsewhere than the command line: stdin, a file).
+
+    On the command line the prompt is one argument (``ARGUMENT_MAX_BYTES``)
+    and the whole command line, the agent's ``environment`` included, is
+    ``arg_max``; from both goes ``STEER_PROMPT_RESERVE_BYTES``, for what is
+    added to the prompt after the agent was interrupted."""
+    if argv is None:
+        return STEER_MAX_BYTES
+    probe_size = text_bytes(probe)
+    # Each string of the command line costs its bytes, its NUL and a pointer.
+    rest = sum(text_bytes(word) + 1 + 8 for word in argv) - probe_size
+    rest += sum(text_bytes(name) + text_bytes(value) + 2 + 8 for name, value in environment.items())
+    around = max((text_bytes(word) - probe_size for word in argv if probe in word), default=0)
+    room = min(ARGUMENT_MAX_BYTES - 1 - around, arg_max - rest)
+    room -= STEER_PROMPT_RESERVE_BYTES + COMMAND_LINE_SLACK_BYTES
+    return max(0, min(STEER_MAX_BYTES, room))
 
 
 @dataclass(slots=True)
 class ExternalSteer:
-    """One steer from outside and what became of it."""
+    """One steer from outside and what became of it. A refused steer keeps
+    its text's size and digest only."""
 
     id: str
     text: str
@@ -113,6 +171,30 @@ class ExternalSteer:
     #: The attempt that received it.
     attempt: int | None = None
     ended_at: float | None = None
+    #: What the live session calls it while it waits for the agent's answer.
+    ticket: str | None = None
+    #: Why the agent refused it live: it goes again as the next prompt, and
+    #: only a refusal of that too settles it ``refused``.
+    refused_live: str | None = None
+    #: The text's length in characters, and its SHA-256 once the text is dropped.
+    length: int = field(init=False, default=0)
+    digest: str | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.length = len(self.text)
+
+    def drop_text(self) -> None:
+        """A refused steer is never given: its text is not kept."""
+        self.digest = self.text_sha256()
+        self.text = ""
+
+    def text_sha256(self) -> str:
+        if self.digest is not None:
+            return self.digest
+        # Loaded by the first steer that needs it, not by every run's start.
+        import hashlib  # noqa: PLC0415
+
+        return hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def receipt(self) -> dict[str, Any]:
         return {
@@ -127,7 +209,8 @@ class ExternalSteer:
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "textLength": len(self.text),
+            "textLength": self.length,
+            "textSha256": self.text_sha256(),
             "when": self.when,
             "outcome": self.state,
             "how": self.how,
@@ -143,20 +226,48 @@ class ExternalSteers:
 
     def __init__(self, max_steers: int) -> None:
         self.max_steers = max_steers
+        #: The steers taken, and the first refused ones.
         self.items: list[ExternalSteer] = []
+        #: Steers ever requested (their ids count on).
+        self.count = 0
+        #: Refused steers not kept, past ``LISTED_REFUSED_STEERS``.
+        self.omitted = 0
 
-    def request(self, request: SteerRequest, now: float) -> ExternalSteer:
-        """Record a steer: queued, or refused at once when the limit is reached."""
-        steer = ExternalSteer(f"s{len(self.items) + 1}", request.text, request.when, now)
+    def request(
+        self, request: SteerRequest, now: float, max_bytes: int = STEER_MAX_BYTES
+    ) -> ExternalSteer:
+        """Record a steer: queued, or refused at once when the limit of steers
+        is reached, or when it is larger than ``max_bytes``, alone or joined
+        with the steers that wait into one prompt (the earlier ones go)."""
+        self.count += 1
+        steer = ExternalSteer(f"s{self.count}", request.text, request.when, now)
         taken = sum(item.state != "refused" for item in self.items)
-        self.items.append(steer)
+        why = None
         if taken >= self.max_steers:
-            self.refuse(
-                steer,
+            why = (
                 f"the limit of {self.max_steers} steers from outside is reached "
-                "(--max-external-steers)",
-                now,
+                "(--max-external-steers)"
             )
+        elif (size := text_bytes(steer.text)) > max_bytes:
+            why = f"{too_long(max_bytes)} (this one is {size})"
+        else:
+            # The steers that wait go together as one prompt, whatever their ``when``.
+            waiting = self.queued
+            joined = text_bytes(message([*waiting, steer])) if waiting else 0
+            if joined > max_bytes:
+                ids = ", ".join(item.id for item in waiting)
+                why = (
+                    f"{too_long(max_bytes)}, and with the steers waiting ({ids}) "
+                    f"joined into one prompt this one makes {joined}: send it once they went"
+                )
+        if why is None or sum(item.state == "refused" for item in self.items) < (
+            LISTED_REFUSED_STEERS
+        ):
+            self.items.append(steer)
+        else:
+            self.omitted += 1
+        if why is not None:
+            self.refuse(steer, why, now)
         return steer
 
     @property
@@ -164,15 +275,34 @@ class ExternalSteers:
         return [item for item in self.items if item.state == "queued"]
 
     @property
+    def sent(self) -> list[ExternalSteer]:
+        """The steers written into a live session that its agent has not answered yet."""
+        return [item for item in self.items if item.state == "sent"]
+
+    @property
     def delivered_count(self) -> int:
-        return sum(item.state == "delivered" for item in self.items)
+        # A steer on the agent's input counts against --max-external-steers
+        # as a delivered one does: neither is the wrapper's to withdraw.
+        return sum(item.state in ("delivered", "sent") for item in self.items)
 
     def refuse(self, steer: ExternalSteer, why: str, now: float) -> None:
         steer.state, steer.why, steer.ended_at = "refused", why, now
+        steer.drop_text()
 
     def deliver(self, steers: Sequence[ExternalSteer], how: str, attempt: int, now: float) -> None:
         for steer in steers:
             steer.state, steer.how, steer.attempt, steer.ended_at = "delivered", how, attempt, now
+            steer.ticket = steer.why = None
+
+    def send(self, steer: ExternalSteer, ticket: str, attempt: int) -> None:
+        """``steer`` is on the live agent's input as ``ticket``, unanswered."""
+        steer.state, steer.how, steer.attempt, steer.ticket = "sent", "live", attempt, ticket
+
+    def refused_live(self, steer: ExternalSteer, why: str) -> None:
+        """The agent refused ``steer`` live: it waits again, for the next prompt."""
+        steer.state, steer.refused_live, steer.ticket = "queued", why, None
+        steer.how = steer.attempt = None
+        steer.why = f"the agent refused it live ({why}); it goes as the next prompt"
 
     def pending_json(self) -> list[dict[str, Any]]:
         """status.json's ``pendingSteers``."""
@@ -182,9 +312,17 @@ class ExternalSteers:
         ]
 
     def to_json(self) -> dict[str, Any]:
+        listed, refused = [], 0
+        for item in self.items:
+            if item.state == "refused":
+                refused += 1
+                if refused > LISTED_REFUSED_STEERS:
+                    continue
+            listed.append(item.to_json())
         return {
             "externalSteerCount": self.delivered_count,
-            "externalSteers": [item.to_json() for item in self.items],
+            "externalSteers": listed,
+            "externalSteersOmitted": self.omitted + max(0, refused - LISTED_REFUSED_STEERS),
         }
 
 

@@ -455,6 +455,18 @@ class SteerDelivered(WrapperEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SteerSent(WrapperEvent):
+    """A steer from outside was written into the live session's running
+    turn; the agent has not acknowledged it yet (``steer_delivered`` follows
+    once it does)."""
+
+    TYPE: ClassVar[str] = "steer_sent"
+    id: str
+    #: The attempt (the live session's turn) it was written into.
+    next_attempt: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SteerRefused(WrapperEvent):
     """A steer from outside will never reach the agent; ``why`` says why."""
 

@@ -46,6 +46,16 @@ LATE_TEXT_CHARS = 200
 #: the processes of one job come within milliseconds of each other.
 OWN_STOP_WAIT = 0.5
 
+#: A live session's agent being ended (an abort, a signal, --timeout) is
+#: first sent its own cancel (ACP's ``session/cancel``, pi's ``abort``, ...);
+#: the SIGTERM waits for the turn to end, at most this long. Sent in the same
+#: instant, the signal cut the agent's answer to the cancel short (the answer
+#: then came after its exit, or never). Measured mid shell tool on a loaded
+#: 2-core machine, from ``session/cancel`` to the turn's answer: Qwen Code
+#: 0.24.4 0.02 s, opencode 0.10 s, Kilo CLI 0.15 s, Gemini CLI 0.21 s; an
+#: agent that does not answer costs an abort this second, no more.
+CANCEL_BEFORE_TERM = 1.0
+
 #: How often a child is polled for its exit where there are no pidfds.
 EXIT_POLL = 0.02
 
@@ -109,7 +119,30 @@ REPLY_POLL = 0.25
 #: of tools in one go, and each chain starts processes; the rest wait their
 #: turn, in the order they were asked.
 PERMISSION_HOOK_CONCURRENCY = 4
+#: Permission requests of an ACP agent waiting for a decision at once (their
+#: handlers running or waiting their turn, a person asked). An agent asks
+#: about one tool at a time, a few when it runs tools in parallel; past
+#: this many waiting it floods, and each request waiting holds a task and
+#: its tool's record: the requests past it are denied at once (a warning).
+MAX_WAITING_PERMISSIONS = 64
+#: Tools of one ACP prompt turn the wrapper keeps a record of (to start and
+#: end each once, and list the turn's calls). Long turns of real agents run
+#: hundreds; the tools past this many in one turn are not reported (a warning).
+MAX_TOOLS_PER_TURN = 10_000
 
+
+# -- Steers from outside -------------------------------------------------------
+
+#: At the end of a live session's turn, how long the agent's answers to the
+#: steers just written on its input are waited for before the wrapper
+#: decides what comes next (a refused steer is the next prompt). pi and
+#: Codex's app-server answer within milliseconds (0.4 ms and 1-2 ms in the
+#: captures of pi 0.73.1 and Codex 0.169.0, tests/data/real/twoway); two
+#: seconds covers a loaded machine without holding a run's end noticeably.
+LIVE_STEER_ANSWER_TIMEOUT = 2.0
+#: How much of a next prompt that never reached a live agent (it exited while
+#: the stop hooks ran) the run's error quotes: enough to recognise it.
+LOST_PROMPT_CHARS = 200
 
 # -- What the wrapper writes --------------------------------------------------
 
@@ -144,3 +177,40 @@ PROGRESS_TICK = 1.0
 #: What is left below the wrapper at the batch's end gets this long between
 #: SIGTERM and SIGKILL.
 ORPHAN_KILL_AFTER = 2.0
+#: ``--skip-passed`` without ``--runs-dir`` is refused; to name the folder of
+#: the spec's latest batch instead, at most this many of the newest batch
+#: folders under the default root are read (each a batch.json, possibly
+#: megabytes): enough for a day of retries, quick even on a slow disk.
+EARLIER_BATCHES_READ = 50
+
+
+# -- Steers from outside ------------------------------------------------------
+
+#: The most a steer's text may hold, in UTF-8 bytes, whatever the run: what
+#: a live session takes on its stdin as one message (an instruction, not a
+#: document: a larger one belongs in a file the agent reads). A run whose
+#: agent takes its prompt on its command line takes less.
+STEER_MAX_BYTES = 1024 * 1024
+#: The most one command-line argument may hold on Linux (MAX_ARG_STRLEN: 32
+#: pages, the terminating NUL included). An agent resumed with a steer takes
+#: the whole prompt as one argument. Pages are 4 KiB at the least, so this
+#: holds on every Linux; elsewhere only the whole command line bounds it.
+ARGUMENT_MAX_BYTES = 32 * 4096
+#: The whole command line (arguments and environment) where the system does
+#: not say (``sysconf(SC_ARG_MAX)``): 256 KiB is the smallest of current
+#: Linux (a quarter of an 8 MiB stack is 2 MiB) and macOS (1 MiB).
+ARG_MAX_FALLBACK = 256 * 1024
+#: What a steer's prompt may gain after it was accepted: hook context
+#: (SessionStart, UserPromptSubmit ``additionalContext``) and the line that
+#: says which tool call it interrupted. They are cut to fit, so that a steer
+#: accepted for its size is never too long once interrupted for; 16 KiB is
+#: a few pages of context, an eighth of what one argument holds.
+STEER_PROMPT_RESERVE_BYTES = 16 * 1024
+#: Left free on the command line beyond what is measured: the attempt number
+#: growing a digit, a session id longer than the one measured, a leading
+#: space before a prompt that starts with ``-``.
+COMMAND_LINE_SLACK_BYTES = 4096
+#: Refused steers result.json lists; the rest are counted
+#: (``externalSteersOmitted``). A sender that is refused at the limit of
+#: steers may keep trying: the list must not grow with it.
+LISTED_REFUSED_STEERS = 20

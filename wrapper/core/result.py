@@ -249,6 +249,7 @@ def wrapper_killed_result(
         "steers": [],
         "externalSteerCount": 0,
         "externalSteers": [],
+        "externalSteersOmitted": 0,
         "onStop": conf.get("onStop", "allow"),
         "completionSignal": None,
         "escalations": [],

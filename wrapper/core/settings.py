@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.core.spelling import closest
+from wrapper.core.urls import url_without_secrets
 
 #: Stop handlers: may block a stop and steer the agent.
 STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
@@ -138,11 +139,7 @@ class Handler:
     def name(self) -> str:
         """A short description for events and result.json."""
         if self.type == "http":
-            # Without credentials or the query: either may carry a secret.
-            parts = urlsplit(self.url or "")
-            port = f":{parts.port}" if parts.port is not None else ""
-            where = f"{parts.scheme}://{parts.hostname}{port}{parts.path}"
-            return f"http {where[:NAME_CHARS]}"
+            return f"http {url_without_secrets(self.url or '')[:NAME_CHARS]}"
         if self.type == "command":
             text = self.command if self.command is not None else " ".join(self.args or ())
             if len(text) <= NAME_CHARS:
@@ -504,7 +501,8 @@ def _http_handler(
         raise SettingsError(f"{where}: {key}.url: not a usable URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SettingsError(
-            f"{where}: {key}.url: expected an http:// or https:// URL with a host, got {url!r}"
+            f"{where}: {key}.url: expected an http:// or https:// URL with a host, "
+            f"got {url_without_secrets(url)!r}"
         )
     headers = value.get("headers", {})
     if not isinstance(headers, dict) or not all(

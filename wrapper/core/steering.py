@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wrapper.core.hook_protocol import RETRY_PROMPT, Decision, HandlerResult, looks_like_failure
+from wrapper.core.limits import LOST_PROMPT_CHARS
 from wrapper.core.timefmt import iso
 
 #: ``extendMaxSteers`` cannot raise the limit beyond this.
@@ -170,3 +171,14 @@ class Steering:
             "maxSteers": self.max_steers,
             "steers": [steer.to_json() for steer in self.steers],
         }
+
+
+def prompt_not_taken(prompt: str) -> str:
+    """Why a live run stopped although its stop hooks gave ``prompt``: the
+    agent exited while they ran."""
+    more = "…" if len(prompt) > LOST_PROMPT_CHARS else ""
+    return (
+        "the agent exited while the stop hooks ran, so the next prompt they "
+        f"gave ({prompt[:LOST_PROMPT_CHARS] + more!r}) never reached it; an agent "
+        "driven on its stdin must wait for its input to close"
+    )

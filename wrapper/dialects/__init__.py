@@ -200,6 +200,17 @@ def decode_or_unparsed(line: bytes) -> UnparsedLine:
     return unparsed(line, "not recognised as any agent's event")
 
 
+def silent_agent(seconds: float) -> WarningEvent:
+    """The warning for an agent whose dialect is being guessed and that wrote
+    nothing for ``seconds``: an ACP agent waits for its client in silence."""
+    return WarningEvent(
+        code="silent_agent",
+        message=f"the agent has written nothing for {seconds:g}s; if it speaks the Agent "
+        "Client Protocol it is waiting for a client on its stdin: run it with --dialect acp "
+        "and a --task",
+    )
+
+
 def chosen_name(dialect: Dialect) -> str | None:
     """The name of the dialect a run reads its agent with: the one a guess
     settled on, None while it has not."""

@@ -33,14 +33,15 @@ from wrapper.core.events import (
     WarningEvent,
 )
 from wrapper.core.framing import Frame, Oversized
+from wrapper.core.limits import ARGUMENT_MAX_BYTES
 from wrapper.core.registry import program, program_name
 
 if TYPE_CHECKING:
     from wrapper.dialects.two_way import InputClient
 
-#: Linux refuses a single argv element longer than this (MAX_ARG_STRLEN is 32
-#: pages including the terminating NUL).
-MAX_ARG_BYTES = 32 * 4096 - 1
+#: Linux refuses a single argv element longer than this (the terminating
+#: NUL counts in ``ARGUMENT_MAX_BYTES``).
+MAX_ARG_BYTES = ARGUMENT_MAX_BYTES - 1
 
 #: An unparsed line is kept in full in stdout.log; the event carries this much.
 UNPARSED_TEXT_CHARS = 2000

@@ -95,7 +95,7 @@ from wrapper.dialects.base import (
     summarize_args,
     tool_result_text,
 )
-from wrapper.dialects.claude_input import ClaudeInputClient, is_stream_input
+from wrapper.dialects.claude_input import ClaudeInputClient, is_stream_input, with_replay
 from wrapper.dialects.deltas import (
     JSON_STRING,
     NATURAL,
@@ -175,6 +175,8 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
     }
     #: Raw event type -> handler; subclasses for Claude-compatible streams extend it.
     handlers: ClassVar[Mapping[str, Handler]] = {}
+    #: The client of the stream-json session being driven, which echoes go to.
+    _client: ClaudeInputClient | None = None
     streaming_command: ClassVar[str] = "claude -p --output-format stream-json --verbose"
     agent_name: ClassVar[str] = "Claude Code"
     no_session_flag: ClassVar[str | None] = "--no-session-persistence"
@@ -215,7 +217,8 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
     def input_client(
         self, command: Sequence[str], cwd: str | None = None
     ) -> ClaudeInputClient | None:
-        return ClaudeInputClient() if is_stream_input(command) else None
+        self._client = ClaudeInputClient() if is_stream_input(command) else None
+        return self._client
 
     def launch(
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
@@ -227,8 +230,9 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
                     "claude --input-format stream-json needs a task (--task or --task-file): "
                     "it takes its prompt on its stdin and waits silently without one"
                 )
-            # Driven on its stdin: the task is the session's first user message.
-            return Launch(words, files, prompt=task)
+            # Driven on its stdin: the task is the session's first user message;
+            # the echo of each message it takes acknowledges a steer.
+            return Launch(with_replay(words), files, prompt=task)
         launch = super().launch(words, task, run_dir, resumable=resumable)
         launch.files.update(files)
         return launch
@@ -239,7 +243,7 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
         words, files = self.with_native_hooks(command)
         if is_stream_input(command):
             # The next prompt on the live session: the same process.
-            return Launch(words, files, prompt=prompt)
+            return Launch(with_replay(words), files, prompt=prompt)
         launch = super().resume(words, prompt, run_dir, session_id)
         launch.files.update(files)
         return launch
@@ -370,6 +374,8 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
     def _user(self, obj: dict[str, Any]) -> list[Event]:
         message = obj.get("message")
         content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str) and self._client is not None:
+            self._client.echoed(content)  # a message written on stdin, taken
         events: list[Event] = []
         for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and block.get("type") == "tool_result":

@@ -25,8 +25,10 @@ follows at once (0.169.0: the request holds the earlier turns; no
 The app-server's own requests (approvals: ``item/commandExecution/
 requestApproval`` and the like) are declined at once, with a warning that
 tells the user to let Codex run unasked (``-c approval_policy="never"``):
-nobody answers them during a supervised run. A steer the app-server refuses
-(the turn had just ended) is not lost: it goes with the next prompt.
+nobody answers them during a supervised run. The answer to ``turn/steer``
+is the steer's acknowledgement; one the app-server refuses (``no active
+turn``: the turn had just ended) is said to the wrapper (``answers``),
+which gives it again as the next prompt.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from wrapper.core.events import (
     WarningEvent,
 )
 from wrapper.core.version import VERSION
-from wrapper.dialects.two_way import TurnNews
+from wrapper.dialects.two_way import Answer, TurnNews
 
 #: The name the wrapper gives itself in ``initialize``.
 CLIENT_NAME = "agent-wrapper"
@@ -99,6 +101,9 @@ def declined(method: str, params: Mapping[str, Any]) -> str:
 class CodexAppServerClient:
     """The messages of one app-server session, and what its turn is doing."""
 
+    #: The app-server answers turn/steer at once.
+    answers_at_turn_end = True
+
     def __init__(self, cwd: str | None = None, resume: str | None = None) -> None:
         self.cwd = cwd
         #: The thread a new process continues, if any.
@@ -116,8 +121,10 @@ class CodexAppServerClient:
         self.closed = False
         #: Prompts written before the thread existed.
         self._waiting: list[list[str]] = []
-        #: Steers the app-server refused: they go with the next prompt.
-        self.held: list[str] = []
+        #: The app-server's answers to steers (and prompts asked about), not taken yet.
+        self._answers: list[Answer] = []
+        #: The ``turn/start`` requests whose answer is to be told.
+        self._prompts: set[int] = set()
 
     # -- what the wrapper asks -------------------------------------------------------
 
@@ -134,12 +141,12 @@ class CodexAppServerClient:
         return self._request("turn/start", params, texts)
 
     def prompt(self, text: str) -> dict[str, Any] | None:
-        """The ``turn/start`` of a new turn with ``text`` (after the steers
-        that were refused); None while the thread is being opened (it goes
-        once it exists, see ``outbox``) or once closed."""
+        """The ``turn/start`` of a new turn with ``text``; None while the
+        thread is being opened (it goes once it exists, see ``outbox``) or
+        once closed."""
         if self.closed:
             return None
-        texts, self.held = [*self.held, text], []
+        texts = [text]
         self.running, self.turn_id = True, None
         if not self.opened:
             self.opened = True
@@ -188,6 +195,30 @@ class CodexAppServerClient:
     def close(self) -> None:
         self.closed = True
 
+    def ticket(self, message: dict[str, Any]) -> str:
+        return str(message["id"])
+
+    def prompt_ticket(self, message: dict[str, Any]) -> str | None:
+        """The app-server answers ``turn/start`` with the turn (or an error)."""
+        self._prompts.add(message["id"])
+        return str(message["id"])
+
+    def answers(self) -> list[Answer]:
+        out, self._answers = self._answers, []
+        return out
+
+    def holds(self) -> bool:
+        return False  # a refused steer is the wrapper's again (``answers``)
+
+    def turn_coming(self) -> bool:
+        return False  # a message it did not take in the turn is answered as refused or held
+
+    def own_turn(self) -> None:
+        pass
+
+    def held_prompt(self) -> str | None:
+        return None
+
     def outbox(self) -> list[dict[str, Any]]:
         """The messages to write now that nobody asked for: the session's
         opening, a prompt that waited for the thread, answers to the
@@ -212,7 +243,10 @@ class CodexAppServerClient:
         if asked is None:
             return []
         if "error" in message:
-            return self._refused(asked, _dict(message.get("error")))
+            return self._refused(answered, asked, _dict(message.get("error")))
+        if asked[0] == "turn/steer" or answered in self._prompts:
+            self._prompts.discard(answered)
+            self._answers.append(Answer(str(answered)))
         self._answered(asked[0], _dict(message.get("result")))
         return []
 
@@ -239,13 +273,18 @@ class CodexAppServerClient:
         elif method == "turn/start" and self.running and self.turn_id is None:
             self.turn_id = _id_of(result.get("turn"))
 
-    def _refused(self, asked: tuple[str, list[str]], error: dict[str, Any]) -> list[Event]:
-        method, texts = asked
+    def _refused(
+        self, request_id: Any, asked: tuple[str, list[str]], error: dict[str, Any]
+    ) -> list[Event]:
+        method = asked[0]
         why = error.get("message") if isinstance(error.get("message"), str) else "no reason given"
         message = f"Codex refused {method}: {why}"
-        if method == "turn/steer" and not self.closed:
-            self.held += texts
-            message += "; the steer goes with the next prompt"
+        if method == "turn/steer":
+            self._answers.append(Answer(str(request_id), f"Codex refused it: {why}"))
+            message += "; the steer goes again as the next prompt"
+        elif request_id in self._prompts:
+            self._prompts.discard(request_id)
+            self._answers.append(Answer(str(request_id), f"Codex refused it: {why}"))
         events: list[Event] = [WarningEvent(code="agent_refused_command", message=message)]
         if method in _OPENING and self.running and self.turn_id is None:
             # No turn will run for the prompt: it ends here, failed.

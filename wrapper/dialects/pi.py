@@ -96,6 +96,8 @@ class PiDialect(DeltaDialect):
     native_hooks_kind: ClassVar[str] = "extension"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
+    #: The client of the RPC session being driven, which pi's answers go to.
+    _client: PiRpcClient | None = None
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
         "stop": StopReason.STOP,
         "end_turn": StopReason.STOP,
@@ -131,7 +133,8 @@ class PiDialect(DeltaDialect):
         return events
 
     def input_client(self, command: Sequence[str], cwd: str | None = None) -> PiRpcClient | None:
-        return PiRpcClient() if is_rpc(command) else None
+        self._client = PiRpcClient() if is_rpc(command) else None
+        return self._client
 
     def launch(
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
@@ -266,14 +269,28 @@ class PiDialect(DeltaDialect):
     def _agent_settled(self, obj: dict[str, Any]) -> list[Event]:
         return [AgentEnded(will_retry=False, settled=True)]
 
+    def _queue_update(self, obj: dict[str, Any]) -> list[Event]:
+        if self._client is not None:
+            self._client.received(obj)
+        return []
+
     def _response(self, obj: dict[str, Any]) -> list[Event]:
         # RPC mode: pi's answer to a command the wrapper wrote; one it
-        # refused is said, the run going on (a prompt refused leaves pi idle).
+        # refused is said, the run going on.
+        no_run = self._client is not None and self._client.received(obj)
         if obj.get("success") is not False:
             return []
         command = as_str(obj.get("command")) or "?"
         why = as_str(obj.get("error")) or "no reason given"
-        return [WarningEvent(code="agent_refused_command", message=f"pi refused {command}: {why}")]
+        message = f"pi refused {command}: {why}"
+        events: list[Event] = [WarningEvent(code="agent_refused_command", message=message)]
+        if no_run:
+            # The prompt of the run under way: pi stays idle, the run ends here, failed.
+            failed = AssistantMessage(
+                stop_reason=str(StopReason.ERROR), raw_stop_reason="prompt", error_message=message
+            )
+            events += [failed, AgentEnded(will_retry=False)]
+        return events
 
 
 #: Where ``auto_retry_start`` gives its attempt, most attempts and delay.
@@ -395,6 +412,7 @@ _HANDLERS: dict[str, Handler] = {
     "session": PiDialect._session,
     "turn_start": PiDialect._turn_start,
     "response": PiDialect._response,
+    "queue_update": PiDialect._queue_update,
     "message_update": PiDialect._message_update,
     "message_end": PiDialect._message_end,
     "tool_execution_start": PiDialect._tool_start,

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from wrapper.fleet.report_assets import SCRIPT, STYLE
+
 #: Runs up to this many get a timeline row each, with their label; more are
 #: packed into lanes (one per run going on at once), labelled on hover.
 TIMELINE_ROWS_MAX = 60
@@ -79,6 +81,9 @@ class ReportRun:
     expect: str | None = None
     #: What could not be read for this run, one sentence each.
     missing: tuple[str, ...] = ()
+    #: When the run directory holds another run than batch.json names: why,
+    #: in a sentence (the run is then not counted as passed).
+    mismatch: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,110 +109,6 @@ class ReportData:
     #: Inputs that could not be read, one sentence each.
     problems: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
-
-
-STYLE = """
-:root{color-scheme:light;--ok:#2e7d32;--error:#c62828;--timeout:#ef6c00;--aborted:#757575;
---spawn_failed:#6a1b9a;--refused:#8d6e63;--other:#455a64;--mark:#111;--esc:#1565c0}
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
-max-width:1400px;padding:16px 24px;color:#1b1b1b;background:#fff}
-h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:24px 0 8px;border-bottom:1px solid #ddd}
-h3{font-size:15px;margin:0}
-.meta{display:flex;flex-wrap:wrap;gap:6px 20px;margin:0;padding:0;list-style:none}
-.meta b{font-weight:600}
-.chip{display:inline-block;padding:0 8px;border-radius:9px;color:#fff;font-weight:600;
-margin-right:4px}
-.o-ok{background:var(--ok);fill:var(--ok)}.o-error{background:var(--error);fill:var(--error)}
-.o-timeout{background:var(--timeout);fill:var(--timeout)}
-.o-aborted{background:var(--aborted);fill:var(--aborted)}
-.o-spawn_failed{background:var(--spawn_failed);fill:var(--spawn_failed)}
-.o-refused{background:var(--refused);fill:var(--refused)}.o-other{background:var(--other);fill:var(--other)}
-.m-steer{fill:var(--mark)}.m-escalation{fill:var(--esc)}
-.problems{border:1px solid #c62828;background:#fdecea;padding:8px 12px;border-radius:4px}
-.problems li,.warn li{overflow-wrap:anywhere}
-svg{display:block;width:100%;height:auto}svg text{font:12px system-ui,sans-serif;fill:#333}
-svg .axis{stroke:#bbb}svg a rect{stroke:#fff;stroke-width:.5}
-table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
-th,td{border-bottom:1px solid #e4e4e4;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f6f6f6;position:sticky;top:0;white-space:nowrap}
-th.sortable{cursor:pointer}th[aria-sort=ascending]::after{content:" \\25B2"}
-th[aria-sort=descending]::after{content:" \\25BC"}
-td.n{text-align:right;white-space:nowrap}td.label{overflow-wrap:anywhere;max-width:420px}
-tr.failed td:first-child{box-shadow:inset 3px 0 var(--error)}
-.no{color:var(--error);font-weight:600}.cap{color:var(--timeout);font-weight:600}
-details{border:1px solid #e4e4e4;border-radius:4px;margin:6px 0;padding:4px 10px}
-summary{cursor:pointer;overflow-wrap:anywhere}
-pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f7f7f7;padding:6px 8px;margin:4px 0;
-max-height:400px;overflow:auto}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}
-dt{color:#555}dd{margin:0;overflow-wrap:anywhere}
-.filters{margin:6px 0;display:flex;gap:16px;align-items:center}
-.legend span{margin-right:10px}.muted{color:#666}
-"""
-
-SCRIPT = """
-(() => {
-  "use strict";
-  const table = document.getElementById("runs");
-  if (!table) return;
-  const body = table.tBodies[0];
-  const rows = Array.from(body.rows);
-  const value = (row, i) => {
-    const cell = row.cells[i];
-    const v = cell.getAttribute("data-v");
-    return v === null ? cell.textContent.toLowerCase() : Number(v);
-  };
-  Array.from(table.tHead.rows[0].cells).forEach((th, i) => {
-    th.classList.add("sortable");
-    th.tabIndex = 0;
-    const sort = () => {
-      const down = th.getAttribute("aria-sort") === "ascending";
-      for (const other of table.tHead.rows[0].cells) other.removeAttribute("aria-sort");
-      th.setAttribute("aria-sort", down ? "descending" : "ascending");
-      const sign = down ? -1 : 1;
-      const sorted = Array.from(body.rows).sort((a, b) => {
-        const x = value(a, i), y = value(b, i);
-        const c = x < y ? -1 : x > y ? 1 : 0;
-        return c * sign || Number(a.dataset.i) - Number(b.dataset.i);
-      });
-      body.append(...sorted);
-    };
-    th.addEventListener("click", sort);
-    th.addEventListener("keydown", (e) => {
-      if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sort(); }
-    });
-  });
-  const bar = document.createElement("div");
-  bar.className = "filters";
-  const search = document.createElement("input");
-  search.type = "search";
-  search.placeholder = "filter: label, outcome, stop reason";
-  search.setAttribute("aria-label", "filter the runs");
-  const box = document.createElement("label");
-  const failed = document.createElement("input");
-  failed.type = "checkbox";
-  box.append(failed, " only runs that did not pass");
-  const shown = document.createElement("span");
-  shown.className = "muted";
-  bar.append(search, box, shown);
-  table.before(bar);
-  const filter = () => {
-    const words = search.value.toLowerCase().split(/\\s+/).filter(Boolean);
-    let count = 0;
-    for (const row of rows) {
-      const text = row.textContent.toLowerCase();
-      const hide = (failed.checked && !row.classList.contains("failed")) ||
-        !words.every((w) => text.includes(w));
-      row.hidden = hide;
-      if (!hide) count += 1;
-    }
-    shown.textContent = count + " of " + rows.length + " runs shown";
-  };
-  search.addEventListener("input", filter);
-  failed.addEventListener("change", filter);
-  filter();
-})();
-"""
 
 
 def _source_hash(source: str) -> str:
@@ -354,6 +255,13 @@ def _header(data: ReportData, title: str) -> str:
     passed = sum(run.passed for run in runs)
     mark = "" if passed == len(runs) else ' class="no"'
     out.append(f"<li><b>passed</b> <span{mark}>{passed:,} of {len(runs):,}</span></li>")
+    mismatched = sum(run.mismatch is not None for run in runs)
+    if mismatched:
+        out.append(
+            f'<li><b>not the same run</b> <span class="no">{mismatched:,}</span> '
+            '<span class="muted">(the run directory holds another run than batch.json '
+            "names)</span></li>"
+        )
     if data.started is not None and data.ended is not None:
         wall = duration_text((data.ended - data.started) * 1000)
         out.append(
@@ -502,6 +410,8 @@ def _table(runs: Sequence[ReportRun]) -> str:
                 f"{steers}/{_count(run.max_steers)} cap</span>"
             )
         passed = "yes" if run.passed else '<span class="no">no</span>'
+        if run.mismatch is not None:
+            passed = f'<span class="no" title="{_text(run.mismatch)}">not the same run</span>'
         cells = [
             f'<td class="label"><a href="#run-{i}">{_text(run.label)}</a>{badges}</td>',
             f'<td><span class="chip {outcome_class(run.outcome)}">{_text(run.outcome)}</span></td>',
@@ -575,6 +485,10 @@ def _sections(runs: Sequence[ReportRun]) -> str:
         for mark in run.marks:
             out.append(f"<dt>{_text(mark.kind)}</dt><dd>{_stamp(mark.at)}: {_text(mark.text)}</dd>")
         out.append("</dl>")
+        if run.mismatch is not None:
+            out.append(
+                f'<div class="problems"><b>Not the same run</b><p>{_text(run.mismatch)}</p></div>'
+            )
         if run.missing:
             items = "".join(f"<li>{_text(m)}</li>" for m in run.missing)
             out.append(f'<div class="problems"><b>Not readable</b><ul>{items}</ul></div>')

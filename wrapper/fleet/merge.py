@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
-from wrapper.fleet.passing import expectation_of
+from wrapper.fleet.passing import expectation_of, same_run
 from wrapper.fleet.report import (
     BATCH_SCHEMA_VERSION,
     RunEntry,
@@ -75,6 +75,8 @@ class Merged:
     entries: list[RunEntry]
     problems: list[dict[str, str]] = field(default_factory=list)
     exit_status: int = MERGED_PASSED
+    #: What a person should know that does not make the merge incomplete.
+    notes: list[dict[str, str]] = field(default_factory=list)
 
 
 def read_shards(paths: Sequence[str]) -> list[Shard]:
@@ -167,7 +169,21 @@ def merge(shards: Sequence[Shard]) -> Merged:
             }
         )
     results = [found[0] for _, found in sorted(seen.items())]
-    entries = [_entry(shard, result) for shard, result in results]
+    checked = [_entry(shard, result) for shard, result in results]
+    entries = [entry for entry, _ in checked]
+    unverified = [names.get(entry.index, entry.name) for entry, verified in checked if not verified]
+    if unverified:
+        problems_after = [
+            {
+                "code": "unverified_runs",
+                "message": f"{len(unverified)} run{'s' if len(unverified) != 1 else ''} "
+                "could not be checked against the run's own result.json (not where the "
+                "shard wrote it, or another run's): what the shard's batch.json says of it "
+                "is taken unverified: " + _listed(unverified),
+            }
+        ]
+    else:
+        problems_after = []
     outcomes: dict[str, int] = {}
     for entry in entries:
         outcomes[entry.outcome] = outcomes.get(entry.outcome, 0) + 1
@@ -196,8 +212,11 @@ def merge(shards: Sequence[Shard]) -> Merged:
         "passed": sum(entry.passed for entry in entries),
         "reused": sum(entry.reused for entry in entries),
         "outcomes": outcomes,
-        "results": [dict(result) for _, result in results],
-        "warnings": problems + warnings,
+        "results": [
+            _merged_result(result, entry, verified)
+            for (_, result), (entry, verified) in zip(results, checked, strict=True)
+        ],
+        "warnings": problems + problems_after + warnings,
         "shards": [
             {
                 "path": str(shard.path),
@@ -208,7 +227,7 @@ def merge(shards: Sequence[Shard]) -> Merged:
             for shard in shards
         ],
     }
-    return Merged(report, entries, problems, exit_status)
+    return Merged(report, entries, problems, exit_status, problems_after)
 
 
 def _shard_problems(shards: Sequence[Shard]) -> list[dict[str, str]]:
@@ -280,19 +299,37 @@ def _listed(items: Sequence[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def _entry(shard: Shard, result: Mapping[str, Any]) -> RunEntry:
-    """A run of a shard as the JUnit report shows it: from its result.json
-    when it is still where the shard wrote it, else from batch.json."""
+#: What a merged entry takes from the run's own result.json when it could
+#: be read, and otherwise from its shard's batch.json (which may say anything).
+_CHECKED_FIELDS = ("outcome", "success", "passed", "exitStatus", "stopReason", "usage", "error")
+
+
+def _merged_result(result: Mapping[str, Any], entry: RunEntry, verified: bool) -> dict[str, Any]:
+    """A shard's entry as the merge verified it: what the run came to and
+    whether it passed are the merge's own findings, never the shard's claim;
+    ``verified`` says whether they come from the run's result.json."""
+    own = entry.to_json()
+    merged = dict(result)
+    merged.update({key: own[key] for key in _CHECKED_FIELDS})
+    merged["verified"] = verified
+    return merged
+
+
+def _entry(shard: Shard, result: Mapping[str, Any]) -> tuple[RunEntry, bool]:
+    """A run of a shard as the merge shows it: from its result.json when it
+    is still where the shard wrote it (and is that run's: same run id and
+    line digest), else from batch.json; and whether it was the former."""
     run_dir = str(result.get("runDir") or "")
     full: Mapping[str, Any] | None = None
     with contextlib.suppress(OSError, ValueError):
         loaded = orjson.loads((Path(run_dir) / "result.json").read_bytes())
-        if isinstance(loaded, dict) and loaded.get("runId") == result.get("runId"):
+        if isinstance(loaded, dict) and same_run(loaded, result):
             full = loaded
+    verified = full is not None
     if full is None:
         full = {
             key: result.get(key)
-            for key in ("runId", "outcome", "success", "exitStatus", "stopReason", "error")
+            for key in ("runId", "outcome", "exitStatus", "stopReason", "usage", "error")
         }
     took = result.get("durationMs")
     label = result.get("label")
@@ -308,7 +345,7 @@ def _entry(shard: Shard, result: Mapping[str, Any]) -> RunEntry:
         line_digest=result.get("lineDigest") if isinstance(result.get("lineDigest"), str) else None,
         expect=expectation_of(result.get("expect")),
         reused=result.get("reused") is True,
-    )
+    ), verified
 
 
 def merge_main(paths: Sequence[str], junit: str | None, out: str | None) -> int:
@@ -341,6 +378,8 @@ def merge_main(paths: Sequence[str], junit: str | None, out: str | None) -> int:
             sys.stdout.flush()
     for problem in merged.problems:
         _say(f"merge: {problem['message']}")
+    for note in merged.notes:
+        _say(f"merge: warning: {note['message']}")
     report = merged.report
     spec_path = Path(str(report["spec"].get("path") or "the spec")).name
     _say(

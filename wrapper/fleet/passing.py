@@ -1,10 +1,16 @@
 """When a run of a batch passed: the one rule the batch's exit status, its
 JUnit report, the retry options and ``merge`` all use.
 
-A run passed when its outcome is ``ok``, or when its line has an
-expectation (``"expect": {"outcome": ..., "errorKind": ...}``) and the run
-matches it: a scenario that tests a crash passes when the run ends as that
-crash. Pure: fed result.json as it was read, it touches nothing.
+A run passed when its outcome is ``ok``, or, when its line has an
+expectation (``"expect": {"outcome": ..., "errorKind": ...}``), when the
+run ends as the expectation says, and only then: an expected outcome pins
+the outcome, so a scenario meant to crash fails when it ends ``ok``.
+``outcome`` may be one outcome or a list of them (any one passes);
+``errorKind`` pins the error's kind of a run that ends other than ``ok``;
+``errorKind`` alone means a run that ended with that error (outcome
+``error`` for every kind but those of a timeout, an abort or a refusal,
+which come with their own outcome). Pure: fed result.json as it was read,
+it touches nothing.
 """
 
 from __future__ import annotations
@@ -31,18 +37,27 @@ ERROR_KINDS = tuple(dict.fromkeys((*(str(kind) for kind in ErrorKind), ABORT_REQ
 class Expectation:
     """What a line says its run should end with; either part may be left out."""
 
-    outcome: str | None = None
+    #: The outcomes that pass, in the line's order; None: any but ``ok``
+    #: (only ``errorKind`` was given).
+    outcomes: tuple[str, ...] | None = None
     error_kind: str | None = None
+    #: Whether the line named its outcomes as a list (kept as written).
+    listed: bool = False
 
     def matches(self, result: Mapping[str, Any]) -> bool:
-        if self.outcome is not None and result.get("outcome") != self.outcome:
+        outcome = result.get("outcome")
+        if self.outcomes is not None:
+            if outcome not in self.outcomes:
+                return False
+        elif outcome == Outcome.OK or self.error_kind is None:
             return False
-        return self.error_kind is None or error_kind(result) == self.error_kind
+        # An ok run has no error; the kind is asked of the others only.
+        return outcome == Outcome.OK or self.error_kind in (None, error_kind(result))
 
-    def to_json(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        if self.outcome is not None:
-            out["outcome"] = self.outcome
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.outcomes is not None:
+            out["outcome"] = list(self.outcomes) if self.listed else self.outcomes[0]
         if self.error_kind is not None:
             out["errorKind"] = self.error_kind
         return out
@@ -50,8 +65,8 @@ class Expectation:
     def describe(self) -> str:
         """The expectation in words, as a failure's message quotes it."""
         parts = []
-        if self.outcome is not None:
-            parts.append(f"outcome {self.outcome}")
+        if self.outcomes is not None:
+            parts.append("outcome " + " or ".join(self.outcomes))
         if self.error_kind is not None:
             parts.append(f"error kind {self.error_kind}")
         return " with ".join(parts)
@@ -62,9 +77,14 @@ def expectation_of(value: Any) -> Expectation | None:
     if not isinstance(value, Mapping):
         return None
     outcome, kind = value.get("outcome"), value.get("errorKind")
-    return Expectation(
-        outcome if isinstance(outcome, str) else None, kind if isinstance(kind, str) else None
-    )
+    kind = kind if isinstance(kind, str) else None
+    if isinstance(outcome, str):
+        return Expectation((outcome,), kind)
+    if isinstance(outcome, list) and outcome and all(isinstance(o, str) for o in outcome):
+        return Expectation(tuple(outcome), kind, listed=True)
+    if kind is None:
+        return None
+    return Expectation(None, kind)
 
 
 def error_kind(result: Mapping[str, Any] | None) -> str | None:
@@ -77,9 +97,9 @@ def passed(result: Mapping[str, Any] | None, expect: Expectation | None) -> bool
     """Whether a run whose result.json is ``result`` (None: it wrote none) passed."""
     if result is None:
         return False
-    if result.get("outcome") == Outcome.OK:
-        return True
-    return expect is not None and expect.matches(result)
+    if expect is not None:
+        return expect.matches(result)
+    return result.get("outcome") == Outcome.OK
 
 
 def settled(result: Mapping[str, Any] | None, expect: Expectation | None) -> bool:
@@ -92,3 +112,16 @@ def finished(result: Mapping[str, Any] | None) -> bool:
     """Whether ``--skip-finished`` keeps the run: it wrote its result.json
     itself (a run whose wrapper was killed never ran to its end)."""
     return result is not None and error_kind(result) != WRAPPER_KILLED
+
+
+def same_run(result: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    """Whether a result.json is the run a batch.json entry names: the same
+    run id and, where both record it, the same line digest. A run directory
+    holds whatever ran there last: a later run of the line replaces it."""
+    run_id = result.get("runId")
+    if not isinstance(run_id, str) or run_id != entry.get("runId"):
+        return False
+    batch = result.get("batch")
+    digest = batch.get("lineDigest") if isinstance(batch, Mapping) else None
+    claimed = entry.get("lineDigest")
+    return digest is None or claimed is None or digest == claimed

@@ -15,6 +15,7 @@ job) is looked for next to the batch.json that names it.
 
 from __future__ import annotations
 
+import glob
 import os
 import stat
 import sys
@@ -33,6 +34,8 @@ from wrapper.files.artifacts import (
     read_regular_file,
 )
 from wrapper.fleet.html_report import Mark, ReportData, ReportRun, SpecInfo, build_html
+from wrapper.fleet.passing import expectation_of, same_run
+from wrapper.fleet.passing import passed as is_passed
 
 #: How much of a run's final text the page holds (the rest is in
 #: result.json), and of the end of its stderr.log.
@@ -175,6 +178,7 @@ def _run(
     result: Mapping[str, Any] = {}
     stderr_tail = None
     tool_calls = None
+    mismatch = None
     if not isinstance(recorded, str):
         missing.append("its batch.json entry names no run directory")
     elif run_dir is None:
@@ -183,17 +187,43 @@ def _run(
         read, problem = _read_json(run_dir / "result.json", "result.json", follow=False)
         if read is None:
             missing.append(problem or f"{run_dir / 'result.json'}: could not be read")
-        else:
+        elif same_run(read, entry):
             result = read
-        stderr_tail = _tail(run_dir / "stderr.log", stderr_bytes)
-        tool_calls = _tool_calls(run_dir / "events.jsonl")
+            stderr_tail = _tail(run_dir / "stderr.log", stderr_bytes)
+            tool_calls = _tool_calls(run_dir / "events.jsonl")
+        else:
+            # Another run of the line (a later batch, a re-run cut short)
+            # replaced it: nothing of the directory is this run's now, but
+            # the batch that replaced it kept its result.json in history/.
+            kept = _kept_result(run_dir, entry)
+            if kept is not None:
+                result = kept
+                later = (
+                    f"{run_dir} now holds a later run of the line (run id "
+                    f"{_brief_id(read.get('runId'))}): this run's result.json was read "
+                    "from its history/ folder; its stderr and events are gone"
+                )
+                missing.append(later)
+            else:
+                mismatch = (
+                    f"not the same run: {run_dir / 'result.json'} is run "
+                    f"{_brief_id(read.get('runId'))}, batch.json names run "
+                    f"{_brief_id(entry.get('runId'))} (run again since?); what batch.json "
+                    "says of it could not be checked, and it is not counted as passed"
+                )
     merged: dict[str, Any] = {**entry, **{k: v for k, v in result.items() if v is not None}}
     label = entry.get("label")
     line = entry.get("line")
     line = line if isinstance(line, int) and not isinstance(line, bool) else None
     name = label if isinstance(label, str) else f"line {line}" if line is not None else "(unnamed)"
     outcome = merged.get("outcome") if isinstance(merged.get("outcome"), str) else "error"
+    expect = entry.get("expect")
     passed = entry.get("passed")
+    if mismatch is not None:
+        # What batch.json says of the run cannot be checked any more.
+        passed = False
+    elif not isinstance(passed, bool) and result:
+        passed = is_passed(result, expectation_of(expect))
     raw_usage = merged.get("usage")
     usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
     steers = _int(result.get("steerCount"))
@@ -213,7 +243,6 @@ def _run(
         rest = len(final_text) - text_chars
         final_text = final_text[:text_chars] + f"\n[\u2026 {rest:,} characters more in result.json]"
     entry_shard = _shard(entry.get("shard")) or shard
-    expect = entry.get("expect")
     return ReportRun(
         label=name,
         line=line,
@@ -241,7 +270,28 @@ def _run(
         reused=entry.get("reused") is True,
         expect=None if expect is None else orjson.dumps(expect).decode(),
         missing=tuple(missing),
+        mismatch=mismatch,
     )
+
+
+def _kept_result(run_dir: Path, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The run's result.json as a later batch kept it in the run directory's
+    ``history/`` (named after its run id) before running the line again."""
+    run_id = entry.get("runId")
+    if not isinstance(run_id, str) or not run_id.isprintable() or "/" in run_id:
+        return None
+    history = run_dir / "history"
+    escaped = glob.escape(run_id)
+    for pattern in (f"*-{escaped}.result.json", f"*-{escaped}-*.result.json"):
+        for path in sorted(history.glob(pattern)):
+            kept, _ = _read_json(path, "result.json", follow=False)
+            if kept is not None and same_run(kept, entry):
+                return kept
+    return None
+
+
+def _brief_id(value: Any) -> str:
+    return str(value)[:40] if isinstance(value, str) and value.isprintable() else "(none)"
 
 
 def _find_run_dir(recorded: str, batch_dir: Path) -> Path | None:

@@ -156,7 +156,8 @@ def _parse_line(
 
 
 def check_expect(key: str, value: Any) -> Expectation:
-    """What a line expects its run to end with: ``{"outcome", "errorKind"}``, either."""
+    """What a line expects its run to end with: ``{"outcome", "errorKind"}``,
+    either; ``outcome`` one outcome or a list of them."""
     if not isinstance(value, Mapping):
         raise WrongType(f'"{key}" must be an object such as {{"outcome": "error"}}')
     for name in value:
@@ -165,12 +166,25 @@ def check_expect(key: str, value: Any) -> Expectation:
     if not value:
         raise SpecError(f'"{key}" names nothing: give "outcome", "errorKind" or both')
     outcome, kind = value.get("outcome"), value.get("errorKind")
-    for name, given, known in (("outcome", outcome, OUTCOMES), ("errorKind", kind, ERROR_KINDS)):
-        if name in value and given not in known:
-            raise SpecError(
-                f'"{key}": "{name}" must be one of {", ".join(known)}, not {_brief(given)}'
-            )
-    return Expectation(outcome, kind)
+    listed = isinstance(outcome, list)
+    outcomes: list[Any] = outcome if isinstance(outcome, list) else [outcome]
+    if "outcome" in value and (not outcomes or not all(o in OUTCOMES for o in outcomes)):
+        raise SpecError(
+            f'"{key}": "outcome" must be one of {", ".join(OUTCOMES)}, or a list of them '
+            f'(["ok", "error"]: either passes), not {_brief(outcome)}'
+        )
+    if "errorKind" in value and kind not in ERROR_KINDS:
+        raise SpecError(
+            f'"{key}": "errorKind" must be one of {", ".join(ERROR_KINDS)}, not {_brief(kind)}'
+        )
+    if kind is not None and outcomes == ["ok"]:
+        raise SpecError(
+            f'"{key}": "errorKind" with "outcome": "ok" can never hold (an ok run has no '
+            'error): name the outcome the error comes with, such as "error"'
+        )
+    if "outcome" not in value:
+        return Expectation(None, kind)
+    return Expectation(tuple(dict.fromkeys(str(o) for o in outcomes)), kind, listed=listed)
 
 
 class LineDigests:

@@ -37,6 +37,18 @@ class PermissionGate:
         #: PreToolUse chains running at once (an agent may ask in parallel).
         self._running = trio.Semaphore(PERMISSION_HOOK_CONCURRENCY)
 
+    def decided_now(self, tool: ToolInfo) -> tuple[bool, str | None] | None:
+        """The decision on ``tool`` when no PreToolUse handler takes part
+        (the permissions setting alone), else None: the handlers decide."""
+        if self._config.settings.pre_tool_use_handlers(tool.name):
+            return None
+        return self._by_setting()
+
+    def _by_setting(self) -> tuple[bool, str | None]:
+        if self._config.permissions == "deny":
+            return False, "denied by the permissions setting (deny)"
+        return True, None
+
     async def decide(self, tool: ToolInfo) -> tuple[bool, str | None]:
         """A live session's agent asks before running ``tool``: its PreToolUse
         handlers decide (Claude's protocol), else the permissions setting.
@@ -70,9 +82,7 @@ class PermissionGate:
                 if result.permission == "ask":
                     return await self._ask_about(tool, handler.name, result.reason)
                 return False, result.reason or f"denied by PreToolUse handler {handler.name}"
-        if self._config.permissions == "deny":
-            return False, "denied by the permissions setting (deny)"
-        return True, None
+        return self._by_setting()
 
     async def _ask_about(
         self, tool: ToolInfo, handler: str, why: str | None

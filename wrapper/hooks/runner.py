@@ -46,6 +46,7 @@ from wrapper.core.limits import (
 )
 from wrapper.core.settings import Handler
 from wrapper.core.shellwords import ShellSyntax, split_command
+from wrapper.core.urls import url_without_secrets
 from wrapper.files.artifacts import RESULT_MAX_BYTES, UnreadableFile, read_run_file
 from wrapper.process import proctree
 from wrapper.process.invocation import wrapper_argv
@@ -53,6 +54,10 @@ from wrapper.process.spawn import Child
 
 #: The judge's prompt carries the hook input; beyond this it is cut.
 PROMPT_INPUT_CHARS = 100_000
+#: What cannot go into a header value on the wire: a line break would start
+#: a new header (http.client refuses it, quoting the value), and control or
+#: non-Latin-1 characters are not sent as they are.
+_UNSENDABLE_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]|[^\x00-\xff]")
 #: ``$NAME`` or ``${NAME}`` in an http handler's header values.
 _HEADER_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
@@ -213,13 +218,25 @@ def post_json(
     import http.client  # noqa: PLC0415
 
     parts = urlsplit(url)
+    shown = url_without_secrets(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    for name, value in headers.items():
+        if _UNSENDABLE_HEADER_VALUE.search(value):
+            # The value is never quoted: it is most often a token.
+            return (
+                f"could not send header {name} to {shown}: its value, once its variables "
+                "were expanded, holds a line break, a control character or a character "
+                "outside Latin-1 (a token read from a file often ends in a newline); "
+                "the value is not shown"
+            )
+    secrets = [value for value in headers.values() if value]
+    secrets += [s for s in (parts.query, parts.fragment, parts.username, parts.password) if s]
     deadline = time.monotonic() + timeout
     try:
         connection = kind(parts.hostname or "", parts.port, timeout=timeout)
     except ValueError as exc:
-        return f"could not be reached at {url}: {exc}"
+        return f"could not be reached at {shown}: {_without(str(exc), secrets)}"
     try:
         connection.request(
             "POST",
@@ -242,20 +259,30 @@ def post_json(
                 "an answer must be a small JSON object"
             )
         if 300 <= response.status < 400:
-            where = response.getheader("Location") or "nowhere (no Location header)"
+            location = response.getheader("Location")
+            where = url_without_secrets(location) if location else "nowhere (no Location header)"
             return (
                 f"answered with a redirect (HTTP {response.status}) to {where}; "
                 "redirects are not followed: give the final address as the url"
             )
         return response.status, bytes(data)
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return (
-            f"could not be reached at {url.split('?', 1)[0]}: {why or type(exc).__name__} "
+            f"could not be reached at {shown}: {_without(why, secrets) or type(exc).__name__} "
             "(is the server up?)"
         )
     finally:
         connection.close()
+
+
+def _without(text: str, secrets: Sequence[str]) -> str:
+    """``text`` (an error from the HTTP library, which may quote the request)
+    with every secret in it, plain or escaped as ``repr`` writes it, cut out."""
+    for secret in secrets:
+        for form in (secret, repr(secret)[1:-1]):
+            text = text.replace(form, "…")
+    return text
 
 
 async def _prompt(handler: Handler, payload: dict[str, Any], ctx: HookContext) -> HandlerResult:

@@ -39,7 +39,7 @@ from wrapper.core.policy import (
 from wrapper.core.settings import Handler
 from wrapper.core.steering import AllowedBy, Block, Steering
 from wrapper.core.summary import RunSummary
-from wrapper.dialects import CannotResume, Dialect, Launch
+from wrapper.dialects import CannotResume, Dialect, Launch, UsageError
 from wrapper.files import mailbox
 from wrapper.hooks.escalation import notify_person, signal_help, wait_for_answer
 from wrapper.hooks.native import RECORDS, NativeRecords
@@ -413,7 +413,7 @@ class StopGate:
             launch = self.dialect.resume(
                 config.command, text, config.run_dir, self.summary.session_id
             )
-        except CannotResume as exc:
+        except (CannotResume, UsageError) as exc:
             steering.allow(AllowedBy.CANNOT_STEER, f"{blocked_by}, but it cannot steer: {exc}")
             return None
         # A live session goes on in the same process: no new session starts.
@@ -427,21 +427,27 @@ class StopGate:
             )
             return None
         if prompt != text:
-            launch = self.dialect.resume(
-                config.command, prompt, config.run_dir, self.summary.session_id
-            )
+            try:
+                launch = self.dialect.resume(
+                    config.command, prompt, config.run_dir, self.summary.session_id
+                )
+            except UsageError as exc:
+                steering.allow(AllowedBy.CANNOT_STEER, f"{blocked_by}, but it cannot steer: {exc}")
+                return None
         steering.record(block, number)
         self.stream.emit(Steer(next_attempt=number, handler=block.handler, reason=block.reason))
         return launch
 
     async def before_prompt(
-        self, prompt: str, *, first: bool, session: str | None = None
+        self, prompt: str, *, first: bool, session: str | None = None, room: int | None = None
     ) -> tuple[str, str | None]:
         """``SessionStart`` (the first prompt of an agent session: ``session``
         says how it starts, ``startup`` for the ``first``), ``SubagentStart``
         (first prompt of a subagent) and ``UserPromptSubmit`` handlers: the
         context of ``SessionStart`` goes before the prompt, that of the others
-        after it; a block refuses the prompt."""
+        after it; a block refuses the prompt. ``room``: the most bytes the
+        context may add (a steer on the agent's command line); what is over
+        is cut, with a ``hook_context_cut`` warning."""
         settings, contexts = self.config.settings, []
         source = "startup" if first else session
         preamble = await self.session_start(source) if source is not None else []
@@ -466,7 +472,42 @@ class StopGate:
                     return prompt, f"was blocked by UserPromptSubmit handler {handler.name}{why}"
                 if result.context:
                     contexts.append(result.context)
+        if room is not None:
+            preamble, contexts = self._fit_context(preamble, contexts, room)
         return "\n\n".join([*preamble, prompt, *contexts]), None
+
+    def _fit_context(
+        self, before: list[str], after: list[str], room: int
+    ) -> tuple[list[str], list[str]]:
+        """The context to add before and after a prompt, cut to ``room`` bytes
+        (the blank lines between included): what comes last goes first."""
+        parts = [*before, *after]
+        size = sum(len(part.encode()) + 2 for part in parts)
+        if size <= room:
+            return before, after
+        note = (
+            f"\n[hook context cut: {size} bytes, more than the {room} a steer's prompt "
+            "leaves for it]"
+        )
+        fitted, left = [], room - len(note.encode())
+        for part in parts:
+            cost = len(part.encode()) + 2
+            if cost > left:
+                if left > 2:
+                    fitted.append(part.encode()[: left - 2].decode(errors="ignore"))
+                break
+            fitted.append(part)
+            left -= cost
+        if fitted:
+            fitted[-1] += note
+        self.stream.emit(
+            WarningEvent(
+                code="hook_context_cut",
+                message=f"hook context of {size} bytes was cut to {room} bytes: a steer "
+                "delivered on the agent's command line leaves no more room for it",
+            )
+        )
+        return fitted[: len(before)], fitted[len(before) :]
 
     def hook_input(self, event: str, **extra: Any) -> dict[str, Any]:
         config = self.config

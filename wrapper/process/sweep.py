@@ -259,6 +259,9 @@ def finish_run(
                 continue
             break
     if status.get("state") != "finished":
+        from wrapper.files.control_socket import remove_left  # noqa: PLC0415 - see above
+
+        remove_left(status.get("control"))
         status.update(
             state="finished",
             outcome=outcome,
@@ -266,6 +269,7 @@ def finish_run(
             currentTool=None,
             question=None,
             control=None,
+            controlUnavailable=status.get("controlUnavailable"),
             pendingSteers=[],
         )
         with contextlib.suppress(OSError):

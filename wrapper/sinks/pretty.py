@@ -29,6 +29,7 @@ from wrapper.core.events import (
     SteerDelivered,
     SteerRefused,
     SteerRequested,
+    SteerSent,
     TextDelta,
     ToolEnded,
     ToolStarted,
@@ -238,6 +239,10 @@ class PrettyView:
         if isinstance(event, SteerDelivered):
             how = delivered_how(event.how)
             line = f"↪ steer {event.id} delivered {how} (attempt {event.next_attempt})"
+            return self._c(_YELLOW, line)
+        if isinstance(event, SteerSent):
+            attempt = event.next_attempt
+            line = f"↪ steer {event.id} sent live (attempt {attempt}), not yet acknowledged"
             return self._c(_YELLOW, line)
         if isinstance(event, SteerRefused):
             return self._c(_YELLOW, _clip(plain(f"  ! steer {event.id} refused: {event.why}"), 300))

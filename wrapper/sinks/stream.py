@@ -286,6 +286,22 @@ class StatusWriter:
         """When a change held back now may be written."""
         return self._last + self.interval
 
+    async def flush_held(self) -> None:
+        """Write the changes the interval held back, once it is over (run in
+        the background while a run writes status.json). Sleeps, without a
+        timer, while nothing is held back: a silent agent costs no wakeups."""
+        held = trio.Event()
+        self.on_held = held.set
+        try:
+            while True:
+                await held.wait()
+                await trio.sleep_until(self.next_write)
+                held = trio.Event()
+                self.on_held = held.set
+                self.write(trio.current_time())
+        finally:
+            self.on_held = None
+
     def write(self, now: float) -> None:
         if not self._enabled or self._errors.failed("status") or not self._dirty:
             return

@@ -13,7 +13,7 @@ answers through ``decide``, ``prompt``, ``cancel`` and ``close``.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -26,15 +26,12 @@ from wrapper.dialects.acp.actions import (
     PermissionRequested,
     PermissionWithdrawn,
     Send,
-    ToolInfo,
 )
 from wrapper.dialects.acp.client import AcpClient
 from wrapper.dialects.acp.protocol_log import record, unparsed_line
 from wrapper.dialects.base import decode_object
+from wrapper.hooks.permission import PermissionGate
 from wrapper.supervision.stdin_writer import LineWriter
-
-#: Decides whether the agent may run a tool: (allow, the reason of a refusal).
-PermissionGate = Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]]
 
 
 class AcpDriver:
@@ -102,8 +99,10 @@ class AcpDriver:
     def cancel(self) -> None:
         self._apply(self.client.cancel())
 
-    def abort(self) -> None:
-        self._apply(self.client.cancel())
+    def abort(self) -> bool:
+        outputs = self.client.cancel()
+        self._apply(outputs)
+        return bool(outputs)
 
     def takes(self, when: str) -> bool:
         return False  # ACP has no message into a running turn
@@ -148,13 +147,16 @@ class AcpDriver:
 
 class PermissionRequests:
     """A live session's permission requests while they are decided: each
-    goes to the run's gate (``gate()`` gives it, or None to allow all) in the
-    attempt's background (``nursery()``; a hook may take a while: the agent
-    waits, and so does its idle limit, a tool being under way), and one the
-    session answered by itself meanwhile (its turn ended first) stops being
-    decided: a person asked about it is no longer (the question closes), and
-    the next question in line is asked. Once the attempt is over (no
-    ``session()`` or ``nursery()``) a request is left alone."""
+    goes to the run's gate (``gate()`` gives it, or None to allow all),
+    answered at once when no hook decides it, else in the attempt's
+    background (``nursery()``; a hook may take a while: the agent waits, and
+    so does its idle limit, a tool being under way), and one the session
+    answered by itself meanwhile (its turn ended first) stops being decided:
+    a person asked about it is no longer (the question closes), and the next
+    question in line is asked. Once the attempt is over (no ``session()`` or
+    ``nursery()``) a request is left alone. How many wait at once is the
+    client core's bound (``MAX_WAITING_PERMISSIONS``): it denies those past
+    it before they come here."""
 
     def __init__(
         self,
@@ -170,6 +172,12 @@ class PermissionRequests:
     def requested(self, request: PermissionRequested) -> None:
         nursery, session = self._nursery(), self._session()
         if nursery is None or session is None:
+            return
+        gate = self._gate()
+        now = (True, None) if gate is None else gate.decided_now(request.tool)
+        if now is not None:
+            # Nothing to wait for: no task, however many the agent sends.
+            session.decide(request.request_id, *now)
             return
         scope = trio.CancelScope()
         key = jsonrpc.id_key(request.request_id)
@@ -190,7 +198,7 @@ class PermissionRequests:
         with scope:
             gate = self._gate()
             if gate is not None:
-                allow, reason = await gate(request.tool)
+                allow, reason = await gate.decide(request.tool)
         key = jsonrpc.id_key(request.request_id)
         if key is not None:
             self._deciding.pop(key, None)

@@ -8,7 +8,8 @@ shielded scope with a deadline on every wait.
 One module, though long: one attempt's tasks (readers, timers, the live
 session, cleanup) share its cancel scopes and its state, and read together
 as the lifecycle they carry out; the pure parts are in ``wrapper.core`` and
-``wrapper.dialects.reading``, the cleanup of leftovers in ``leftovers``.
+``wrapper.dialects.reading``, the cleanup of leftovers in ``leftovers``, a
+live session's turns in ``live_turns``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -50,27 +50,36 @@ from wrapper.core.events import (
     is_terminal,
 )
 from wrapper.core.framing import Frame, LineFramer, Oversized
-from wrapper.core.limits import REAP_TIMEOUT, SILENT_AGENT_HINT_AFTER
+from wrapper.core.limits import (
+    CANCEL_BEFORE_TERM,
+    REAP_TIMEOUT,
+    SILENT_AGENT_HINT_AFTER,
+)
 from wrapper.core.outcome import ProcessExit
 from wrapper.core.result import AttemptRecord
 from wrapper.core.summary import RunSummary
 from wrapper.core.timefmt import iso
-from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for
+from wrapper.dialects import Dialect, SniffingDialect, chosen_name, graces_for, silent_agent
 from wrapper.dialects.base import strip_escapes
 from wrapper.dialects.reading import StreamReader
+from wrapper.dialects.two_way import Answer
 from wrapper.files.artifacts import StreamFile
+from wrapper.hooks.permission import PermissionGate
 from wrapper.process import proctree
 from wrapper.process import spawn as child
 from wrapper.process.spawn import Child, unread_bytes, widen_pipe
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.leftovers import end_leftovers
-from wrapper.supervision.live_session import LiveDriver, open_session
+from wrapper.supervision.live_session import (
+    LiveDriver,
+    MessageDriver,
+    after_cancel,
+    open_session,
+)
+from wrapper.supervision.live_turns import LiveTurns
 
-if TYPE_CHECKING:  # the ACP client's modules load only for a run that speaks ACP
-    from wrapper.dialects.acp.actions import StoppedAnswering, ToolInfo
 
-
-class AttemptSupervisor:
+class AttemptSupervisor(LiveTurns):
     """Runs the agent once and reports what happened."""
 
     def __init__(
@@ -111,8 +120,13 @@ class AttemptSupervisor:
         self._graces_pending = isinstance(dialect, SniffingDialect)
         #: The attempt's own tasks (timers, the session), while it runs.
         self._background: trio.Nursery | None = None
+        #: Set once the stop gate decided what follows the live turn that ended.
+        self._deciding: trio.Event | None = None
+        #: The next prompt the stop gate gave a live session whose agent had
+        #: exited meanwhile (the attempt's own; None when there was none).
+        self.prompt_not_taken: str | None = None
         #: Decides a live session's permission requests: (allow, reason).
-        self.permission_gate: Callable[[ToolInfo], Awaitable[tuple[bool, str | None]]] | None = None
+        self.permission_gate: PermissionGate | None = None
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
@@ -137,12 +151,19 @@ class AttemptSupervisor:
         self._activity = proctree.ActivityWatch(config.idle_timeout)
         #: Set by a second wrapper signal: no more waiting for SIGTERM to work.
         self._hurry = trio.Event()
+        #: Set when the live session's turn (or its output) ends: see ``after_cancel``.
+        self._turn_over = trio.Event()
         #: Told the attempt's number once its agent has started.
         self.on_spawned: Callable[[int], None] | None = None
         #: Told when the agent reports its session or an answer.
         self.on_progress: Callable[[], None] | None = None
         #: Told when the live session's turn starts to take steers.
         self.on_steerable: Callable[[], None] | None = None
+        #: Told the live agent's answers to steers written on its input.
+        self.on_steer_answer: Callable[[Answer], None] | None = None
+        #: Told the next prompt of a live session was written: the turn it
+        #: starts and the ticket the agent's answer to it carries (or None).
+        self.on_prompt_written: Callable[[int, str | None], None] | None = None
 
     # -- entry points ----------------------------------------------------------
 
@@ -168,6 +189,7 @@ class AttemptSupervisor:
         last turn's."""
         record = self.record = AttemptRecord(number=number, argv=argv)
         self._exit_boundary, self._late, self._late_warned = None, False, False
+        self._deciding, self.prompt_not_taken = None, None
         self.stream.attempt = number
         now = trio.current_time()
         grace, settle_grace = graces_for(self.dialect, self.config)
@@ -257,23 +279,6 @@ class AttemptSupervisor:
         if self.running and self.tracker is not None:
             self._apply(self.tracker.steer(trio.current_time(), timeout))
 
-    def steerable(self) -> None:
-        """The live session's turn takes steers from now on (a tool started)."""
-        if self.on_steerable is not None:
-            self.on_steerable()
-
-    def deliver_live(self, when: str, text: str) -> int | None:
-        """``text`` into the live session's running turn: a steer (``now``)
-        or a follow-up (``next-stop``); the attempt it joined, or None when
-        it cannot be (no turn runs, or it is being ended)."""
-        session, tracker, record = self._session, self.tracker, self.record
-        if session is None or tracker is None or record is None or not self.running:
-            return None
-        if tracker.phase is not Phase.WORKING:
-            return None
-        joined = session.steer(text) if when == "now" else session.follow_up(text)
-        return record.number if joined else None
-
     @property
     def session(self) -> LiveDriver | None:
         """The live session of the agent, while one driven over its stdin runs."""
@@ -287,63 +292,6 @@ class AttemptSupervisor:
         """An event that came of something else than a line (a deadline)."""
         self._event(event, trio.current_time(), time.time())
 
-    def stopped_answering(self, stopped: StoppedAnswering) -> None:
-        """The agent's output closed while it owed an answer: it has the drain
-        timeout to exit (as an agent that exited has to finish its output)."""
-        if self.tracker is None:
-            return
-        self.emit(
-            WarningEvent(
-                code="agent_output_closed",
-                message=f"{stopped.message}; it is ended unless it exits within "
-                f"{self.config.drain_timeout:g}s (--drain-timeout)",
-            )
-        )
-        self.tracker.output_closed(trio.current_time())
-        self._set_timer()
-
-    def turn_ended(self) -> None:
-        """A prompt turn of the live session is over (its final message is
-        about to be observed): hold the tracker, and decide what comes next
-        once that message is in."""
-        if self.tracker is None or self._background is None:
-            return
-        self.tracker.hold()
-        self._background.start_soon(self._between_turns)
-
-    async def _between_turns(self) -> None:
-        record, tracker = self.record, self.tracker
-        assert record is not None
-        assert tracker is not None
-        next_prompt = None
-        if self._at_turn_end is not None and tracker.phase is Phase.WORKING:
-            next_prompt = await self._at_turn_end(record)
-        session = self._session
-        if session is None or next_prompt is None or tracker.phase is not Phase.WORKING:
-            self._apply(tracker.release(trio.current_time()))
-            if session is not None:
-                session.close()
-            return
-        self._next_turn(record)
-        session.prompt(next_prompt)
-
-    def _next_turn(self, previous: AttemptRecord) -> None:
-        """The next prompt turn on the same process is the next attempt."""
-        assert self._limits is not None
-        now = trio.current_time()
-        previous.ended_at = time.time()
-        number = previous.number + 1
-        record = self.record = AttemptRecord(number=number, argv=previous.argv)
-        record.pid, record.recognised = previous.pid, previous.recognised
-        if self._reader is not None:
-            # Lines are counted per attempt, and only until one is recognised.
-            self._reader.lines = 0
-        tracker = self.tracker = CompletionTracker(self._limits, now)
-        record.tracker = tracker
-        self.stream.attempt = number
-        self.status.update(now, force=True, state="running", attempt=number)
-        self._set_timer()
-
     # -- the attempt -------------------------------------------------------------
 
     async def _supervise(self, proc: Child) -> None:
@@ -356,7 +304,7 @@ class AttemptSupervisor:
             background.start_soon(self._run_timer)
             if isinstance(self.dialect, SniffingDialect) and self._session is None:
                 background.start_soon(self._hint_if_silent)
-            background.start_soon(self._flush_held_status)
+            background.start_soon(self.status.flush_held)
             async with trio.open_nursery() as pipes:
                 pipes.start_soon(self._read_stdout, proc.stdout)
                 pipes.start_soon(self._read_stderr, proc.stderr)
@@ -380,6 +328,11 @@ class AttemptSupervisor:
                         f"{self.config.drain_timeout:g}s",
                     )
                 )
+            if self._deciding is not None:
+                # The stop gate of the turn that ended is let finish (its hooks
+                # have their timeouts, the run its deadline): the next prompt it
+                # gives is not lost because the agent exited meanwhile.
+                await self._deciding.wait()
             self._background = None
             background.cancel_scope.cancel()
 
@@ -387,14 +340,7 @@ class AttemptSupervisor:
         record = self.record
         await trio.sleep(SILENT_AGENT_HINT_AFTER)
         if record is not None and record is self.record and record.stdout_bytes == 0:
-            self.emit(
-                WarningEvent(
-                    code="silent_agent",
-                    message=f"the agent has written nothing for {SILENT_AGENT_HINT_AFTER:g}s; "
-                    "if it speaks the Agent Client Protocol it is waiting for a client on "
-                    "its stdin: run it with --dialect acp and a --task",
-                )
-            )
+            self.emit(silent_agent(SILENT_AGENT_HINT_AFTER))
 
     def _exited(self, proc: Child) -> ProcessExit:
         assert self.record is not None
@@ -426,23 +372,6 @@ class AttemptSupervisor:
     def _set_timer(self) -> None:
         if self._timer is not None and self.tracker is not None:
             self._timer.deadline = self.tracker.next_deadline
-
-    async def _flush_held_status(self) -> None:
-        """Write the status.json changes the interval held back, once it is
-        over. Sleeps, without a timer, while nothing is held back: a silent
-        agent costs no wakeups."""
-        status = self.status
-        held = trio.Event()
-        status.on_held = held.set
-        try:
-            while True:
-                await held.wait()
-                await trio.sleep_until(status.next_write)
-                held = trio.Event()
-                status.on_held = held.set
-                status.write(trio.current_time())
-        finally:
-            status.on_held = None
 
     async def _read_stdout(self, stream: trio.abc.ReceiveStream) -> None:
         reader = self._reader = StreamReader(
@@ -479,6 +408,7 @@ class AttemptSupervisor:
             for event in held:
                 self._event(event, now, wall)
             self.stdout_log.flush()
+        self._turn_over.set()  # no answer to a cancel can come any more
         if ended and self._session is not None and record.exit is None:
             # An agent that closed its output can answer nothing more.
             self._session.output_ended()
@@ -500,6 +430,9 @@ class AttemptSupervisor:
         elif texts:  # deltas of thinking alone are no events
             self.stream.emit_texts(texts, wall)
             self.status.touch(now, wall)
+        if isinstance(self._session, MessageDriver):
+            # Answers to steers come on lines that make no event.
+            self._session.output_read()
 
     def _take_counts(self, reader: StreamReader) -> None:
         """The attempt's record tells what the stream's reader counted."""
@@ -584,7 +517,11 @@ class AttemptSupervisor:
             self._apply(effects)
         if isinstance(event, ToolStarted | ToolEnded):
             self.status.update(now, currentTool=self.summary.current_tool)
-        elif self.on_progress is not None and isinstance(event, SessionStarted | AssistantMessage):
+        # A live session's turn answers at its end: a tool started shows the task was taken.
+        live = isinstance(event, ToolStarted) and self._session is not None
+        if self.on_progress is not None and (
+            live or isinstance(event, SessionStarted | AssistantMessage)
+        ):
             self.on_progress()
         self.status.touch(now, wall)
 
@@ -612,12 +549,13 @@ class AttemptSupervisor:
             elif isinstance(effect, CancelTurn):
                 if self._session is not None:
                     self._session.cancel()
-                self.emit(
-                    WarningEvent(
-                        code="turn_cancelled",
-                        message=f"{effect.reason}: the turn was cancelled over its protocol",
+                if not effect.for_steer:
+                    self.emit(
+                        WarningEvent(
+                            code="turn_cancelled",
+                            message=f"{effect.reason}: the turn was cancelled over its protocol",
+                        )
                     )
-                )
             elif isinstance(effect, CheckActivity):
                 now = trio.current_time()
                 worked = self._activity.worked(self._pid_if_running, now)
@@ -634,11 +572,26 @@ class AttemptSupervisor:
         self.status.update(trio.current_time(), force=True, state=state)
 
     def _send(self, effect: SendSignal) -> None:
+        session, tracker, nursery = self._session, self.tracker, self._background
+        # A live session's agent is stopped over its protocol first (``after_cancel``).
+        cancelled = session is not None and effect.signal is signal.SIGTERM and session.abort()
+        if cancelled and nursery is not None and tracker is not None:
+            self._turn_over = trio.Event()
+            tracker.term_sent_at(trio.current_time() + CANCEL_BEFORE_TERM)
+            nursery.start_soon(after_cancel, self._turn_over, lambda: self._term(effect, tracker))
+            return
+        self._signal(effect)
+
+    def _term(self, effect: SendSignal, tracker: CompletionTracker) -> None:
+        # Not once the agent exited, nor once a SIGKILL went (a second signal).
+        if tracker is self.tracker and tracker.phase is Phase.TERMINATING and self.running:
+            tracker.term_sent_at(trio.current_time())
+            self._signal(effect)
+            self._set_timer()
+
+    def _signal(self, effect: SendSignal) -> None:
         assert self.record is not None
         assert self.record.pid is not None
-        if self._session is not None and effect.signal is signal.SIGTERM:
-            # A live session's agent is stopped over its protocol first.
-            self._session.abort()
         pids = [self.record.pid]
         if effect.signal is not signal.SIGINT:
             pids = proctree.signal_tree(self.record.pid, effect.signal)

@@ -48,7 +48,10 @@ class Controller(Protocol):
 
     def steer(self, request: SteerRequest) -> ExternalSteer: ...
 
-    def settled(self, steer: ExternalSteer) -> Awaitable[None]: ...
+    def changed(self, steer: ExternalSteer, state: str) -> Awaitable[dict[str, Any] | None]:
+        """Waits for ``steer`` to leave ``state``: its receipt then, or None
+        when it never will (the run ended with it sent)."""
+        ...
 
     def abort(self, request: AbortRequest) -> str | None:
         """None: accepted; else why it was refused."""
@@ -60,8 +63,11 @@ class Controller(Protocol):
 
 
 class ControlServer:
-    def __init__(self, path: str, controller: Controller, warn: Callable[[str], None]) -> None:
-        self.path = path
+    def __init__(
+        self, place: control_socket.Place, controller: Controller, warn: Callable[[str], None]
+    ) -> None:
+        self.place = place
+        self.path = place.path
         self.controller = controller
         self.warn = warn
         self._inode: int | None = None
@@ -81,6 +87,7 @@ class ControlServer:
             sock.listen(BACKLOG)
         except OSError as exc:
             sock.close()
+            control_socket.remove(self.place, None)
             self.warn(f"the run takes no steer or abort: cannot listen at {self.path}: {exc}")
             task_status.started(None)
             return
@@ -99,7 +106,7 @@ class ControlServer:
                             raise
                         nursery.start_soon(self._serve_one, stream)
         finally:
-            control_socket.remove(self.path, self._inode)
+            control_socket.remove(self.place, self._inode)
             with trio.CancelScope(shield=True):
                 await listener.aclose()
 
@@ -109,7 +116,7 @@ class ControlServer:
             await self._idle.wait()
         if self._scope is not None:
             self._scope.cancel()
-        control_socket.remove(self.path, self._inode)
+        control_socket.remove(self.place, self._inode)
 
     async def _serve_one(self, stream: trio.SocketStream) -> None:
         self._connections += 1
@@ -117,7 +124,10 @@ class ControlServer:
         try:
             async with stream:
                 if self._connections > MAX_CONNECTIONS:
-                    await _send(stream, _error("the run is busy with other requests; try again"))
+                    await _send(
+                        stream,
+                        {"state": "busy", "why": "the run is busy with other requests; try again"},
+                    )
                     return
                 await self._answer(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -154,12 +164,13 @@ class ControlServer:
             await _send(stream, {"state": "ended", "outcome": outcome})
             return
         steer = self.controller.steer(request)
-        receipt = steer.receipt()
-        await _send(stream, receipt)
-        # Its state as it was sent: the steer may be on its way meanwhile.
-        if receipt["state"] == "queued":
-            await self.controller.settled(steer)
-            await _send(stream, steer.receipt())
+        receipt: dict[str, Any] | None = steer.receipt()
+        # ``sent`` is said too, and the acknowledgement after it.
+        while receipt is not None:
+            await _send(stream, receipt)
+            if receipt["state"] not in ("queued", "sent"):
+                return
+            receipt = await self.controller.changed(steer, receipt["state"])
 
 
 async def _read_request(stream: trio.SocketStream) -> bytes:

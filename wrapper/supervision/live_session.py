@@ -18,12 +18,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from wrapper.core.events import Event
-from wrapper.dialects.two_way import InputClient
+from wrapper.core.limits import CANCEL_BEFORE_TERM
+from wrapper.dialects.two_way import Answer, InputClient
 from wrapper.supervision.stdin_writer import LineWriter
 
 if TYPE_CHECKING:
     from wrapper.process.spawn import Child
     from wrapper.supervision.attempt import AttemptSupervisor
+
+
+#: What the end of a live turn gives as the next prompt when the agent starts
+#: a turn of its own (a message it took too late for the turn that ended):
+#: nothing is written, and that turn is waited for.
+OWN_TURN = "\0own turn"
 
 
 class LiveDriver(Protocol):
@@ -64,11 +71,23 @@ class LiveDriver(Protocol):
     def cancel(self) -> None:
         """End the running turn (the session goes on)."""
 
-    def abort(self) -> None:
-        """The run is being ended: stop what the agent does, by its own means first."""
+    def abort(self) -> bool:
+        """The run is being ended: stop what the agent does, by its own means
+        first. Whether a cancel went out (a turn was running): the agent may
+        then end its turn by itself, which ends with ``turn_ended``."""
 
     def close(self) -> None:
         """No more prompts: close stdin once everything before is written."""
+
+
+async def after_cancel(turn_over: trio.Event, then: Callable[[], None]) -> None:
+    """``then`` (the SIGTERM of an agent being ended) once the turn its own
+    cancel was sent to end is over (``turn_over``: its answer came, or its
+    output ended), at most ``CANCEL_BEFORE_TERM`` later: a signal in the same
+    instant as the cancel would cut the agent's answer short."""
+    with trio.move_on_after(CANCEL_BEFORE_TERM):
+        await turn_over.wait()
+    then()
 
 
 class MessageDriver:
@@ -87,12 +106,24 @@ class MessageDriver:
         writer: LineWriter,
         on_turn_end: Callable[[], None],
         on_steerable: Callable[[], None],
+        *,
+        on_answer: Callable[[Answer], None] | None = None,
     ) -> None:
         self.client = client
         self.writer = writer
         self.on_turn_end = on_turn_end
         self.on_steerable = on_steerable
+        self.on_answer = on_answer
         self._task: str | None = task
+        #: The ticket of the last steer or follow-up written, which the
+        #: agent's answer to it carries.
+        self.last_ticket: str | None = None
+        #: The ticket of the last prompt written, when the agent answers it.
+        self.prompt_ticket: str | None = None
+        #: Whether the agent answers a steer by the end of the turn it was
+        #: written in (pi, Codex); Claude Code's echo comes when the model
+        #: is next asked, which may be a turn of its own.
+        self.answers_at_turn_end = client.answers_at_turn_end
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         if self._task is not None:
@@ -112,35 +143,50 @@ class MessageDriver:
     def output_ended(self) -> None:
         pass  # the agent owes no answer the run waits for: its exit tells the rest
 
+    def output_read(self) -> None:
+        """The agent's output read so far is parsed: its answers to steers go on."""
+        for answer in self.client.answers():
+            if self.on_answer is not None:
+                self.on_answer(answer)
+
     def _send(self, message: dict[str, Any] | None) -> bool:
         if message is None:
             return False
         self.writer.send(message)
         return True
 
+    def _send_asked(self, message: dict[str, Any] | None) -> bool:
+        """A steer or follow-up, whose answer is told by its ticket."""
+        self.last_ticket = self.client.ticket(message) if message is not None else None
+        return self._send(message)
+
     def _flush(self) -> None:
         for message in self.client.outbox():
             self.writer.send(message)
 
     def prompt(self, text: str) -> None:
+        if text == OWN_TURN:
+            self.client.own_turn()
+            return
         sent = self.client.prompt(text)
         self._flush()  # what opens the session goes first
+        self.prompt_ticket = self.client.prompt_ticket(sent) if sent is not None else None
         self._send(sent)
 
     def takes(self, when: str) -> bool:
         return self.client.takes(when)
 
     def steer(self, text: str) -> bool:
-        return self._send(self.client.steer(text))
+        return self._send_asked(self.client.steer(text))
 
     def follow_up(self, text: str) -> bool:
-        return self._send(self.client.follow_up(text))
+        return self._send_asked(self.client.follow_up(text))
 
     def cancel(self) -> None:
         self._send(self.client.abort())
 
-    def abort(self) -> None:
-        self._send(self.client.abort())
+    def abort(self) -> bool:
+        return self._send(self.client.abort())
 
     def close(self) -> None:
         self.client.close()
@@ -156,7 +202,14 @@ def open_session(attempt: AttemptSupervisor, proc: Child, prompt: str) -> LiveDr
     client = attempt.dialect.input_client(attempt.config.command, str(attempt.config.cwd))
     if client is not None:
         writer = LineWriter(proc.stdin, log.write if log is not None else None)
-        return MessageDriver(client, prompt, writer, attempt.turn_ended, attempt.steerable)
+        return MessageDriver(
+            client,
+            prompt,
+            writer,
+            attempt.turn_ended,
+            attempt.steerable,
+            on_answer=attempt.steer_answered,
+        )
     if not attempt.dialect.two_way:
         return None
     return _open_acp(attempt, proc.stdin, prompt)

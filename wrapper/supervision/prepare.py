@@ -36,7 +36,7 @@ from wrapper.core.config import (
 )
 from wrapper.core.registry import lacks_mode, program_name
 from wrapper.core.settings import Settings, SettingsError
-from wrapper.dialects import Dialect, Launch, UsageError, resolve_dialect
+from wrapper.dialects import Dialect, Launch, SniffingDialect, UsageError, resolve_dialect
 from wrapper.files.artifacts import run_dir_problem
 from wrapper.files.settings_file import check_commands, read_settings_object
 from wrapper.files.settings_file import load_settings as load
@@ -225,12 +225,17 @@ def prepare_run(
             f"run: {source} is empty: give the agent something to do, or leave the "
             "task out to run COMMAND as it is"
         )
+    # A program that cannot be found is no usage error: it is a run that
+    # could not be started (exit 127 with its result.json), whether or not
+    # its name says which agent it is (a mistyped one says nothing).
+    missing = _missing_program(command[0], cwd, environ)
+    unplaced = False
     try:
         dialect = resolve_dialect(options.dialect, list(command), task is not None)
     except UsageError as exc:
-        # A mistyped program is the likelier fault, and --dialect would not mend it.
-        missing = _missing_program(command[0], cwd, environ)
-        raise RunUsageError(f"run: {missing or exc}") from None
+        if missing is None:
+            raise RunUsageError(f"run: {exc}") from None
+        dialect, unplaced = SniffingDialect(), True
     settings = load_settings(
         options.settings,
         say_notes=say_notes,
@@ -239,7 +244,7 @@ def prepare_run(
     _check_hook_commands(settings, cwd, environ)
     # A program that is not there is said as such when it is started.
     checked = options.dialect == "auto" and options.check_mode
-    if checked and _missing_program(command[0], cwd, environ) is None:
+    if checked and missing is None:
         _check_mode(command, dialect)
     run_id = run_id or new_run_id()
     runs_root = None
@@ -303,6 +308,9 @@ def prepare_run(
     config = dataclasses.replace(config, resumable=config.may_steer or from_outside)
     if settings.pre_tool_use and dialect.takes_native_hooks(command):
         dialect.native_hooks = native_hooks(dialect, config, environ)
+    if unplaced:
+        # Nothing to place the task in: starting it fails, as it is said.
+        return PreparedRun(config, dialect, Launch(list(config.command)))
     try:
         launch = dialect.launch(config.command, task, run_dir, resumable=config.resumable)
     except UsageError as exc:

@@ -25,6 +25,7 @@ WARNINGS_AT_END = frozenset(
         "hook_observers_cut",
         "hook_observers_dropped",
         "hook_context_dropped",
+        "hook_context_cut",
         "silent_agent",
         "pre_tool_use_not_asked",
     }

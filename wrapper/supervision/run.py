@@ -60,7 +60,7 @@ from wrapper.core.outcome import (
     decide,
 )
 from wrapper.core.result import AttemptRecord, build_result
-from wrapper.core.steering import AllowedBy
+from wrapper.core.steering import AllowedBy, prompt_not_taken
 from wrapper.core.summary import RunSummary
 from wrapper.dialects import Dialect, Launch, UsageError, chosen_name
 from wrapper.files.artifacts import (
@@ -254,6 +254,7 @@ class Run:
             between=self._between_attempts,
             ended=lambda: bool(self.interrupts or self.timed_out),
             on_abort=self.abort,
+            say_on_stderr=self.view is None,
         )
         self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
         self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
@@ -444,10 +445,12 @@ class Run:
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
             claim=self.claim,
         )
-        supervisor.permission_gate = self.permissions.decide
+        supervisor.permission_gate = self.permissions
         supervisor.on_spawned = self.external.spawned
         supervisor.on_progress = self.external.progress
         supervisor.on_steerable = self.external.steerable
+        supervisor.on_steer_answer = self.external.answered
+        supervisor.on_prompt_written = self.external.prompt_written
         for sig in self.interrupts:
             supervisor.interrupt(sig, self._cause())
         number = 1
@@ -471,6 +474,9 @@ class Run:
             if launch.prompt is not None:
                 # A live session's stop gate ran at the end of each turn.
                 self._warn_unasked()
+                lost = supervisor.prompt_not_taken
+                if lost is not None and not self.interrupts:
+                    self.steering.allow(AllowedBy.CANNOT_STEER, prompt_not_taken(lost))
                 return RunFacts(**self._facts_so_far())
             refused = refused_resume(record) if number > 1 else None
             if refused is not None:

@@ -25,9 +25,12 @@ Normalization:
   the chunks carry a ``messageId`` (a change of id starts a new message, as
   when an agent asks the model again after ``max_tokens``), else every
   chunk of the turn (the protocol then marks no boundary: a retry's text
-  follows the text it replaces).
+  follows the text it replaces). Text that comes outside a prompt turn
+  (after its answer, before the next prompt) belongs to no turn: a warning,
+  once between two turns, and no part of any answer.
 - ``tool_call`` / ``tool_call_update`` and the ``toolCall`` of a permission
-  request -> ``ToolStarted`` the first time an id is seen and ``ToolEnded``
+  request (the turn's record: ``wrapper.dialects.acp.tools``)
+  -> ``ToolStarted`` the first time an id is seen and ``ToolEnded``
   at ``completed`` / ``failed`` (once). ACP names no tool: the tool's name is
   its ``kind`` (``execute``, ``read``, ``edit``, ...; ``other`` when absent),
   its summary the title, its input ``rawInput`` (or ``{}``). A tool the
@@ -59,12 +62,10 @@ from wrapper.core.events import (
     SessionStarted,
     StopReason,
     TextDelta,
-    ToolCall,
-    ToolEnded,
-    ToolStarted,
     Usage,
     canonical_stop_reason,
 )
+from wrapper.core.limits import LATE_TEXT_CHARS, MAX_WAITING_PERMISSIONS
 from wrapper.dialects.acp import jsonrpc
 from wrapper.dialects.acp.actions import (
     AcpOptions,
@@ -75,10 +76,10 @@ from wrapper.dialects.acp.actions import (
     PermissionWithdrawn,
     Send,
     StoppedAnswering,
-    ToolInfo,
     TurnEnded,
 )
-from wrapper.dialects.base import as_count, as_str, decode_object, summarize_args, tool_result_text
+from wrapper.dialects.acp.tools import TurnTools
+from wrapper.dialects.base import as_count, as_str, decode_object
 
 PROTOCOL_VERSION = 1
 
@@ -108,9 +109,6 @@ QUOTED_ERROR_CHARS = 500
 _ALLOW_KINDS = ("allow_once", "allow_always")
 _REJECT_KINDS = ("reject_once", "reject_always")
 
-#: A tool the agent has not named a kind for.
-OTHER_TOOL = "other"
-
 
 class Phase(enum.Enum):
     NEW = "new"
@@ -125,25 +123,11 @@ class Phase(enum.Enum):
 
 
 @dataclass(slots=True)
-class _Tool:
-    kind: str | None = None
-    title: str | None = None
-    raw_input: Any = None
-    started: bool = False
-    ended: bool = False
-
-    def info(self, call_id: str) -> ToolInfo:
-        raw = self.raw_input if self.raw_input is not None else {}
-        return ToolInfo(call_id, self.kind or OTHER_TOOL, self.title, raw)
-
-
-@dataclass(slots=True)
 class _Turn:
     #: The text of the turn's current message (its last, once the turn is over).
     text: list[str] = field(default_factory=list)
     #: The ``messageId`` of the chunks of that message, when the agent names it.
     message_id: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 class AcpClient:
@@ -164,10 +148,14 @@ class AcpClient:
         self.turns = 0
         self._outbox = jsonrpc.Outbox()
         self._authenticated = False
-        self._tools: dict[str, _Tool] = {}
+        self._tools = TurnTools()
         self._turn = _Turn()
         #: The agent's stdout has ended (``output_ended``).
         self._output_gone = False
+        #: Answer text chunks dropped since the last prompt: none belonged to a turn.
+        self._late_chunks = 0
+        #: This turn's permission requests denied at once (too many waiting).
+        self._denied_at_once = 0
         #: Messages handed to the shell and not reported written (``written``).
         self.unwritten = 0
         #: Error answers to the agent's requests dropped while it did not read.
@@ -250,7 +238,7 @@ class AcpClient:
             outcome = {"outcome": "selected", "optionId": chosen}
         out.append(self._send(jsonrpc.result(raw_id, {"outcome": outcome})))
         if not allow or chosen is None:
-            out += self._end_tool(call_id, is_error=True, result=reason or "permission denied")
+            out += self._tools.end(call_id, is_error=True, result=reason or "permission denied")
         return out
 
     def cancel(self) -> list[Output]:
@@ -404,8 +392,8 @@ class AcpClient:
         turn, self._turn = self._turn, _Turn()
         self.phase = Phase.IDLE
         out = self._cancel_permissions()
-        text = "".join(turn.text)
-        calls = tuple(turn.tool_calls)
+        text, calls = "".join(turn.text), tuple(self._tools.calls)
+        self._tools.clear()
         if response.error is not None:
             code = response.error.get("code")
             # JSON-RPC codes are negative; an agent that puts the provider's
@@ -452,7 +440,7 @@ class AcpClient:
         call_id = tool_call.get("toolCallId") if isinstance(tool_call, Mapping) else None
         if not isinstance(call_id, str) or not isinstance(tool_call, Mapping):
             return self._refuse(request, jsonrpc.INVALID_PARAMS, "toolCall.toolCallId missing")
-        out = self._tool_update(tool_call, announce_end=False)
+        out = self._tools.update(tool_call, announce_end=False)
         options = tuple(
             (o["optionId"], o["kind"])
             for o in params.get("options") or ()
@@ -462,10 +450,41 @@ class AcpClient:
         )
         if self.passive:
             return out  # answered by whoever held the session
+        tool = self._tools.info(call_id)
+        if tool is None or len(self._permissions) >= MAX_WAITING_PERMISSIONS:
+            return out + self._deny_at_once(request, options, call_id)
         key = jsonrpc.id_key(request.id)
         assert key is not None
         self._permissions[key] = (request.id, options, call_id)
-        out.append(PermissionRequested(request.id, self._tools[call_id].info(call_id), options))
+        out.append(PermissionRequested(request.id, tool, options))
+        return out
+
+    def _deny_at_once(
+        self, request: jsonrpc.Request, options: tuple[tuple[str, str], ...], call_id: str
+    ) -> list[Output]:
+        """A permission request past the bound of those waiting (or about a
+        tool past the turn's bound): denied now, undecided, so that a flood
+        of them holds no task or record and the agent is still answered."""
+        chosen = next((oid for kind in _REJECT_KINDS for oid, k in options if k == kind), None)
+        outcome = (
+            {"outcome": "cancelled"}
+            if chosen is None
+            else {"outcome": "selected", "optionId": chosen}
+        )
+        why = f"denied undecided: {MAX_WAITING_PERMISSIONS} permission requests were waiting"
+        out: list[Output] = [self._send(jsonrpc.result(request.id, {"outcome": outcome}))]
+        out += self._tools.end(call_id, is_error=True, result=why)
+        self._denied_at_once += 1
+        if self._denied_at_once == 1:
+            out.append(
+                AgentWarning(
+                    code="acp_permissions_denied",
+                    message=f"the agent asked about more tools at once than the "
+                    f"{MAX_WAITING_PERMISSIONS} permission requests that may wait for a "
+                    "decision (or about more tools than a turn keeps a record of); those "
+                    "past it were denied without running any hook or asking anyone",
+                )
+            )
         return out
 
     def _on_notification(self, note: jsonrpc.Notification) -> list[Output]:
@@ -493,6 +512,8 @@ class AcpClient:
             content = update.get("content")
             text = content.get("text") if isinstance(content, Mapping) else None
             if isinstance(text, str) and text:
+                if not self.passive and self.phase is not Phase.PROMPTING:
+                    return self._late_text(text)
                 turn = self._turn
                 message_id = as_str(update.get("messageId"))
                 if message_id is not None and message_id != turn.message_id:
@@ -515,38 +536,27 @@ class AcpClient:
                         f"(tool {as_str(update.get('toolCallId'))!r}); it was ignored",
                     )
                 ]
-            return self._tool_update(update, announce_end=True)
+            return self._tools.update(update, announce_end=True)
         return []
 
-    # --- tools ---------------------------------------------------------
+    def _late_text(self, text: str) -> list[Output]:
+        """Answer text that came when no prompt turn was open (after the
+        turn's answer, or after the close): the turn it belonged to is over,
+        and the next turn's answer must not begin with it. One warning
+        between two turns, however many chunks."""
+        self._late_chunks += 1
+        if self._late_chunks > 1:
+            return []
+        quoted = text if len(text) <= LATE_TEXT_CHARS else text[:LATE_TEXT_CHARS] + "…"
+        return [
+            AgentWarning(
+                code="acp_text_outside_turn",
+                message="the agent sent answer text after its turn's answer; it belongs to "
+                f"no turn and was left out of every answer: {quoted!r}",
+            )
+        ]
 
-    def _tool_update(self, update: Mapping[str, Any], *, announce_end: bool) -> list[Output]:
-        call_id = update.get("toolCallId")
-        if not isinstance(call_id, str):
-            return [AgentWarning(code="acp_malformed", message="a tool call without a toolCallId")]
-        tool = self._tools.setdefault(call_id, _Tool())
-        tool.kind = as_str(update.get("kind")) or tool.kind
-        tool.title = as_str(update.get("title")) or tool.title
-        if "rawInput" in update:
-            tool.raw_input = update["rawInput"]
-        out: list[Output] = []
-        if not tool.started:
-            tool.started = True
-            info = tool.info(call_id)
-            summary = summarize_args(info.title) if info.title else summarize_args(info.input)
-            out.append(
-                ToolStarted(tool=info.name, tool_call_id=call_id, summary=summary, args=info.input)
-            )
-            self._turn.tool_calls.append(ToolCall(name=info.name, id=call_id, summary=summary))
-        status = update.get("status")
-        if announce_end and status in ("completed", "failed"):
-            result = update.get("content")
-            if not result and "rawOutput" in update:
-                result = update["rawOutput"]
-            out += self._end_tool(
-                call_id, is_error=status == "failed", result=tool_result_text(result)
-            )
-        return out
+    # --- tools ---------------------------------------------------------
 
     def _cancel_permissions(self) -> list[Output]:
         """Every open permission request answered as cancelled; its tool did not run."""
@@ -554,26 +564,9 @@ class AcpClient:
         for raw_id, _, call_id in self._permissions.values():
             out.append(self._send(jsonrpc.result(raw_id, {"outcome": {"outcome": "cancelled"}})))
             out.append(PermissionWithdrawn(raw_id))
-            out += self._end_tool(call_id, is_error=True, result="cancelled before it was allowed")
+            out += self._tools.end(call_id, is_error=True, result="cancelled before it was allowed")
         self._permissions.clear()
         return out
-
-    def _end_tool(self, call_id: str, *, is_error: bool, result: str | None) -> list[Output]:
-        tool = self._tools.get(call_id)
-        if tool is None or tool.ended:
-            return []
-        tool.ended = True
-        info = tool.info(call_id)
-        summary = summarize_args(info.title) if info.title else None
-        return [
-            ToolEnded(
-                tool=info.name,
-                tool_call_id=call_id,
-                summary=summary,
-                is_error=is_error,
-                result=result,
-            )
-        ]
 
     # --- outgoing ------------------------------------------------------
 
@@ -621,6 +614,7 @@ class AcpClient:
     def _send_prompt(self, text: str) -> Send:
         self.phase = Phase.PROMPTING
         self.turns += 1
+        self._late_chunks = self._denied_at_once = 0
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
         return self._request("session/prompt", params, None)
 
