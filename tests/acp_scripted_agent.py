@@ -19,6 +19,8 @@ object; every key is optional:
 
 A step is a message to write as it is (``session/update`` params get the
 session id when they have none), or one of: ``{"$sleep": S}``;
+``{"$refuse": ERROR}`` (the prompt is answered with that JSON-RPC error
+object at once, the rest of its steps left out);
 ``{"$flood": {"count": N, "method": M}}`` (N requests, without reading
 stdin); ``{"$permissions": N}`` (N permission requests at once, then their
 answers read: each tool is reported completed when allowed);
@@ -90,6 +92,14 @@ class Cancelled(Exception):
     """The client cancelled the turn being played."""
 
 
+class Refused(Exception):
+    """The prompt is answered with a JSON-RPC error (``$refuse``)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 def until_cancel(seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while (message := read(max(0.0, deadline - time.monotonic()))) is not None:
@@ -103,6 +113,8 @@ def play(steps: list[dict[str, Any]]) -> None:
             until_cancel(step["$untilCancel"])
         elif "$sleep" in step:
             time.sleep(step["$sleep"])
+        elif "$refuse" in step:
+            raise Refused(step["$refuse"])
         elif "$flood" in step:
             flood = step["$flood"]
             for n in range(flood["count"]):
@@ -193,6 +205,9 @@ def main() -> None:
                 play(turns[min(prompts, len(turns)) - 1])
             except Cancelled:
                 stop = "cancelled"
+            except Refused as refused:
+                write({"jsonrpc": "2.0", "id": request_id, "error": refused.error})
+                continue
             write({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": stop}})
             play(script.get("after", []))
     play(script.get("atClose", []))

@@ -177,3 +177,54 @@ def test_an_abort_gives_the_cancel_a_moment_before_the_signal(tmp_path: Path) ->
     assert [m["result"]["stopReason"] for m in answers] == ["cancelled"]
     assert result["attempts"][0]["stopReason"] == "aborted"
     assert not {"late_final_message", "agent_output_closed"} & set(codes(result)), codes(result)
+
+
+TOOL = {
+    "jsonrpc": "2.0",
+    "method": "session/update",
+    "params": {"update": {"sessionUpdate": "tool_call", "toolCallId": "t1", "kind": "execute"}},
+}
+
+
+def test_a_steer_is_delivered_once_the_agent_takes_its_prompt(tmp_path: Path) -> None:
+    # The steer's prompt is answered only after 2 s: until the agent's turn
+    # begins, the steer is on its input, not delivered.
+    script = {"turns": [[TOOL, {"$untilCancel": 30}], [{"$sleep": 2}, chunk("Done.")]]}
+    run = AcpRun(tmp_path, script, "--steer-timeout", "0.5")
+    assert wait_until(lambda: run.status().get("currentTool") is not None), run.status()
+    steered = run.cli("steer", "--text", "Fix the parser first")
+    receipt = json.loads(steered.stdout)
+    assert steered.returncode == 0, (steered.stdout, steered.stderr)
+    assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2)
+    code, result, events, stderr = run.finish()
+    assert (code, result["outcome"]) == (0, "ok"), stderr
+    types = [e["type"] for e in events]
+    sent, delivered = types.index("steer_sent"), types.index("steer_delivered")
+    # Delivered with the turn's first update, not when the prompt was written.
+    assert sent < delivered
+    assert "text_delta" not in types[sent:delivered] or types.index("text_delta", sent) > delivered
+    gap = _ts(events[delivered]) - _ts(events[sent])
+    assert gap >= 1.5, f"delivered {gap:.2f} s after it was sent: before the agent took it"
+    assert [s["outcome"] for s in result["externalSteers"]] == ["delivered"]
+
+
+def test_a_steer_prompt_the_agent_refuses_is_refused_with_its_reason(tmp_path: Path) -> None:
+    refusal = {"code": -32602, "message": "prompt rejected: unsupported content"}
+    script = {"turns": [[TOOL, {"$untilCancel": 30}], [{"$refuse": refusal}]]}
+    run = AcpRun(tmp_path, script, "--steer-timeout", "0.5")
+    assert wait_until(lambda: run.status().get("currentTool") is not None), run.status()
+    steered = run.cli("steer", "--text", "Fix the parser first")
+    receipt = json.loads(steered.stdout)
+    assert steered.returncode == 1, (steered.stdout, steered.stderr)
+    assert receipt["state"] == "refused"
+    assert "prompt rejected: unsupported content" in receipt["why"]
+    _, result, events, stderr = run.finish()
+    (record,) = result["externalSteers"]
+    assert record["outcome"] == "refused", stderr
+    assert "steer_delivered" not in [e["type"] for e in events]
+
+
+def _ts(event: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()

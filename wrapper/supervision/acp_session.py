@@ -96,6 +96,10 @@ class AcpDriver:
     def prompt(self, text: str) -> None:
         self._apply(self.client.prompt(text))
 
+    @property
+    def prompt_ticket(self) -> str | None:
+        return self.client.prompt_ticket
+
     def cancel(self) -> None:
         self._apply(self.client.cancel())
 

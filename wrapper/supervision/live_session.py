@@ -46,6 +46,11 @@ class LiveDriver(Protocol):
     #: steer waits for the running turn's end instead of cancelling it.
     cancel_keeps_turn: bool
 
+    @property
+    def prompt_ticket(self) -> str | None:
+        """What the agent's answer to the last ``prompt`` will name it by (an
+        ``Answer``'s ticket; None: no answer says it took it)."""
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Write what is asked until stdin is closed (started by the attempt)."""
 
@@ -250,5 +255,8 @@ def _open_acp(attempt: AttemptSupervisor, stdin: trio.abc.SendStream, prompt: st
         on_permission=requests.requested,
         on_withdrawn=requests.withdrawn,
         on_stopped_answering=attempt.stopped_answering,
+        on_prompt_answered=lambda taken: attempt.steer_answered(
+            Answer(taken.ticket, taken.refused)
+        ),
     )
     return driver

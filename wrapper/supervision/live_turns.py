@@ -139,8 +139,7 @@ class LiveTurns:
         self._next_turn(record)
         session.prompt(next_prompt)
         if self.on_prompt_written is not None and next_prompt != OWN_TURN:
-            ticket = session.prompt_ticket if isinstance(session, MessageDriver) else None
-            self.on_prompt_written(record.number + 1, ticket)
+            self.on_prompt_written(record.number + 1, session.prompt_ticket)
 
     def _next_turn(self, previous: AttemptRecord) -> None:
         """The next prompt turn on the same process is the next attempt."""

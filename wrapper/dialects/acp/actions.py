@@ -66,6 +66,17 @@ class StoppedAnswering:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptAnswered:
+    """The agent took the prompt the shell sent as ``ticket``
+    (``AcpClient.prompt_ticket``): its turn began (a first update, or its
+    answer); or it refused it, answering with an error before anything of
+    a turn came: ``refused`` says why, in its words."""
+
+    ticket: str
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnded:
     """A prompt turn is over (its ``AssistantMessage`` came just before):
     the shell runs its stop gate, then sends ``prompt`` or ``close``."""
@@ -90,6 +101,7 @@ Action = (
     | PermissionRequested
     | PermissionWithdrawn
     | StoppedAnswering
+    | PromptAnswered
     | TurnEnded
     | Failed
     | CloseInput

@@ -74,6 +74,7 @@ from wrapper.dialects.acp.actions import (
     Output,
     PermissionRequested,
     PermissionWithdrawn,
+    PromptAnswered,
     Send,
     StoppedAnswering,
     TurnEnded,
@@ -146,6 +147,10 @@ class AcpClient:
         self.auth_methods: tuple[str, ...] = ()
         #: Prompt turns sent so far (the first carries the task).
         self.turns = 0
+        #: The last prompt's name for the shell (``PromptAnswered``), and the
+        #: prompt whose turn has not begun yet.
+        self.prompt_ticket: str | None = None
+        self._unanswered: str | None = None
         self._outbox = jsonrpc.Outbox()
         self._authenticated = False
         self._tools = TurnTools()
@@ -391,7 +396,12 @@ class AcpClient:
     def _turn_ended(self, response: jsonrpc.Response) -> list[Output]:
         turn, self._turn = self._turn, _Turn()
         self.phase = Phase.IDLE
-        out = self._cancel_permissions()
+        out: list[Output] = []
+        if self._unanswered is not None:
+            # Answered before any update: an error refused the prompt itself.
+            error = jsonrpc.error_text(response.error) if response.error is not None else None
+            out.append(self._prompt_answered(error))
+        out += self._cancel_permissions()
         text, calls = "".join(turn.text), tuple(self._tools.calls)
         self._tools.clear()
         if response.error is not None:
@@ -507,6 +517,12 @@ class AcpClient:
         update = params.get("update")
         if not isinstance(update, Mapping):
             return []
+        if self._unanswered is not None and self.phase is Phase.PROMPTING:
+            # The turn's first update: the agent took its prompt.
+            return [self._prompt_answered(None), *self._on_update(update)]
+        return self._on_update(update)
+
+    def _on_update(self, update: Mapping[str, Any]) -> list[Output]:
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
             content = update.get("content")
@@ -616,7 +632,14 @@ class AcpClient:
         self.turns += 1
         self._late_chunks = self._denied_at_once = 0
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
-        return self._request("session/prompt", params, None)
+        pending, message = self._outbox.request("session/prompt", params, None)
+        self.prompt_ticket = self._unanswered = str(pending.id)
+        return self._send(message)
+
+    def _prompt_answered(self, refused: str | None) -> PromptAnswered:
+        ticket, self._unanswered = self._unanswered, None
+        assert ticket is not None
+        return PromptAnswered(ticket, refused)
 
     def _fail(self, message: str) -> list[Output]:
         """The session is over: the agent's stdin closes after the failure."""

@@ -25,6 +25,7 @@ from wrapper.dialects.acp.actions import (
     Output,
     PermissionRequested,
     PermissionWithdrawn,
+    PromptAnswered,
     StoppedAnswering,
     TurnEnded,
 )
@@ -84,6 +85,7 @@ class AcpDialect(Dialect):
         self._on_permission: Callable[[PermissionRequested], None] | None = None
         self._on_withdrawn: Callable[[PermissionWithdrawn], None] | None = None
         self._on_stopped_answering: Callable[[StoppedAnswering], None] | None = None
+        self._on_prompt_answered: Callable[[PromptAnswered], None] | None = None
 
     @staticmethod
     def cancel_keeps_turn(command: Sequence[str]) -> bool:
@@ -111,6 +113,7 @@ class AcpDialect(Dialect):
         on_permission: Callable[[PermissionRequested], None] | None = None,
         on_withdrawn: Callable[[PermissionWithdrawn], None] | None = None,
         on_stopped_answering: Callable[[StoppedAnswering], None] | None = None,
+        on_prompt_answered: Callable[[PromptAnswered], None] | None = None,
     ) -> None:
         """Hold the live session of a started agent, which the supervisor
         opened with ``session_output`` as the receiver of its outputs: its
@@ -124,12 +127,14 @@ class AcpDialect(Dialect):
         owner answers it through ``session.decide``; without it every request
         is allowed; one the session answered by itself meanwhile (its turn
         ended) goes to ``on_withdrawn``. When the agent's output ends while
-        it owes an answer, ``on_stopped_answering`` is told."""
+        it owes an answer, ``on_stopped_answering`` is told; when it takes or
+        refuses a prompt, ``on_prompt_answered``."""
         self._emit = emit
         self._on_turn_end = on_turn_end
         self._on_permission = on_permission
         self._on_withdrawn = on_withdrawn
         self._on_stopped_answering = on_stopped_answering
+        self._on_prompt_answered = on_prompt_answered
         self.driver = session
 
     def tools_run_unasked(self) -> Sequence[str]:
@@ -160,6 +165,9 @@ class AcpDialect(Dialect):
         elif isinstance(output, StoppedAnswering):
             if self._on_stopped_answering is not None:
                 self._on_stopped_answering(output)
+        elif isinstance(output, PromptAnswered):
+            if self._on_prompt_answered is not None:
+                self._on_prompt_answered(output)
         elif isinstance(output, TurnEnded):
             if self._on_turn_end is not None:
                 self._on_turn_end()
