@@ -66,8 +66,9 @@ def test_a_whole_run_loads_none_of_the_deferred_modules(tmp_path: Path) -> None:
 
 
 #: What a run that neither speaks ACP nor shows a live view has no use for,
-#: though the modules that could need it are loaded.
-NOT_FOR_THIS_RUN = ("wrapper.dialects.acp", "wrapper.sinks.pretty")
+#: though the modules that could need it are loaded; nor any run the checks
+#: of a batch's spec.
+NOT_FOR_THIS_RUN = ("wrapper.dialects.acp", "wrapper.sinks.pretty", "wrapper.batch_command")
 
 
 def test_a_quiet_run_of_a_one_way_agent_loads_no_acp_client_and_no_live_view(
@@ -193,3 +194,32 @@ assert loads.count("ipaddress") == 1, loads
 print("ok")
 """
     assert_prints_ok(code)
+
+
+#: Runs a whole run in this interpreter, then says how many of the sources
+#: attrs wrote for its classes' methods the process still holds.
+GENERATED_SOURCES_KEPT = """
+import linecache, sys
+from wrapper.cli import main
+status = main(sys.argv[1:])
+kept = [name for name in linecache.cache if name.startswith("<attrs generated")]
+print(status, len(kept))
+"""
+
+
+def test_a_run_keeps_no_generated_source_for_its_whole_life(tmp_path: Path) -> None:
+    # attrs keeps each method it writes (for trio's classes) as source text,
+    # for tracebacks: memory a run would hold from start to end.
+    scenario = write_scenario(tmp_path, FINAL)
+    argv = wrapper_argv(tmp_path / "run", scenario, task="hi", options=["--output", "quiet"])
+    proc = subprocess.run(
+        [sys.executable, "-c", GENERATED_SOURCES_KEPT, *argv[3:]],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.stdout.split() == ["0", "0"], proc.stderr
