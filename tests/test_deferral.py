@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import (
     HANG_LIMIT,
@@ -15,7 +19,7 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
-from wrapper.deferral import UNUSED_BY_A_RUN
+from wrapper.deferral import ANSWERED, UNUSED_BY_A_RUN
 
 FINAL: list[dict[str, Any]] = [
     {"assistant": {"text": "All done.", "stopReason": "stop"}},
@@ -24,7 +28,7 @@ FINAL: list[dict[str, Any]] = [
 ]
 #: What loading the deferred modules would bring in besides: OpenSSL's two
 #: extension modules, and those of the compressors.
-ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets", "_bz2", "_lzma")
+ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets", "_bz2", "_lzma", "ast", "dis")
 
 
 #: Put on the wrapper's PYTHONPATH: records every module the wrapper's
@@ -106,13 +110,14 @@ def test_a_quiet_run_of_a_one_way_agent_loads_no_acp_client_and_no_live_view(
 # Run in a fresh interpreter: the deferral changes sys.modules, which is the process's.
 USES_EACH = """
 import sys
-from wrapper.deferral import Deferred, defer_unused_imports
+from wrapper.deferral import Deferred, defer_unused_imports, loading_trio
 
 defer_unused_imports()
-import trio
+with loading_trio():
+    import trio
 import urllib.parse
 
-loaded = [name for name in (*sys.argv[1:], "_ssl", "_hashlib", "_bz2", "_lzma")
+loaded = [name for name in (*sys.argv[1:], "_ssl", "_hashlib", "_bz2", "_lzma", "ast", "dis")
           if name in sys.modules and not isinstance(sys.modules[name], Deferred)]
 assert not loaded, f"loaded by importing trio: {loaded}"
 
@@ -144,6 +149,32 @@ else:
 # idna, as trio encodes host names with it.
 import idna
 assert idna.encode("bücher.example", uts46=True) == b"xn--bcher-kva.example"
+
+# inspect, as dataclasses, attrs and trio use it; what its stand-in answers
+# itself is the module's own.
+import attrs, dataclasses, inspect
+@dataclasses.dataclass
+class Plain:
+    size: int
+assert Plain.__doc__ == "Plain(size: int)"
+@attrs.define
+class Converted:
+    size: int = attrs.field(converter=int)
+assert Converted("3").size == 3
+assert str(inspect.signature(lambda a, b=1: None)) == "(a, b=1)"
+import pathlib
+real_inspect = importlib.import_module("inspect")
+for method in vars(pathlib.Path).values():
+    if getattr(method, "__doc__", None):
+        assert inspect.cleandoc(method.__doc__) == real_inspect.cleandoc(method.__doc__)
+assert trio.Path.read_text.__doc__.rstrip().endswith(
+    real_inspect.cleandoc(pathlib.Path.read_text.__doc__)
+)
+async def coroutine_function(): pass
+coroutine = coroutine_function()
+assert inspect.iscoroutine(coroutine) and not inspect.iscoroutine(coroutine_function)
+coroutine.close()
+assert trio.run(trio.to_thread.run_sync, lambda: 7) == 7
 
 # tempfile, bz2 and lzma, as ctypes.util and shutil would use them.
 import bz2, lzma, os, shutil, tempfile
@@ -223,3 +254,9 @@ def test_a_run_keeps_no_generated_source_for_its_whole_life(tmp_path: Path) -> N
         check=False,
     )
     assert proc.stdout.split() == ["0", "0"], proc.stderr
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=" \t\n\x0c\u3000ab"))
+def test_a_stand_in_cleans_a_docstring_as_inspect_does(doc: str) -> None:
+    assert ANSWERED["inspect"]["cleandoc"](doc) == inspect.cleandoc(doc)  # type: ignore[operator]

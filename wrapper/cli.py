@@ -523,7 +523,10 @@ def _run(args: argparse.Namespace, command: list[str] | None) -> int:
     import linecache
     from functools import partial
 
-    import trio
+    from wrapper.deferral import loading_trio
+
+    with loading_trio():
+        import trio
 
     # attrs keeps the source of each method it writes for trio's classes (to
     # show it in tracebacks), about 0.2 MB a run would hold for its whole
