@@ -121,6 +121,31 @@ loaded = [name for name in (*sys.argv[1:], "_ssl", "_hashlib", "_bz2", "_lzma", 
           if name in sys.modules and not isinstance(sys.modules[name], Deferred)]
 assert not loaded, f"loaded by importing trio: {loaded}"
 
+# logging, as trio logs what an instrument raised: to the logger it asked
+# for before logging was loaded.
+import logging
+assert isinstance(sys.modules["logging"], Deferred)
+assert trio._core._instrumentation.INSTRUMENT_LOGGER.name == "trio.abc.Instrument"
+assert not isinstance(sys.modules["logging"], Deferred), "the logger's first use loads logging"
+trio._core._asyncgens.ASYNCGEN_LOGGER.propagate = False
+assert not logging.getLogger("trio.async_generator_errors").propagate
+class Failing(trio.abc.Instrument):
+    def before_run(self):
+        raise RuntimeError("instrument failed")
+logged = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        logged.append((record.name, record.getMessage()))
+import importlib
+real_logging = importlib.import_module("logging")
+assert not isinstance(real_logging, Deferred) and sys.modules["logging"] is real_logging
+real_logging.getLogger("trio.abc.Instrument").addHandler(Keep())
+trio.run(trio.sleep, 0, instruments=[Failing()])
+assert [name for name, _ in logged] == ["trio.abc.Instrument"], logged
+assert logging.getLogger("trio") is real_logging.getLogger("trio")
+from logging import handlers
+assert handlers.RotatingFileHandler
+
 # ssl, as trio's TLS stream uses it: one module, whichever way it is reached.
 import ssl
 import trio.testing

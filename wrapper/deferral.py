@@ -9,9 +9,11 @@ and ``shutil``, which imports ``bz2`` and ``lzma`` to learn whether it can
 make such archives. ``pathlib`` imports ``urllib.parse``, which imports
 ``ipaddress`` for URLs with a bracketed host. ``dataclasses``, attrs and
 trio import ``inspect`` (and with it ``ast`` and ``dis``, about 0.8 MB a
-run), for what a run does not do, but for two small functions
-(``ANSWERED``). A run uses none of them, yet each would stay in the memory
-of every idle run for its whole life, and take its share of the start-up.
+run) for what a run does not do, but for two small functions; trio imports
+``logging`` (0.3 MB) for three loggers it uses only for errors it cannot
+raise (what a run uses of these, the stand-in answers: ``ANSWERED``). A
+run uses none of them, yet each would stay in the memory of every idle
+run for its whole life, and take its share of the start-up.
 ``defer_unused_imports`` keeps them out until they are really used.
 
 How: a stand-in module (``Deferred``) is put in ``sys.modules`` under the
@@ -49,7 +51,10 @@ if TYPE_CHECKING:
 
 #: Imported by trio or by the standard library a run uses, never used by a run
 #: (beyond what ``ANSWERED`` gives of it).
-UNUSED_BY_A_RUN = ("ssl", "hmac", "idna", "ipaddress", "tempfile", "bz2", "lzma", "inspect")
+UNUSED_BY_A_RUN = (
+    *("ssl", "hmac", "idna", "ipaddress", "tempfile", "bz2", "lzma"),
+    *("inspect", "logging"),
+)
 
 
 def _cleandoc(doc: str) -> str:
@@ -73,14 +78,55 @@ def _iscoroutine(value: object) -> bool:
     return isinstance(value, CoroutineType)
 
 
-#: What a stand-in answers itself, without loading its module (which must be
-#: no package): what a run uses of it, each the same as the module's own
-#: (``tests/test_deferral.py``). trio cleans the docstrings of its ``Path``
-#: methods at import, and asks whether what it ran in a thread returned a
-#: coroutine.
+class _Logger:
+    """Stands in for the logger ``logging.getLogger(name)`` gives, until it
+    is first used: then loads ``logging`` and answers from that logger."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str | None) -> None:
+        self._name = name
+
+    def _logger(self) -> object:
+        logging = sys.modules.get("logging")
+        if isinstance(logging, Deferred):
+            logging = logging.load()
+        elif logging is None:
+            logging = __import__("logging")
+        return logging.getLogger(self._name)
+
+    def __getattr__(self, attribute: str) -> object:
+        return getattr(self._logger(), attribute)
+
+    def __setattr__(self, attribute: str, value: object) -> None:
+        if attribute in _Logger.__slots__:
+            object.__setattr__(self, attribute, value)
+        else:  # ``logger.propagate = False``, say: the logger's own
+            setattr(self._logger(), attribute, value)
+
+
+def _get_logger(name: str | None = None) -> object:
+    """``logging.getLogger(name)``: the logger itself once ``logging`` is
+    loaded, until then a stand-in that loads it when first used."""
+    logging = sys.modules.get("logging")
+    if logging is None or isinstance(logging, Deferred):
+        return _Logger(name)
+    return logging.getLogger(name)
+
+
+#: What a stand-in answers itself, without loading its module: what a run
+#: uses of it, each the same as the module's own (``tests/test_deferral.py``).
+#: trio cleans the docstrings of its ``Path`` methods at import, asks whether
+#: what it ran in a thread returned a coroutine, and gets a logger for errors
+#: it can only log (in an instrument, an async generator's finalizer).
 ANSWERED: dict[str, dict[str, object]] = {
     "inspect": {"cleandoc": _cleandoc, "iscoroutine": _iscoroutine},
+    "logging": {"getLogger": _get_logger},
 }
+#: Modules of ``ANSWERED`` that are no package: ``from inspect import
+#: cleandoc`` first asks whether the module has a ``__path__``, which would
+#: load it, to import a submodule of that name. A package's stand-in loads it.
+_NOT_PACKAGES = ("inspect",)
 
 #: Held while a stand-in hands its place in ``sys.modules`` to the real module.
 _swap = _thread.allocate_lock()
@@ -93,10 +139,14 @@ class Deferred(ModuleType):
     def __getattr__(self, name: str) -> object:
         # Only names the stand-in does not have come here: once loaded, each
         # name is copied onto it, and later lookups find it directly.
-        if name == "__path__" and self.__name__ in ANSWERED:
-            # ``from inspect import cleandoc`` first asks whether the module is
-            # a package (to import a submodule of that name); it is none.
+        if name == "__path__" and self.__name__ in _NOT_PACKAGES:
             raise AttributeError(name)
+        value = getattr(self.load(), name)
+        setattr(self, name, value)
+        return value
+
+    def load(self) -> ModuleType:
+        """The real module, loaded now if it is not yet."""
         with _swap:
             if sys.modules.get(self.__name__) is self:
                 del sys.modules[self.__name__]
@@ -104,10 +154,7 @@ class Deferred(ModuleType):
         # too: the import system makes that one load). As an import statement
         # would: ``-X importtime`` and audit hooks see it.
         __import__(self.__name__)
-        real = sys.modules[self.__name__]
-        value = getattr(real, name)
-        setattr(self, name, value)
-        return value
+        return sys.modules[self.__name__]
 
 
 def defer_import(name: str) -> None:
