@@ -28,7 +28,7 @@ FINAL: list[dict[str, Any]] = [
 ]
 #: What loading the deferred modules would bring in besides: OpenSSL's two
 #: extension modules, and those of the compressors.
-ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets", "_bz2", "_lzma", "ast", "dis")
+ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets", "_bz2", "_lzma", "ast", "dis", "token")
 
 
 #: Put on the wrapper's PYTHONPATH: records every module the wrapper's
@@ -200,6 +200,14 @@ coroutine = coroutine_function()
 assert inspect.iscoroutine(coroutine) and not inspect.iscoroutine(coroutine_function)
 coroutine.close()
 assert trio.run(trio.to_thread.run_sync, lambda: 7) == 7
+
+# tokenize, as linecache reads a source file for a traceback.
+import traceback
+try:
+    urllib.parse.urlsplit("http://[not-an-address]/")
+except ValueError as error:
+    raised_at = traceback.extract_tb(error.__traceback__)[-1]
+assert raised_at.filename.endswith(".py") and raised_at.line, raised_at
 
 # tempfile, bz2 and lzma, as ctypes.util and shutil would use them.
 import bz2, lzma, os, shutil, tempfile

@@ -7,7 +7,8 @@ their start-up and Python's wrappers), ``hmac`` and through it ``hashlib``
 ``ctypes.util`` ``tempfile`` (to find a library where ``ldconfig`` cannot)
 and ``shutil``, which imports ``bz2`` and ``lzma`` to learn whether it can
 make such archives. ``pathlib`` imports ``urllib.parse``, which imports
-``ipaddress`` for URLs with a bracketed host. ``dataclasses``, attrs and
+``ipaddress`` for URLs with a bracketed host; ``linecache`` imports
+``tokenize`` to read a source file for a traceback. ``dataclasses``, attrs and
 trio import ``inspect`` (and with it ``ast`` and ``dis``, about 0.8 MB a
 run) for what a run does not do, but for two small functions; trio imports
 ``logging`` (0.3 MB) for three loggers it uses only for errors it cannot
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 #: (beyond what ``ANSWERED`` gives of it).
 UNUSED_BY_A_RUN = (
     *("ssl", "hmac", "idna", "ipaddress", "tempfile", "bz2", "lzma"),
-    *("inspect", "logging"),
+    *("inspect", "logging", "tokenize"),
 )
 
 
