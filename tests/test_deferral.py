@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import (
     HANG_LIMIT,
@@ -15,7 +19,7 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
-from wrapper.deferral import UNUSED_BY_A_RUN
+from wrapper.deferral import ANSWERED, UNUSED_BY_A_RUN
 
 FINAL: list[dict[str, Any]] = [
     {"assistant": {"text": "All done.", "stopReason": "stop"}},
@@ -24,7 +28,7 @@ FINAL: list[dict[str, Any]] = [
 ]
 #: What loading the deferred modules would bring in besides: OpenSSL's two
 #: extension modules, and those of the compressors.
-ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets", "_bz2", "_lzma")
+ALSO_UNLOADED = ("_ssl", "_hashlib", "hashlib", "secrets", "_bz2", "_lzma", "ast", "dis", "token")
 
 
 #: Put on the wrapper's PYTHONPATH: records every module the wrapper's
@@ -66,8 +70,9 @@ def test_a_whole_run_loads_none_of_the_deferred_modules(tmp_path: Path) -> None:
 
 
 #: What a run that neither speaks ACP nor shows a live view has no use for,
-#: though the modules that could need it are loaded.
-NOT_FOR_THIS_RUN = ("wrapper.dialects.acp", "wrapper.sinks.pretty")
+#: though the modules that could need it are loaded; nor any run the checks
+#: of a batch's spec.
+NOT_FOR_THIS_RUN = ("wrapper.dialects.acp", "wrapper.sinks.pretty", "wrapper.batch_command")
 
 
 def test_a_quiet_run_of_a_one_way_agent_loads_no_acp_client_and_no_live_view(
@@ -105,15 +110,41 @@ def test_a_quiet_run_of_a_one_way_agent_loads_no_acp_client_and_no_live_view(
 # Run in a fresh interpreter: the deferral changes sys.modules, which is the process's.
 USES_EACH = """
 import sys
-from wrapper.deferral import Deferred, defer_unused_imports
+from wrapper.deferral import Deferred, defer_unused_imports, loading_trio
 
 defer_unused_imports()
-import trio
+with loading_trio():
+    import trio
 import urllib.parse
 
-loaded = [name for name in (*sys.argv[1:], "_ssl", "_hashlib", "_bz2", "_lzma")
+loaded = [name for name in (*sys.argv[1:], "_ssl", "_hashlib", "_bz2", "_lzma", "ast", "dis")
           if name in sys.modules and not isinstance(sys.modules[name], Deferred)]
 assert not loaded, f"loaded by importing trio: {loaded}"
+
+# logging, as trio logs what an instrument raised: to the logger it asked
+# for before logging was loaded.
+import logging
+assert isinstance(sys.modules["logging"], Deferred)
+assert trio._core._instrumentation.INSTRUMENT_LOGGER.name == "trio.abc.Instrument"
+assert not isinstance(sys.modules["logging"], Deferred), "the logger's first use loads logging"
+trio._core._asyncgens.ASYNCGEN_LOGGER.propagate = False
+assert not logging.getLogger("trio.async_generator_errors").propagate
+class Failing(trio.abc.Instrument):
+    def before_run(self):
+        raise RuntimeError("instrument failed")
+logged = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        logged.append((record.name, record.getMessage()))
+import importlib
+real_logging = importlib.import_module("logging")
+assert not isinstance(real_logging, Deferred) and sys.modules["logging"] is real_logging
+real_logging.getLogger("trio.abc.Instrument").addHandler(Keep())
+trio.run(trio.sleep, 0, instruments=[Failing()])
+assert [name for name, _ in logged] == ["trio.abc.Instrument"], logged
+assert logging.getLogger("trio") is real_logging.getLogger("trio")
+from logging import handlers
+assert handlers.RotatingFileHandler
 
 # ssl, as trio's TLS stream uses it: one module, whichever way it is reached.
 import ssl
@@ -143,6 +174,40 @@ else:
 # idna, as trio encodes host names with it.
 import idna
 assert idna.encode("bücher.example", uts46=True) == b"xn--bcher-kva.example"
+
+# inspect, as dataclasses, attrs and trio use it; what its stand-in answers
+# itself is the module's own.
+import attrs, dataclasses, inspect
+@dataclasses.dataclass
+class Plain:
+    size: int
+assert Plain.__doc__ == "Plain(size: int)"
+@attrs.define
+class Converted:
+    size: int = attrs.field(converter=int)
+assert Converted("3").size == 3
+assert str(inspect.signature(lambda a, b=1: None)) == "(a, b=1)"
+import pathlib
+real_inspect = importlib.import_module("inspect")
+for method in vars(pathlib.Path).values():
+    if getattr(method, "__doc__", None):
+        assert inspect.cleandoc(method.__doc__) == real_inspect.cleandoc(method.__doc__)
+assert trio.Path.read_text.__doc__.rstrip().endswith(
+    real_inspect.cleandoc(pathlib.Path.read_text.__doc__)
+)
+async def coroutine_function(): pass
+coroutine = coroutine_function()
+assert inspect.iscoroutine(coroutine) and not inspect.iscoroutine(coroutine_function)
+coroutine.close()
+assert trio.run(trio.to_thread.run_sync, lambda: 7) == 7
+
+# tokenize, as linecache reads a source file for a traceback.
+import traceback
+try:
+    urllib.parse.urlsplit("http://[not-an-address]/")
+except ValueError as error:
+    raised_at = traceback.extract_tb(error.__traceback__)[-1]
+assert raised_at.filename.endswith(".py") and raised_at.line, raised_at
 
 # tempfile, bz2 and lzma, as ctypes.util and shutil would use them.
 import bz2, lzma, os, shutil, tempfile
@@ -193,3 +258,38 @@ assert loads.count("ipaddress") == 1, loads
 print("ok")
 """
     assert_prints_ok(code)
+
+
+#: Runs a whole run in this interpreter, then says how many of the sources
+#: attrs wrote for its classes' methods the process still holds.
+GENERATED_SOURCES_KEPT = """
+import linecache, sys
+from wrapper.cli import main
+status = main(sys.argv[1:])
+kept = [name for name in linecache.cache if name.startswith("<attrs generated")]
+print(status, len(kept))
+"""
+
+
+def test_a_run_keeps_no_generated_source_for_its_whole_life(tmp_path: Path) -> None:
+    # attrs keeps each method it writes (for trio's classes) as source text,
+    # for tracebacks: memory a run would hold from start to end.
+    scenario = write_scenario(tmp_path, FINAL)
+    argv = wrapper_argv(tmp_path / "run", scenario, task="hi", options=["--output", "quiet"])
+    proc = subprocess.run(
+        [sys.executable, "-c", GENERATED_SOURCES_KEPT, *argv[3:]],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.stdout.split() == ["0", "0"], proc.stderr
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=" \t\n\x0c\u3000ab"))
+def test_a_stand_in_cleans_a_docstring_as_inspect_does(doc: str) -> None:
+    assert ANSWERED["inspect"]["cleandoc"](doc) == inspect.cleandoc(doc)  # type: ignore[operator]

@@ -55,6 +55,7 @@ def batch_main(args: argparse.Namespace) -> int:
     import trio
 
     from wrapper.fleet.batch import run_batch
+    from wrapper.sinks import flush_spans
 
     status: int = trio.run(partial(run_batch, batch, stop.received))
     flush_spans()
@@ -333,25 +334,3 @@ def _stopped_before_start(
     if not args.runs_dir:
         _ignored_by_git(runs_dir)
     return report_stopped_before_start(runs_dir, junit, sig, html=_html_place(args))
-
-
-def traced_runs(environ: dict[str, str]) -> bool:
-    """Whether runs export traces (looked at without importing anything unless
-    the environment names OpenTelemetry at all)."""
-    if not any(name.startswith("OTEL_") for name in environ):
-        return False
-    from wrapper.sinks import telemetry
-
-    return telemetry.enabled(environ)
-
-
-def flush_spans() -> None:
-    """The runs' spans reach the collector, or it is given up on after the
-    flush bound: the process ends with os._exit, which waits for nothing."""
-    telemetry = sys.modules.get("wrapper.sinks.telemetry")
-    if telemetry is not None:
-        # Whoever set OTEL_* to get traces reads stderr, not result.json.
-        for notice in (telemetry.unavailable(), telemetry.flush()):
-            if notice is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    print(f"agent-wrapper: warning: {notice}", file=sys.stderr, flush=True)

@@ -502,7 +502,7 @@ def _run(args: argparse.Namespace, command: list[str] | None) -> int:
     become_subreaper()
     # The agent starts now, its start-up overlapping the wrapper's imports.
     environ = dict(os.environ)
-    from wrapper.batch_command import flush_spans, traced_runs
+    from wrapper.sinks import flush_spans, traced_runs
 
     traced = traced_runs(environ)
     planned_ids = None
@@ -520,10 +520,18 @@ def _run(args: argparse.Namespace, command: list[str] | None) -> int:
         agent_environ = {**environ, "TRACEPARENT": planned_ids.traceparent}
         early = early_start(config, launch.argv, launch.files, agent_environ, early_signals)
 
+    import linecache
     from functools import partial
 
-    import trio
+    from wrapper.deferral import loading_trio
 
+    with loading_trio():
+        import trio
+
+    # attrs keeps the source of each method it writes for trio's classes (to
+    # show it in tracebacks), about 0.2 MB a run would hold for its whole
+    # life; dropped before the run's own modules load into the space it frees.
+    linecache.clearcache()
     from wrapper.fleet.owner import execute
 
     run = partial(

@@ -111,6 +111,8 @@ Effect = WrapperEvent | SendSignal | CheckActivity | CancelTurn
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
+    """The timings the tracker keeps to: graces, the kill timeout and the run's limits."""
+
     grace: float
     settle_grace: float
     kill_after: float

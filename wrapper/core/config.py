@@ -88,6 +88,8 @@ def use_color(mode: ColorMode, environ: Mapping[str, str], terminal: bool) -> bo
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunConfig:
+    """Everything one run was asked to do, from the command line, the API or a batch line."""
+
     command: tuple[str, ...]
     task: str | None = None
     dialect: str = "auto"

@@ -68,12 +68,16 @@ class BadRequest(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class SteerRequest:
+    """A steer sent to the run's socket: the text, and when it is to reach the agent."""
+
     text: str
     when: When = "now"
 
 
 @dataclass(frozen=True, slots=True)
 class AbortRequest:
+    """An abort sent to the run's socket, with the sender's reason."""
+
     reason: str | None = None
 
 

@@ -140,6 +140,8 @@ def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
+    """A tool call an assistant message asked for."""
+
     name: str
     id: str | None = None
     summary: str | None = None
@@ -228,6 +230,8 @@ NOT_LOGGED: Mapping[str, Any] = {"payload": False}
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionStarted(Event):
+    """The agent's session began (its id, where known)."""
+
     TYPE: ClassVar[str] = "session"
     session_id: str | None = None
     cwd: str | None = None
@@ -237,6 +241,8 @@ class SessionStarted(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnStarted(Event):
+    """The agent began a turn."""
+
     TYPE: ClassVar[str] = "turn_start"
 
 
@@ -259,6 +265,8 @@ class AssistantMessage(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta(Event):
+    """A piece of the assistant's text as it streams."""
+
     TYPE: ClassVar[str] = "text_delta"
     text: str
     #: How many of the agent's deltas this one stands for (several when the
@@ -268,6 +276,8 @@ class TextDelta(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolStarted(Event):
+    """The agent started running a tool."""
+
     TYPE: ClassVar[str] = "tool_start"
     tool: str
     tool_call_id: str | None = None
@@ -278,6 +288,8 @@ class ToolStarted(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolEnded(Event):
+    """A tool the agent ran ended."""
+
     TYPE: ClassVar[str] = "tool_end"
     tool: str
     tool_call_id: str | None = None
@@ -303,6 +315,8 @@ class Retry(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Compaction(Event):
+    """The agent compacts its context (a phase of it)."""
+
     TYPE: ClassVar[str] = "compaction"
     phase: str = "start"
     reason: str | None = None
@@ -323,6 +337,8 @@ class AgentEnded(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnparsedLine(Event):
+    """A line of the agent's output that is no event of its format."""
+
     TYPE: ClassVar[str] = "unparsed_line"
     text: str
     reason: str
@@ -330,6 +346,8 @@ class UnparsedLine(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OversizedLine(Event):
+    """A line of the agent's output longer than the cap, kept only in part."""
+
     TYPE: ClassVar[str] = "oversized_line"
     size: int
     #: The raw event type read from the line's first bytes, when there was one.
@@ -338,6 +356,8 @@ class OversizedLine(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StderrLine(Event):
+    """A line the agent wrote to its stderr."""
+
     TYPE: ClassVar[str] = "stderr_line"
     text: str
 
@@ -357,11 +377,15 @@ class AgentWarning(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WrapperEvent(Event):
+    """What the wrapper did, as opposed to what the agent said."""
+
     SOURCE: ClassVar[str] = "wrapper"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spawned(WrapperEvent):
+    """The agent's process was started."""
+
     TYPE: ClassVar[str] = "spawned"
     pid: int
     argv: tuple[str, ...]
@@ -370,6 +394,8 @@ class Spawned(WrapperEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GraceStarted(WrapperEvent):
+    """The agent said it was done: it has this long to exit by itself."""
+
     TYPE: ClassVar[str] = "grace_started"
     seconds: float
     stop_reason: str | None
@@ -379,12 +405,16 @@ class GraceStarted(WrapperEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GraceCancelled(WrapperEvent):
+    """The agent went on after all: the grace is off."""
+
     TYPE: ClassVar[str] = "grace_cancelled"
     reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignalSent(WrapperEvent):
+    """The wrapper signalled the agent's processes."""
+
     TYPE: ClassVar[str] = "signal_sent"
     signal: str
     reason: str
@@ -393,6 +423,8 @@ class SignalSent(WrapperEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Exited(WrapperEvent):
+    """The agent's process ended."""
+
     TYPE: ClassVar[str] = "exited"
     exit_code: int | None
     exit_signal: str | None
@@ -400,6 +432,8 @@ class Exited(WrapperEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HookStarted(WrapperEvent):
+    """A hook handler was started."""
+
     TYPE: ClassVar[str] = "hook_started"
     #: The hook event (``Stop``, ``PostToolUse``, ...).
     event: str
@@ -408,6 +442,8 @@ class HookStarted(WrapperEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HookDecision(WrapperEvent):
+    """What a hook handler answered."""
+
     TYPE: ClassVar[str] = "hook_decision"
     event: str
     handler: str
@@ -487,6 +523,8 @@ class Escalated(WrapperEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EscalationAnswered(WrapperEvent):
+    """An escalated question got its answer."""
+
     TYPE: ClassVar[str] = "escalation_answered"
     id: str
     #: ``text``, ``continue``, ``stop`` or ``timeout``.
@@ -496,6 +534,8 @@ class EscalationAnswered(WrapperEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WarningEvent(WrapperEvent):
+    """Something went wrong that the run goes on despite."""
+
     TYPE: ClassVar[str] = "warning"
     code: str
     message: str
@@ -503,6 +543,8 @@ class WarningEvent(WrapperEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResultWritten(WrapperEvent):
+    """result.json was written (or could not be)."""
+
     TYPE: ClassVar[str] = "result_written"
     path: str | None
     outcome: str

@@ -48,6 +48,8 @@ class Decision(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HandlerResult:
+    """What one hook handler's answer means for the run."""
+
     decision: Decision
     #: The block reason (the next prompt), or the stop message for ``END``.
     reason: str | None = None

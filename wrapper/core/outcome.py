@@ -90,6 +90,8 @@ class ErrorKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class RunError:
+    """What went wrong with a run: its kind and a message for people."""
+
     kind: ErrorKind
     message: str
     #: The provider's HTTP status, when the agent's failed API call reported one.
@@ -136,6 +138,8 @@ CANCELLED_BY_CALLER = "the run's caller cancelled it"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFacts:
+    """What is known of a run when it ends, for ``decide``."""
+
     final: AssistantMessage | None = None
     exit: ProcessExit | None = None
     #: The wrapper signalled the child (cleanup, timeout, interruption).
@@ -175,6 +179,8 @@ class RunFacts:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """A run's outcome, whether it succeeded, its exit status and error."""
+
     outcome: Outcome
     success: bool
     exit_status: int

@@ -35,6 +35,8 @@ REPLY_HANDLER = "reply"
 
 @dataclass(frozen=True, slots=True)
 class Allow:
+    """Let the agent stop, allowed for ``by``."""
+
     by: AllowedBy
 
 
@@ -49,6 +51,8 @@ class Nudge:
 
 @dataclass(frozen=True, slots=True)
 class Escalate:
+    """Ask people ``question`` before the agent may stop."""
+
     question: str | None
 
 
@@ -66,6 +70,8 @@ Action = Allow | Nudge | Escalate | Fail
 
 @dataclass(slots=True, kw_only=True)
 class EscalationRecord:
+    """One escalated question, whom it was sent to and its answer."""
+
     id: str
     at: float
     question: str | None
@@ -88,6 +94,8 @@ class EscalationRecord:
 
 @dataclass(slots=True, kw_only=True)
 class StopPolicy:
+    """What a stop is answered with, and what was answered so far."""
+
     on_stop: str = "allow"
     idle: IdleSettings = field(default_factory=IdleSettings)
     #: The ``complete`` signal that allowed the final stop, as the agent sent it.

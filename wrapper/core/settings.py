@@ -151,6 +151,8 @@ class Handler:
 
 @dataclass(frozen=True, slots=True)
 class MatcherGroup:
+    """Hook handlers with the tool names they are for."""
+
     matcher: str | None
     handlers: tuple[Handler, ...]
 
@@ -189,6 +191,8 @@ class IdleSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
+    """A run's settings: its hooks and the stop gate's rules."""
+
     hooks: Mapping[str, tuple[MatcherGroup, ...]] = field(default_factory=dict)
     retry_on_error: bool = False
     max_retries: int = DEFAULT_MAX_RETRIES

@@ -49,6 +49,8 @@ class AllowedBy(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SteerRecord:
+    """One steer a Stop handler gave the agent."""
+
     #: The attempt that received the steer as its prompt.
     attempt: int
     handler: str
@@ -74,6 +76,8 @@ class Block:
 
 @dataclass(slots=True)
 class Steering:
+    """The steers and retries of a run so far, against their limits."""
+
     max_steers: int
     steers: list[SteerRecord] = field(default_factory=list)
     retries_used: int = 0

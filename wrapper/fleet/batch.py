@@ -101,6 +101,8 @@ class BatchRun:
 
 @dataclass(slots=True)
 class Batch:
+    """The runs of one batch and where they go."""
+
     runs: list[BatchRun]
     runs_dir: Path
     jobs: int

@@ -88,6 +88,8 @@ class ReportRun:
 
 @dataclass(frozen=True, slots=True)
 class SpecInfo:
+    """The spec a batch was run from, as the report names it."""
+
     path: str | None
     sha256: str | None
     lines: int | None

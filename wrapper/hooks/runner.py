@@ -64,6 +64,8 @@ _HEADER_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Z
 
 @dataclass(slots=True)
 class ProcessResult:
+    """What a handler's process did: its exit status and output."""
+
     exit_code: int | None = None
     stdout: bytes = b""
     stderr: bytes = b""

@@ -1,0 +1,34 @@
+"""What a run writes out: its stream's files and live output (``stream``),
+the live view (``pretty``) and the traces it exports (``telemetry``).
+
+A run's traces are looked at here, without importing ``telemetry`` (nor
+OpenTelemetry) unless the environment asks for them: the command line's
+``run`` and ``batch`` share these, and a run loads nothing of ``batch``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+
+def traced_runs(environ: dict[str, str]) -> bool:
+    """Whether runs export traces (looked at without importing anything unless
+    the environment names OpenTelemetry at all)."""
+    if not any(name.startswith("OTEL_") for name in environ):
+        return False
+    from wrapper.sinks import telemetry  # noqa: PLC0415 - only when the environment names it
+
+    return telemetry.enabled(environ)
+
+
+def flush_spans() -> None:
+    """The runs' spans reach the collector, or it is given up on after the
+    flush bound: the process ends with os._exit, which waits for nothing."""
+    telemetry = sys.modules.get("wrapper.sinks.telemetry")
+    if telemetry is not None:
+        # Whoever set OTEL_* to get traces reads stderr, not result.json.
+        for notice in (telemetry.unavailable(), telemetry.flush()):
+            if notice is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    print(f"agent-wrapper: warning: {notice}", file=sys.stderr, flush=True)

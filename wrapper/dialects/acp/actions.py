@@ -29,6 +29,8 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class ToolInfo:
+    """What the client knows of one tool call of the turn."""
+
     tool_call_id: str
     #: The tool's name for ``toolsUsed`` and hook matchers: its ACP ``kind``.
     name: str
@@ -111,6 +113,8 @@ Output = Event | Action
 
 @dataclass(frozen=True, slots=True)
 class AcpOptions:
+    """How the client opens its session: the task, the directory and the rest."""
+
     task: str
     cwd: str
     #: The ``authenticate`` method to use when the agent requires one.

@@ -125,6 +125,8 @@ class Phase(enum.Enum):
 
 @dataclass(slots=True)
 class _Turn:
+    """The turn in progress: its text and tools."""
+
     #: The text of the turn's current message (its last, once the turn is over).
     text: list[str] = field(default_factory=list)
     #: The ``messageId`` of the chunks of that message, when the agent names it.

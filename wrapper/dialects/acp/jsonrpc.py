@@ -58,6 +58,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Notification:
+    """A JSON-RPC notification: a method called without an answer."""
+
     method: str
     params: Any
 

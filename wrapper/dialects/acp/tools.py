@@ -23,6 +23,8 @@ OTHER_TOOL = "other"
 
 @dataclass(slots=True)
 class _Tool:
+    """What is known so far of one tool call."""
+
     kind: str | None = None
     title: str | None = None
     raw_input: Any = None
