@@ -4,6 +4,7 @@ would get back from each tool, against real runs of the fake agent."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -15,9 +16,11 @@ import pytest
 import trio
 
 from tests.conftest import FAKE_PI, agent_env, read_result, write_scenario
+from wrapper.core import registry
 from wrapper.core.jsonout import dumps
 from wrapper.core.limits import MCP_ANSWER_MAX_CHARS
-from wrapper.mcp.registry import Policy, ToolError, open_runs
+from wrapper.mcp.presets import PRESETS
+from wrapper.mcp.registry import KNOWN_PROGRAMS, Policy, ToolError, open_runs
 from wrapper.mcp.tools import Tools
 from wrapper.options import options_from
 
@@ -317,3 +320,33 @@ async def test_closing_aborts_every_run_and_each_writes_its_result(tmp_path: Pat
         result = read_result(run_dir / "result.json")
         assert result["outcome"] == "aborted"
         assert "the server that started it is closing" in result["error"]["message"]
+
+
+async def test_a_stop_signal_aborts_every_run_and_no_more_start(tmp_path: Path) -> None:
+    async with open_runs(policy(tmp_path), options_from) as runs:
+        tools = Tools(runs)
+        started = await tools.start(command=pi(tmp_path, [long_tool()]), task="Long")
+        with trio.fail_after(30):
+            while (await tools.status(run_id=started["run_id"]))["state"] != "running":
+                await trio.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+        waited = await tools.wait(timeout=30)
+        assert waited["ended"][0]["outcome"] == "aborted"
+        with pytest.raises(ToolError, match="was stopped by SIGTERM: it starts no more runs"):
+            await tools.start(command=pi(tmp_path, answer("x"), name="b"), task="T")
+    result = read_result(Path(started["run_dir"]) / "result.json")
+    assert result["outcome"] == "aborted"
+    assert result["exitStatus"] == 128 + signal.SIGTERM
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_each_preset_is_a_command_line_the_wrapper_reads(name: str) -> None:
+    preset = PRESETS[name]
+    for command in (preset.command, preset.live):
+        assert command is not None
+        assert command[0] in KNOWN_PROGRAMS
+        # In the mode its dialect reads: the run is not refused for it.
+        assert registry.detect(command) is not None, command
+        assert registry.lacks_mode(command) is None, command
+    assert preset.posture
+    assert set(preset.describe()) == {"agent", "command", "live_command", "posture"}
