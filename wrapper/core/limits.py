@@ -214,3 +214,61 @@ COMMAND_LINE_SLACK_BYTES = 4096
 #: (``externalSteersOmitted``). A sender that is refused at the limit of
 #: steers may keep trying: the list must not grow with it.
 LISTED_REFUSED_STEERS = 20
+
+# -- A protocol server over runs (the MCP registry) ----------------------------
+
+#: Runs one server supervises at once, unless told otherwise: each is an
+#: agent CLI of a few hundred MB of memory and its own API spend, and a
+#: parent model that loops on ``start`` must be stopped by a number it is
+#: told, not by the machine running out.
+MCP_DEFAULT_MAX_RUNS = 8
+#: The most characters one tool answer may hold: clients put an answer into
+#: the parent model's context whole, and the common clients cut or refuse
+#: tool output past about 25,000 characters (a model's page, not a file).
+MCP_ANSWER_MAX_CHARS = 25_000
+#: A run's final text in ``result`` when the caller says nothing: under the
+#: answer's bound, with room for the other fields of the answer.
+MCP_RESULT_DEFAULT_CHARS = 20_000
+#: The longest ``result`` may be asked to return of a final text: the
+#: answer's bound (the whole text is always in the file beside result.json).
+MCP_RESULT_MAX_CHARS = MCP_ANSWER_MAX_CHARS
+#: How long ``wait`` waits when the caller says nothing: well under the
+#: tool-call timeouts of the clients that do not reset them on progress
+#: (Codex's is 60 s), so a plain call comes back before it is cut.
+MCP_WAIT_DEFAULT = 30.0
+#: The longest one ``wait`` may be asked for: a client that resets its
+#: timeout on progress keeps the call open, and five minutes still lets the
+#: parent look at what its subagents did, and steer them, between waits.
+MCP_WAIT_MAX = 300.0
+#: How often a ``wait`` reports progress while it waits: well inside the
+#: 10 s the clients that reset their tool timeout on progress expect.
+MCP_WAIT_PROGRESS_EVERY = 5.0
+#: Events one ``events`` call returns at most: enough to follow a run a page
+#: at a time, few enough to stay inside the answer's bound.
+MCP_EVENTS_MAX = 200
+#: Runs ``list`` names when the caller says nothing.
+MCP_LIST_DEFAULT = 50
+#: The most ``list`` names in one answer (a run's entry is ~300 characters:
+#: this stays inside the answer's bound).
+MCP_LIST_MAX = 60
+#: How long ``steer`` waits for its receipt: the ``steer`` command's wait.
+MCP_STEER_WAIT = 30.0
+#: How long ``abort`` waits for the run to end: the ``abort`` command's wait
+#: (a run ends within its kill bounds, 10 s by default, well inside it).
+MCP_ABORT_WAIT = 30.0
+#: How long a steer sent right after ``start`` waits for the run's first
+#: attempt to be under way before it is taken as the run's control takes
+#: one between attempts (spawning an agent takes well under a second).
+MCP_STEER_READY_WAIT = 5.0
+#: How much of a text field (an error's message, a question, an event's
+#: text) one answer quotes: a paragraph a model can act on; the rest is in
+#: the run's files.
+MCP_QUOTE_CHARS = 2000
+#: How much of a run's final text ``wait`` shows of each run that ended:
+#: enough to decide whether to ask for the ``result``.
+MCP_PREVIEW_CHARS = 500
+#: When the registry closes, how long it waits for its runs to end after
+#: aborting them before it cancels them (a cancelled run still ends its
+#: agent's tree and writes result.json): beyond every run's kill bounds
+#: (grace + kill-after, 10 s by default), so an ordinary run ends on its own.
+MCP_CLOSE_WAIT = 30.0

@@ -12,8 +12,9 @@ import bisect
 import itertools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -280,6 +281,12 @@ class StatusWriter:
             return
         self._last = now
         self._dirty = False
+
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        """status.json as it stands in memory, written or still held (read
+        only: a reader in the run's process need not wait for the file)."""
+        return MappingProxyType(self._fields)
 
     @property
     def next_write(self) -> float:
