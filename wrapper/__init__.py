@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import importlib
 
-from wrapper.core.version import VERSION as __version__
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers see of the lazy names below
     from wrapper.api import RunErrorInfo, RunOutcome, RunResult, abort, run, run_async, steer
@@ -23,6 +21,7 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names below
     )
     from wrapper.core.framing import LineFramer
     from wrapper.core.outcome import ErrorKind, Outcome, RunFacts, Verdict, decide
+    from wrapper.core.version import VERSION as __version__
     from wrapper.files.transcript import last_assistant_message
     from wrapper.supervision.prepare import RunUsageError
 
@@ -81,6 +80,13 @@ __all__ = [  # noqa: RUF022 - the version first, then the lazy names as listed a
 
 
 def __getattr__(name: str) -> object:
+    if name == "__version__":
+        # Lazy too: the fake agent imports the registry with a plain python3,
+        # and nothing of the package but the registry is loaded for it.
+        from wrapper.core.version import VERSION  # noqa: PLC0415
+
+        globals()[name] = VERSION
+        return VERSION
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'wrapper' has no attribute {name!r}")
