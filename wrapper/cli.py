@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
         "signal still says so",
     )
     options.add_run_options(batch, one_run=False)
+    from wrapper.mcp_command import add_parser as add_mcp_parser
+
+    add_mcp_parser(sub)
     report = sub.add_parser(
         "report",
         help="write one HTML page of a batch, of several shards or of a merged batch.json",
@@ -418,6 +421,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return batch_main(args)
         except BatchUsageError as exc:
+            _usage_error(str(exc))
+    if args.subcommand == "mcp":
+        from wrapper.mcp_command import McpUsageError, mcp_main
+
+        try:
+            return mcp_main(args)
+        except McpUsageError as exc:
             _usage_error(str(exc))
     if args.subcommand == "report":
         from wrapper.fleet.report_input import report_main

@@ -260,6 +260,17 @@ MCP_ABORT_WAIT = 30.0
 #: attempt to be under way before it is taken as the run's control takes
 #: one between attempts (spawning an agent takes well under a second).
 MCP_STEER_READY_WAIT = 5.0
+#: The longest message the MCP server reads from its client: a steer's
+#: text at its most (``STEER_MAX_BYTES``) with every byte escaped in JSON
+#: (six characters for a control byte), and room for the request around it.
+MCP_REQUEST_MAX_BYTES = 6 * STEER_MAX_BYTES + 64 * 1024
+#: How long ``start`` waits for the agent to be spawned before it answers:
+#: an agent that cannot be started is then a tool error, not a run found
+#: failed later, and spawning takes milliseconds, well inside the half
+#: second a ``start`` may take.
+MCP_START_SETTLE = 0.3
+#: How often ``start`` looks whether the agent is spawned meanwhile.
+MCP_START_POLL = 0.01
 #: How much of a text field (an error's message, a question, an event's
 #: text) one answer quotes: a paragraph a model can act on; the rest is in
 #: the run's files.

@@ -125,8 +125,9 @@ class Runs:
         self.entries: dict[str, Entry] = {}
         #: Set once the registry is closing (or a stop signal came): no more starts.
         self.closing: str | None = None
-        #: The first stop signal the process received.
+        #: The first stop signal the process received, and when it came.
         self.stopped_by: signal.Signals | None = None
+        self.stopped = trio.Event()
 
     # -- finding runs -------------------------------------------------------------
 
@@ -325,6 +326,7 @@ class Runs:
         if self.stopped_by is None:
             self.stopped_by = sig
             self.closing = f"was stopped by {sig.name}"
+            self.stopped.set()
         return [entry.run for entry in self.going()]
 
     async def close(self) -> None:

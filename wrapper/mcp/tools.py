@@ -28,6 +28,8 @@ from wrapper.core.limits import (
     MCP_QUOTE_CHARS,
     MCP_RESULT_DEFAULT_CHARS,
     MCP_RESULT_MAX_CHARS,
+    MCP_START_POLL,
+    MCP_START_SETTLE,
     MCP_STEER_READY_WAIT,
     MCP_STEER_WAIT,
     MCP_WAIT_DEFAULT,
@@ -48,7 +50,7 @@ Progress = Callable[[float, str], Awaitable[None]]
 #: The file beside result.json that holds a run's whole final text.
 FINAL_TEXT_FILE = "final.txt"
 
-_ON_STOP = ("allow", "signal", "idle", "escalate")
+ON_STOP = ("allow", "signal", "idle", "escalate")
 
 
 def _quote(text: object, limit: int = MCP_QUOTE_CHARS) -> str | None:
@@ -120,12 +122,23 @@ class Tools:
         if max_steers is not None:
             options["max_steers"] = _count("max_steers", max_steers, low=0, high=1000)
         if on_stop is not None:
-            if on_stop not in _ON_STOP:
-                raise ToolError(f"on_stop must be one of {', '.join(_ON_STOP)}, not {on_stop!r}")
+            if on_stop not in ON_STOP:
+                raise ToolError(f"on_stop must be one of {', '.join(ON_STOP)}, not {on_stop!r}")
             options["on_stop"] = on_stop
         if settings is not None:
             options["settings"] = settings
         entry = self.runs.start(argv, task=task, label=label, cwd=cwd, options=options)
+        # Until the agent is spawned (or could not be): a program that will
+        # not start is told to the caller now, as a refusal it can act on.
+        with trio.move_on_after(MCP_START_SETTLE):
+            while entry.run.status.fields.get("pid") is None and not entry.ended:
+                await trio.sleep(MCP_START_POLL)
+        error = (entry.result or {}).get("error")
+        if entry.ended and isinstance(error, Mapping) and error.get("kind") == "spawn_failed":
+            raise ToolError(
+                f"the agent could not be started ({_quote(error.get('message'))}); its run "
+                f"{entry.run_id} ended: check the command, or start another agent"
+            )
         return {"run_id": entry.run_id, "run_dir": str(entry.run_dir), "state": _state(entry)}
 
     # -- wait ---------------------------------------------------------------------
@@ -371,14 +384,7 @@ class Tools:
                 f"look in {entry.run_dir}"
             )
         final = result.get("finalText")
-        path: Path | None = None
-        if isinstance(final, str):
-            path = entry.run_dir / FINAL_TEXT_FILE
-            if not path.exists():
-                try:
-                    await trio.to_thread.run_sync(atomic_write, path, final.encode())
-                except OSError as exc:
-                    raise ToolError(f"could not write {path}: {exc}") from None
+        path = await self.final_text_file(entry)
         error = result.get("error")
         usage = result.get("usage")
         artifacts = result.get("artifacts") or {}
@@ -396,9 +402,31 @@ class Tools:
             "final_text_path": None if path is None else str(path),
             "usage": usage,
             "cost_usd": usage.get("costUsd") if isinstance(usage, Mapping) else None,
-            "steers": len(result.get("steers") or ()),
+            # Every steer the agent was given: its Stop hooks' and policies',
+            # and those from outside (this server's steer among them).
+            "steers": _count_of(result, "steerCount") + _count_of(result, "externalSteerCount"),
             "result_path": artifacts.get("result") or str(entry.prepared.config.result_path),
         }
+
+    async def final_text_file(self, entry: Entry) -> Path | None:
+        """The file that holds the run's whole final text (written the first
+        time it is asked for), or None when the run has none (yet)."""
+        final = (entry.result or {}).get("finalText")
+        if not entry.ended or not isinstance(final, str):
+            return None
+        path = entry.run_dir / FINAL_TEXT_FILE
+        if not path.exists():
+            data = final.encode("utf-8", errors="replace")
+            try:
+                await trio.to_thread.run_sync(atomic_write, path, data)
+            except OSError as exc:
+                raise ToolError(f"could not write {path}: {exc}") from None
+        return path
+
+
+def _count_of(result: Mapping[str, Any], key: str) -> int:
+    value = result.get(key)
+    return value if isinstance(value, int) else 0
 
 
 def _state(entry: Entry) -> str:

@@ -6,7 +6,7 @@ runner started and holds the pid of, becomes the guardian; the child, the
 worker, parses the command line, does the run and starts the agent below
 itself. Before it creates anything of the run it announces the run (id,
 directory, result path) to the guardian on a pipe and leaves the
-guardian's process group for one of its own (``announce``). A batch is
+guardian's process group for one of its own (``announce``). A batch (and the MCP server) is
 guarded the same way: its worker announces each run as it starts it, and
 what the guardian does at the worker's death it does for every run
 announced.
@@ -114,7 +114,7 @@ def fork_for_run(argv: list[str] | None = None) -> None:
     """
     global _guardian_pid, _guardian_pgid, _announce_fd  # properties of the whole process
     args = sys.argv if argv is None else argv
-    if _guardian_pid is not None or args[1:2] not in (["run"], ["batch"]):
+    if _guardian_pid is not None or args[1:2] not in (["run"], ["batch"], ["mcp"]):
         return
     me = os.getpid()
     try:

@@ -1,0 +1,334 @@
+"""``agent-wrapper mcp`` as an MCP client sees it: the server started as a
+client starts it (a process on stdin/stdout), spoken to with the MCP SDK's
+own client, and, for its life cycle, with plain JSON-RPC lines (a client
+that closes stdin, a signal while stdin is still open)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import trio
+
+from tests.conftest import FAKE_PI, ROOT, agent_env, read_result, write_scenario
+from wrapper.core.limits import MCP_ANSWER_MAX_CHARS, MCP_RESULT_DEFAULT_CHARS
+
+mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+WRAPPER = [sys.executable, "-m", "wrapper"]
+END: list[dict[str, Any]] = [{"agent_end": {"willRetry": False}}, {"agent_settled": {}}]
+
+
+def answer(text: str) -> list[dict[str, Any]]:
+    return [{"assistant": {"text": text, "stopReason": "stop"}}, *END]
+
+
+def long_tool(seconds: float = 60) -> list[dict[str, Any]]:
+    return [{"tool": {"name": "bash", "duration": seconds, "result": "built"}}, *answer("Built.")]
+
+
+def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    path = f"{FAKE_PI.parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    return agent_env(tmp_path, HOME=str(home), PATH=path, PYTHONPATH=str(ROOT), **extra)
+
+
+def pi(tmp_path: Path, steps: Sequence[dict[str, Any]], name: str = "s") -> list[str]:
+    folder = tmp_path / name
+    folder.mkdir()
+    return ["pi", "--mode", "json", "-p", "--scenario", str(write_scenario(folder, steps))]
+
+
+@asynccontextmanager
+async def client(
+    tmp_path: Path, *options: str, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=WRAPPER[0],
+        args=[*WRAPPER[1:], "mcp", *options],
+        env=env or environment(tmp_path),
+        cwd=str(tmp_path),
+    )
+    with (tmp_path / "server-stderr.txt").open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+async def call(session: ClientSession, name: str, **arguments: Any) -> dict[str, Any]:
+    """A tool's structured answer, checked as a client checks it: against
+    the output schema the tool lists, with a text that says the same."""
+    result = await session.call_tool(name, arguments)
+    assert not result.is_error, result.content
+    answer = result.structured_content
+    assert isinstance(answer, dict)
+    tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    jsonschema.validate(answer, tools[name].output_schema)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert json.loads(text.split("\n", 1)[1]) == answer
+    assert len(text) <= MCP_ANSWER_MAX_CHARS + 500
+    return answer
+
+
+async def refused(session: ClientSession, name: str, **arguments: Any) -> str:
+    result = await session.call_tool(name, arguments)
+    assert result.is_error
+    text: str = result.content[0].text  # type: ignore[union-attr]
+    return text
+
+
+async def test_the_tools_a_client_lists(tmp_path: Path) -> None:
+    async with client(tmp_path) as session:
+        tools = (await session.list_tools()).tools
+        assert [tool.name for tool in tools] == [
+            *("start", "wait", "status", "events", "steer", "reply", "abort", "result", "list"),
+        ]
+        for tool in tools:
+            assert len(tool.description or "") > 30
+            jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+            assert tool.output_schema is not None
+            jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+        start = next(tool for tool in tools if tool.name == "start")
+        assert start.input_schema["required"] == ["task"]
+        assert "pi" in start.input_schema["properties"]["agent"]["enum"]
+
+
+async def test_start_wait_with_progress_result_and_the_resource(tmp_path: Path) -> None:
+    big = "".join(f"line {n}: the report goes on\n" for n in range(200_000))  # 5.6 MB
+    async with client(tmp_path) as session:
+        started = time.monotonic()
+        # Two deltas: the fake's pi repeats the message so far in each one.
+        steps = [{"assistant": {"text": big, "stopReason": "stop", "deltas": 2}}, *END]
+        run = await call(session, "start", command=pi(tmp_path, steps), task="Report")
+        assert time.monotonic() - started < 5  # returns at once (the bound only catches hangs)
+        assert run["state"] in ("starting", "running")
+        ended = await call(session, "wait", run_ids=[run["run_id"]], timeout=60)
+        assert not ended["timed_out"]
+        assert [r["outcome"] for r in ended["ended"]] == ["ok"]
+        result = await call(session, "result", run_id=run["run_id"])
+        assert result["outcome"] == "ok"
+        assert result["final_text"] == big[:MCP_RESULT_DEFAULT_CHARS]
+        assert result["final_text_truncated"]
+        assert Path(result["final_text_path"]).read_text() == big
+        assert Path(result["result_path"]).is_file()
+        uri = f"agent-wrapper://runs/{run['run_id']}/final.txt"
+        listed = await session.list_resources()
+        assert [str(r.uri) for r in listed.resources] == [uri]
+        read = await session.read_resource(uri)
+        assert read.contents[0].text == big  # type: ignore[union-attr]
+
+
+async def test_wait_sends_progress_while_it_waits(tmp_path: Path) -> None:
+    seen: list[tuple[float, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append((done, message))
+
+    async with client(tmp_path) as session:
+        run = await call(session, "start", command=pi(tmp_path, long_tool(7)), task="Build")
+        result = await session.call_tool(
+            "wait", {"run_ids": [run["run_id"]], "timeout": 60}, progress_callback=progress
+        )
+        assert result.structured_content["ended"][0]["outcome"] == "ok"  # type: ignore[index]
+    assert seen, "no progress notification during a 7 s wait"
+    assert seen[0][1] == "1 of 1 runs still going"
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+async def test_status_events_steer_abort_and_list(tmp_path: Path) -> None:
+    async with client(tmp_path, "--steer-timeout", "0.3") as session:
+        run = await call(
+            session, "start", command=pi(tmp_path, long_tool()), task="Build", label="builder"
+        )
+        run_id = run["run_id"]
+        with trio.fail_after(30):
+            while (status := await call(session, "status", run_id=run_id))["current_tool"] is None:
+                await trio.sleep(0.1)
+        assert status["state"] == "running"
+        assert status["label"] == "builder"
+        # The run's events reach its events.jsonl within a second, tool under way.
+        with trio.fail_after(10):
+            while not any(
+                event.get("type") == "tool_start"
+                for event in (await call(session, "events", run_id=run_id))["events"]
+            ):
+                await trio.sleep(0.2)
+        receipt = await call(session, "steer", run_id=run_id, text="Stop building, ship it")
+        assert receipt["state"] in ("delivered", "sent")
+        aborted = await call(session, "abort", run_id=run_id, reason="enough")
+        assert aborted == {**aborted, "state": "ended", "outcome": "aborted"}
+        listed = await call(session, "list")
+        assert [(r["run_id"], r["state"]) for r in listed["runs"]] == [(run_id, "finished")]
+        result = await call(session, "result", run_id=run_id)
+        assert result["outcome"] == "aborted"
+        assert result["steers"] == 1
+
+
+async def test_refusals_are_tool_errors_a_model_can_act_on(tmp_path: Path) -> None:
+    settings = tmp_path / "hooks.json"
+    settings.write_text("{}")
+    env = environment(tmp_path)
+    async with client(tmp_path, "--max-runs", "1", env=env) as session:
+        said = await refused(session, "start", command=["rm", "-rf", "/"], task="x")
+        assert "--allow rm" in said
+        said = await refused(session, "start", agent="nope", task="x")
+        assert "the agents are pi, claude" in said
+        said = await refused(
+            session, "start", command=pi(tmp_path, answer("x")), task="x", settings=str(settings)
+        )
+        assert "--allow-settings" in said
+        said = await refused(session, "start", command=["pi"], task="x", cwd="/")
+        assert "--allow-cwd /" in said
+        said = await refused(session, "start", task="x", agent="pi", colour="blue")
+        assert "start takes no argument 'colour'" in said
+        said = await refused(session, "wait", timeout="soon")
+        assert "timeout must be number" in said
+        said = await refused(session, "result", run_id="no-such-run")
+        assert "no-such-run" in said
+        await call(session, "start", command=pi(tmp_path, long_tool(), "a"), task="x")
+        said = await refused(session, "start", command=pi(tmp_path, answer("x"), "b"), task="x")
+        assert "--max-runs 1" in said
+        await call(session, "abort", run_id=(await call(session, "list"))["runs"][0]["run_id"])
+
+
+async def test_a_program_that_cannot_start_is_a_tool_error(tmp_path: Path) -> None:
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\n")
+    async with client(tmp_path, "--allow", str(script)) as session:
+        said = await refused(session, "start", command=[str(script)], task="x")
+        assert "could not be started" in said
+
+
+async def test_a_start_past_the_depth_is_refused(tmp_path: Path) -> None:
+    env = environment(tmp_path, AGENT_WRAPPER_DEPTH="3")
+    async with client(tmp_path, env=env) as session:
+        said = await refused(session, "start", command=pi(tmp_path, answer("x")), task="x")
+        assert "nested 4 deep" in said
+
+
+# -- the server's life ----------------------------------------------------------
+
+
+class RawClient:
+    """The server as a process, spoken to in JSON-RPC lines."""
+
+    def __init__(self, tmp_path: Path, *options: str) -> None:
+        self.process = subprocess.Popen(
+            [*WRAPPER, "mcp", *options],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=(tmp_path / "server-stderr.txt").open("w"),
+            env=environment(tmp_path),
+            cwd=tmp_path,
+        )
+        self.next_id = 0
+        self.request("initialize", protocolVersion="2025-06-18", capabilities={},
+                     clientInfo={"name": "test", "version": "1"})  # fmt: skip
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def request(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert self.process.stdout is not None
+        while True:
+            line = self.process.stdout.readline()
+            assert line, "the server closed stdout"
+            message = json.loads(line)
+            if message.get("id") == self.next_id:
+                result: dict[str, Any] = message["result"]
+                return result
+
+    def start(self, tmp_path: Path, name: str) -> dict[str, Any]:
+        arguments = {"command": pi(tmp_path, long_tool(), name), "task": "Build"}
+        answer = self.request("tools/call", name="start", arguments=arguments)
+        started: dict[str, Any] = answer["structuredContent"]
+        return started
+
+
+def aborted_result(run: dict[str, Any]) -> dict[str, Any]:
+    result = read_result(Path(run["run_dir"]) / "result.json")
+    assert result["outcome"] == "aborted"
+    return result
+
+
+def test_closing_stdin_aborts_every_run_and_the_server_exits(tmp_path: Path) -> None:
+    server = RawClient(tmp_path)
+    runs = [server.start(tmp_path, name) for name in ("a", "b")]
+    assert server.process.stdin is not None
+    server.process.stdin.close()
+    # Each run ends within its kill bounds (3 s by default); the bound catches hangs.
+    assert server.process.wait(timeout=30) == 0
+    for run in runs:
+        aborted_result(run)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_stop_signal_with_stdin_open_aborts_every_run(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    server = RawClient(tmp_path)
+    run = server.start(tmp_path, "a")
+    began = time.monotonic()
+    server.process.send_signal(sig)
+    assert server.process.wait(timeout=30) == 128 + sig
+    # Not held up by stdin, which is still open: within the run's kill bounds.
+    assert time.monotonic() - began < 15
+    result = aborted_result(run)
+    assert sig.name in json.dumps(result)
+
+
+def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None; "
+        "from wrapper.cli import main; sys.exit(main(['mcp']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=tmp_path,
+        env=environment(tmp_path), stdin=subprocess.DEVNULL, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "pip install 'agent-wrapper[mcp]'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "why"),
+    [
+        (["--output", "jsonl"], "stdout is the protocol"),
+        (["--run-dir", "x"], "RUNS_DIR/RUN_ID"),
+        (["--task", "x"], "each start gives its own task"),
+        (["--label", "x"], "each start gives its own label"),
+        (["--allow-settings", "no-such-dir"], "not a directory"),
+    ],
+)
+def test_options_a_server_cannot_take_are_usage_errors(
+    tmp_path: Path, option: list[str], why: str
+) -> None:
+    done = subprocess.run(
+        [*WRAPPER, "mcp", *option], check=False, capture_output=True, text=True, cwd=tmp_path,
+        env=environment(tmp_path), stdin=subprocess.DEVNULL, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert why in done.stderr

@@ -1,0 +1,242 @@
+"""The MCP server itself: the one module that imports the MCP SDK (the
+``mcp`` extra), the glue between its protocol and the tools.
+
+The SDK's low-level server answers the protocol (the handshake, versions
+as it negotiates them, listing, calls); this module hands it the catalog's
+tools (a call's answer as structured content and text, a refusal as a tool
+error, ``wait``'s progress as progress notifications), each finished run's
+final text as a resource, and its own stdin and stdout: lines read and
+written on trio's file-descriptor streams, which a stop signal can cancel
+at once (the SDK's own reads stdin in a worker thread, which nothing can
+interrupt: shutting down would wait for the client to close stdin). While
+it serves, the process's fd 0 reads the null device and fd 1 writes to
+stderr, so nothing else in the process (or a child given them) reaches the
+protocol.
+
+``serve`` is the server's life: the registry open, the protocol served
+until the client closes stdin or a stop signal comes, then every run still
+going aborted, each ending within its kill bounds with its result.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from typing import Any, cast
+
+import mcp_types as types
+import trio
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from wrapper.core.limits import MCP_REQUEST_MAX_BYTES
+from wrapper.core.version import VERSION
+from wrapper.mcp import catalog
+from wrapper.mcp.registry import OptionsFrom, Policy, Runs, ToolError, open_runs
+from wrapper.mcp.tools import FINAL_TEXT_FILE, Tools
+
+#: A finished run's whole final text, as a resource.
+FINAL_TEXT_URI = "agent-wrapper://runs/{run_id}/" + FINAL_TEXT_FILE
+
+_READ_CHUNK = 65536
+
+
+class _Lines:
+    """The client's messages, a line at a time, from a file descriptor. A
+    line past ``MCP_REQUEST_MAX_BYTES`` is dropped whole and handed on as a
+    line that is not JSON, so the client is told of it and the next is read."""
+
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self._stream = stream
+        self._buffer = bytearray()
+        self._dropping = False
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                if self._dropping:
+                    self._dropping = False
+                    return "a message too long for this server"
+                return line.decode("utf-8", errors="replace")
+            if len(self._buffer) > MCP_REQUEST_MAX_BYTES:
+                self._buffer.clear()
+                self._dropping = True
+            chunk = await self._stream.receive_some(_READ_CHUNK)
+            if not chunk:
+                if self._buffer and not self._dropping:
+                    line = bytes(self._buffer)
+                    self._buffer.clear()
+                    return line.decode("utf-8", errors="replace")
+                raise StopAsyncIteration
+            self._buffer += chunk
+
+
+class _Out:
+    """The server's messages to the client, on a file descriptor."""
+
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self._stream = stream
+        self._lock = trio.Lock()
+
+    async def write(self, text: str) -> None:
+        async with self._lock:
+            await self._stream.send_all(text.encode("utf-8", errors="replace"))
+
+    async def flush(self) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def _own_stdio() -> Iterator[tuple[_Lines, _Out]]:
+    """The protocol's stdin and stdout on private descriptors; fd 0 reads
+    the null device and fd 1 writes to stderr meanwhile. Both are put back
+    as they were (blocking or not) at the end."""
+    saved = []
+    streams = []
+    try:
+        for fd, diversion in ((0, os.devnull), (1, None)):
+            private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            saved.append((fd, private, fcntl.fcntl(private, fcntl.F_GETFL)))
+            if diversion is not None:
+                target = os.open(diversion, os.O_RDONLY)
+                os.dup2(target, fd)
+                os.close(target)
+            else:
+                os.dup2(2, fd)
+            streams.append(trio.lowlevel.FdStream(os.dup(private)))
+        yield _Lines(streams[0]), _Out(streams[1])
+    finally:
+        for fd, private, flags in saved:
+            # trio's streams made the shared file description non-blocking.
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(private, fcntl.F_SETFL, flags)
+                os.dup2(private, fd)
+                os.close(private)
+
+
+def _server(tools: Tools) -> Server[Any]:
+    async def list_tools(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.input_schema,
+                    output_schema=tool.output_schema,
+                )
+                for tool in catalog.TOOLS.values()
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        async def progress(elapsed: float, message: str) -> None:
+            await ctx.session.report_progress(elapsed, None, message)
+
+        try:
+            answer, text = await catalog.call(tools, params.name, params.arguments, progress)
+        except ToolError as refused:
+            return types.CallToolResult(
+                content=[types.TextContent(text=refused.message)], is_error=True
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)], structured_content=answer
+        )
+
+    async def list_resources(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        resources = []
+        for entry in tools.runs.entries.values():
+            final = (entry.result or {}).get("finalText")
+            if entry.ended and isinstance(final, str):
+                resources.append(
+                    types.Resource(
+                        uri=FINAL_TEXT_URI.format(run_id=entry.run_id),
+                        name=f"{entry.run_id} final text",
+                        mime_type="text/plain",
+                        size=len(final.encode("utf-8", errors="replace")),
+                    )
+                )
+        return types.ListResourcesResult(resources=resources)
+
+    async def list_templates(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=FINAL_TEXT_URI,
+                    name="a run's whole final text",
+                    mime_type="text/plain",
+                )
+            ]
+        )
+
+    async def read_resource(
+        ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        prefix, _, rest = uri.partition("agent-wrapper://runs/")
+        run_id, _, name = rest.partition("/")
+        if prefix or name != FINAL_TEXT_FILE:
+            raise _not_found(f"no resource {uri}: this server has {FINAL_TEXT_URI}")
+        try:
+            path = await tools.final_text_file(tools.runs.get(run_id))
+        except ToolError as refused:
+            raise _not_found(refused.message) from None
+        if path is None:
+            raise _not_found(f"run {run_id} has no final text")
+        text = await trio.Path(path).read_text(encoding="utf-8", errors="replace")
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
+        )
+
+    return Server(
+        "agent-wrapper",
+        version=VERSION,
+        instructions=catalog.INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+    )
+
+
+def _not_found(message: str) -> Exception:
+    return MCPError(code=types.INVALID_PARAMS, message=message)
+
+
+async def serve(policy: Policy, options_from: OptionsFrom) -> int:
+    """Serve MCP on stdin and stdout until the client closes stdin (0) or a
+    stop signal comes (128 + its number); every run still going is then
+    aborted and has written its result.json."""
+    async with open_runs(policy, options_from) as runs:
+        tools = Tools(runs)
+        server = _server(tools)
+        with _own_stdio() as (lines, out):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_cancel_when_stopped, runs, nursery.cancel_scope)
+                async with stdio_server(stdin=cast(Any, lines), stdout=cast(Any, out)) as (
+                    read,
+                    write,
+                ):
+                    await server.run(read, write, server.create_initialization_options())
+                nursery.cancel_scope.cancel()
+    return 0 if runs.stopped_by is None else 128 + runs.stopped_by
+
+
+async def _cancel_when_stopped(runs: Runs, scope: trio.CancelScope) -> None:
+    await runs.stopped.wait()
+    scope.cancel()
