@@ -139,15 +139,14 @@ async def test_start_wait_with_progress_result_and_the_resource(tmp_path: Path) 
 async def test_wait_sends_progress_while_it_waits(tmp_path: Path) -> None:
     seen: list[tuple[float, str | None]] = []
 
-    async def progress(done: float, total: float | None, message: str | None) -> None:
-        seen.append((done, message))
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
 
     async with client(tmp_path) as session:
         run = await call(session, "start", command=pi(tmp_path, long_tool(7)), task="Build")
-        result = await session.call_tool(
-            "wait", {"run_ids": [run["run_id"]], "timeout": 60}, progress_callback=progress
-        )
-        assert result.structured_content["ended"][0]["outcome"] == "ok"  # type: ignore[index]
+        arguments: dict[str, Any] = {"run_ids": [run["run_id"]], "timeout": 60}
+        result = await session.call_tool("wait", arguments, progress_callback=progress)
+        assert result.structured_content["ended"][0]["outcome"] == "ok"
     assert seen, "no progress notification during a 7 s wait"
     assert seen[0][1] == "1 of 1 runs still going"
     assert [done for done, _ in seen] == sorted(done for done, _ in seen)
