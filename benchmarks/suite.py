@@ -24,6 +24,7 @@ from benchmarks import procs
 from benchmarks.batchbench import batch_section
 from benchmarks.fleetbench import fleet_section
 from benchmarks.idle import idle
+from benchmarks.mcpbench import mcp_section
 from benchmarks.procs import Measured, median
 from benchmarks.report import Row, Verdict
 from benchmarks.steerbench import steer_section
@@ -675,4 +676,5 @@ SECTIONS: dict[str, Callable[[Bench], list[Row]]] = {
     "batch": batch_section,
     "fleet": fleet_section,
     "steer": steer_section,
+    "mcp": mcp_section,
 }
