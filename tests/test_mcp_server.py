@@ -48,10 +48,17 @@ def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
     return agent_env(tmp_path, HOME=str(home), PATH=path, PYTHONPATH=str(ROOT), **extra)
 
 
-def pi(tmp_path: Path, steps: Sequence[dict[str, Any]], name: str = "s") -> list[str]:
+def pi(
+    tmp_path: Path,
+    steps: Sequence[dict[str, Any]],
+    name: str = "s",
+    resumes: Sequence[Sequence[dict[str, Any]]] = (),
+) -> list[str]:
     folder = tmp_path / name
     folder.mkdir()
-    return ["pi", "--mode", "json", "-p", "--scenario", str(write_scenario(folder, steps))]
+    extra = {"resumes": [list(r) for r in resumes]} if resumes else {}
+    scenario = write_scenario(folder, steps, **extra)
+    return ["pi", "--mode", "json", "-p", "--scenario", str(scenario)]
 
 
 @asynccontextmanager
@@ -179,6 +186,32 @@ async def test_status_events_steer_abort_and_list(tmp_path: Path) -> None:
         result = await call(session, "result", run_id=run_id)
         assert result["outcome"] == "aborted"
         assert result["steers"] == 1
+
+
+async def test_a_question_the_subagent_asks_is_answered_with_reply(tmp_path: Path) -> None:
+    async with client(tmp_path) as session:
+        command = pi(tmp_path, answer("Drop the old API too?"), resumes=[answer("Dropped it.")])
+        run = await call(session, "start", command=command, task="Refactor", on_stop="escalate")
+        run_id = run["run_id"]
+        with trio.fail_after(30):
+            while (status := await call(session, "status", run_id=run_id))["state"] != "waiting":
+                await trio.sleep(0.1)
+        assert status["question"] == "Drop the old API too?"
+        said = await refused(session, "reply", run_id=run_id, text="Yes", stop=True)
+        assert "exactly one of text, continue or stop" in said
+        replied = await call(session, "reply", run_id=run_id, text="Yes, drop it")
+        assert replied["answered"] == "text"
+        with trio.fail_after(30):
+            while (await call(session, "status", run_id=run_id))["question"] != "Dropped it.":
+                await trio.sleep(0.1)
+        assert (await call(session, "reply", run_id=run_id, stop=True))["answered"] == "stop"
+        await call(session, "wait", run_ids=[run_id], timeout=60)
+        result = await call(session, "result", run_id=run_id)
+        assert (result["outcome"], result["final_text"], result["steers"]) == (
+            "ok",
+            "Dropped it.",
+            1,
+        )
 
 
 async def test_refusals_are_tool_errors_a_model_can_act_on(tmp_path: Path) -> None:
