@@ -332,6 +332,19 @@ def test_a_stop_signal_with_stdin_open_aborts_every_run(
     assert sig.name in json.dumps(result)
 
 
+def test_a_sigkilled_server_leaves_each_run_the_guardians_result(tmp_path: Path) -> None:
+    server = RawClient(tmp_path)
+    runs = [server.start(tmp_path, name) for name in ("a", "b")]
+    # The process a client starts is the guardian; the server works below it.
+    children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
+    [worker] = [int(pid) for pid in children.read_text().split()]
+    os.kill(worker, signal.SIGKILL)
+    assert server.process.wait(timeout=30) == 128 + signal.SIGKILL
+    for run in runs:
+        result = read_result(Path(run["run_dir"]) / "result.json")
+        assert (result["outcome"], result["error"]["kind"]) == ("aborted", "wrapper_killed")
+
+
 def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['mcp'] = None; "
