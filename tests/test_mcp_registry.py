@@ -350,3 +350,28 @@ def test_each_preset_is_a_command_line_the_wrapper_reads(name: str) -> None:
         assert registry.lacks_mode(command) is None, command
     assert preset.posture
     assert set(preset.describe()) == {"agent", "command", "live_command", "posture"}
+
+
+def test_events_are_read_a_page_at_a_time_from_where_the_last_page_ended(tmp_path: Path) -> None:
+    from wrapper.mcp.tools import _read_events
+
+    path = tmp_path / "events.jsonl"
+    lines = [{"seq": n, "type": "tool_start", "name": f"t{n}"} for n in range(1, 501)]
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    # A line still being written is not read, nor passed over.
+    with path.open("ab") as file:
+        file.write(b'{"seq": 501, "type": "tool_')
+    seen: list[int] = []
+    since, cursor, more = 0, (0, 0), True
+    while more:
+        events, since, more, cursor = _read_events(path, since, 200, cursor)
+        seen += [event["seq"] for event in events]
+    assert seen == list(range(1, 501))
+    assert cursor == (500, path.stat().st_size - len(b'{"seq": 501, "type": "tool_'))
+    # Asked again from an earlier place, it reads from the start.
+    events, _, _, _ = _read_events(path, 10, 5, cursor)
+    assert [event["seq"] for event in events] == [11, 12, 13, 14, 15]
+    with path.open("ab") as file:
+        file.write(b'end"}\n')
+    events, since, more, cursor = _read_events(path, since, 200, cursor)
+    assert ([event["seq"] for event in events], since, more) == ([501], 501, False)

@@ -104,6 +104,9 @@ class Entry:
     result: dict[str, Any] | None = None
     #: What went wrong in the wrapper itself, when the run raised.
     failure: str | None = None
+    #: Where the last ``events`` call stopped reading events.jsonl: the seq
+    #: of the last event read and the offset of the line after it.
+    events_cursor: tuple[int, int] = (0, 0)
 
     @property
     def run_dir(self) -> Path:

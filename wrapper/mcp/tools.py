@@ -241,7 +241,9 @@ class Tools:
         since = _count("since", since, low=0, high=2**62)
         limit = _count("limit", limit, low=1, high=MCP_EVENTS_MAX)
         path = entry.run_dir / "events.jsonl"
-        events, next_since, more = await trio.to_thread.run_sync(_read_events, path, since, limit)
+        events, next_since, more, entry.events_cursor = await trio.to_thread.run_sync(
+            _read_events, path, since, limit, entry.events_cursor
+        )
         return {"run_id": entry.run_id, "events": events, "next_since": next_since, "more": more}
 
     async def list(self, *, limit: int = MCP_LIST_DEFAULT) -> dict[str, Any]:
@@ -495,25 +497,37 @@ def _bounded(answer: dict[str, Any], lists: Sequence[str]) -> dict[str, Any]:
     return answer
 
 
-def _read_events(path: Path, since: int, limit: int) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_events(
+    path: Path, since: int, limit: int, cursor: tuple[int, int]
+) -> tuple[list[dict[str, Any]], int, bool, tuple[int, int]]:
     """Events of ``path`` after seq ``since``: at most ``limit``, text
-    deltas merged, the whole within the answer's bound."""
+    deltas merged, the whole within the answer's bound; and where the next
+    read may start. ``cursor`` is such a place of an earlier read (a seq
+    and the offset of the line after it), so that following a long run
+    does not read it from its start at each call."""
     events: list[dict[str, Any]] = []
     size = 0
     last = since
     more = False
+    seen, offset = cursor if cursor[0] <= since else (0, 0)
     try:
         file = path.open("rb")
     except OSError:
-        return [], since, False
+        return [], since, False, cursor
     with file:
+        file.seek(offset)
         for line in file:
+            if not line.endswith(b"\n"):
+                break  # a line still being written: the next call reads it
             try:
                 event = orjson.loads(line)
             except orjson.JSONDecodeError:
-                continue  # a line being written
+                event = None
             seq = event.get("seq") if isinstance(event, dict) else None
-            if not isinstance(seq, int) or seq <= since:
+            if not isinstance(event, dict) or not isinstance(seq, int) or seq <= since:
+                offset += len(line)
+                if isinstance(seq, int):
+                    seen = max(seen, seq)
                 continue
             previous = events[-1] if events else None
             if (
@@ -529,7 +543,8 @@ def _read_events(path: Path, since: int, limit: int) -> tuple[list[dict[str, Any
                 previous["text"] = str(previous.get("text", "")) + text
                 previous["last_seq"] = seq
                 size += len(text)
-                last = seq
+                last = seen = seq
+                offset += len(line)
                 continue
             if len(events) >= limit:
                 more = True
@@ -543,5 +558,6 @@ def _read_events(path: Path, since: int, limit: int) -> tuple[list[dict[str, Any
                 break
             events.append(event)
             size += length
-            last = seq
-    return events, last, more
+            last = seen = seq
+            offset += len(line)
+    return events, last, more, (seen, offset)
