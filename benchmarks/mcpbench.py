@@ -18,7 +18,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from benchmarks.idle import IDLE_SETTLE, MB, _children_map, sample, wrapper_side
 from benchmarks.procs import median
@@ -44,19 +44,15 @@ HANG = 60.0
 QUIET_TOOL: list[dict[str, Any]] = [{"tool": {"name": "bash", "duration": 3600, "result": "done"}}]
 
 
-class Server:
-    """``agent-wrapper mcp`` on pipes, initialized."""
+class LineClient:
+    """``agent-wrapper mcp`` (``argv``) on pipes, spoken to in JSON-RPC
+    lines, initialized."""
 
-    def __init__(self, bench: Bench, runs_dir: Path) -> None:
-        argv = [str(bench.wrapper), "mcp", "--runs-dir", str(runs_dir)]
-        argv += ["--allow-any-command", "--max-runs", str(IDLE_SUBAGENTS)]
+    def __init__(
+        self, argv: list[str], env: dict[str, str], cwd: Path, stderr: IO[Any] | int
+    ) -> None:
         self.process = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=bench.env,
-            cwd=bench.tmp,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=cwd
         )
         self.next_id = 0
         self.request("initialize", protocolVersion="2025-06-18", capabilities={},
@@ -80,6 +76,7 @@ class Server:
         raise RuntimeError("the server closed its stdout")
 
     def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
+        """A tool's structured answer (its error's, when it failed)."""
         answer = self.request("tools/call", name=name, arguments=arguments)
         structured: dict[str, Any] = answer.get("structuredContent") or {"error": answer}
         return structured
@@ -97,7 +94,9 @@ def mcp_section(bench: Bench) -> list[Row]:
                     "—", Verdict.INFO)]  # fmt: skip
     bench.progress(f"mcp: start and status round trips, then {IDLE_SUBAGENTS} idle subagents")
     before = len(bench.problems)
-    server = Server(bench, bench.tmp / "mcp-runs")
+    argv = [str(bench.wrapper), "mcp", "--runs-dir", str(bench.tmp / "mcp-runs")]
+    argv += ["--allow-any-command", "--max-runs", str(IDLE_SUBAGENTS)]
+    server = LineClient(argv, bench.env, bench.tmp, subprocess.DEVNULL)
     scenario = write_scenario(bench.tmp / "mcp-quiet.json", QUIET_TOOL)
     agent = [str(bench.fake_agent), "--mode", "json", "-p", "--scenario", str(scenario)]
     try:
@@ -137,7 +136,9 @@ def mcp_section(bench: Bench) -> list[Row]:
     return rows + idle
 
 
-def _round_trips(bench: Bench, server: Server, agent: list[str]) -> tuple[list[float], list[float]]:
+def _round_trips(
+    bench: Bench, server: LineClient, agent: list[str]
+) -> tuple[list[float], list[float]]:
     starts: list[float] = []
     statuses: list[float] = []
     for _ in range(max(bench.repeat, 3)):
@@ -157,7 +158,7 @@ def _round_trips(bench: Bench, server: Server, agent: list[str]) -> tuple[list[f
     return starts, statuses
 
 
-def _idle(bench: Bench, server: Server, agent: list[str]) -> list[Row]:
+def _idle(bench: Bench, server: LineClient, agent: list[str]) -> list[Row]:
     window = IDLE_WINDOW_QUICK if bench.quick else IDLE_WINDOW
     children = _children_map()
     empty = sample(wrapper_side(server.process.pid, children)).pss

@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 import trio
 
+from benchmarks.mcpbench import LineClient
 from tests.conftest import FAKE_PI, ROOT, agent_env, read_result, write_scenario
 from wrapper.core.limits import MCP_ANSWER_MAX_CHARS, MCP_RESULT_DEFAULT_CHARS
 
@@ -259,45 +260,15 @@ async def test_a_start_past_the_depth_is_refused(tmp_path: Path) -> None:
 # -- the server's life ----------------------------------------------------------
 
 
-class RawClient:
-    """The server as a process, spoken to in JSON-RPC lines."""
+class RawClient(LineClient):
+    """The server as a client starts it, spoken to in JSON-RPC lines."""
 
     def __init__(self, tmp_path: Path, *options: str) -> None:
-        self.process = subprocess.Popen(
-            [*WRAPPER, "mcp", *options],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=(tmp_path / "server-stderr.txt").open("w"),
-            env=environment(tmp_path),
-            cwd=tmp_path,
-        )
-        self.next_id = 0
-        self.request("initialize", protocolVersion="2025-06-18", capabilities={},
-                     clientInfo={"name": "test", "version": "1"})  # fmt: skip
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-
-    def request(self, method: str, **params: Any) -> dict[str, Any]:
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.process.stdout is not None
-        while True:
-            line = self.process.stdout.readline()
-            assert line, "the server closed stdout"
-            message = json.loads(line)
-            if message.get("id") == self.next_id:
-                result: dict[str, Any] = message["result"]
-                return result
+        stderr = (tmp_path / "server-stderr.txt").open("w")
+        super().__init__([*WRAPPER, "mcp", *options], environment(tmp_path), tmp_path, stderr)
 
     def start(self, tmp_path: Path, name: str) -> dict[str, Any]:
-        arguments = {"command": pi(tmp_path, long_tool(), name), "task": "Build"}
-        answer = self.request("tools/call", name="start", arguments=arguments)
-        started: dict[str, Any] = answer["structuredContent"]
-        return started
+        return self.tool("start", command=pi(tmp_path, long_tool(), name), task="Build")
 
 
 def aborted_result(run: dict[str, Any]) -> dict[str, Any]:
