@@ -473,9 +473,10 @@ def _timeline(data: ReportData) -> str:
             f"<title>{_text(tip)}</title></rect></a>"
         )
         for mark in run.marks:
-            title = f"{MARK_NAMES.get(mark.kind, mark.kind)}: {_short(mark.text, MARK_TEXT_CHARS)}"
+            kind = mark.kind if mark.kind in MARK_NAMES else "steer"
+            title = f"{MARK_NAMES[kind]}: {_short(mark.text, MARK_TEXT_CHARS)}"
             out.append(
-                f'<svg class="m m-{_mark_kind(mark.kind)}" data-i="{i}" x="{x(mark.at):.3f}%" '
+                f'<svg class="m m-{kind}" data-i="{i}" x="{x(mark.at):.3f}%" '
                 f'y="{y:.1f}" width="1" height="1" overflow="visible"><title>{_text(title)}</title>'
                 f"{_mark_shape(mark.kind, height)}</svg>"
             )
@@ -502,10 +503,6 @@ def _timeline(data: ReportData) -> str:
     return "".join(out)
 
 
-def _mark_kind(kind: str) -> str:
-    return kind if kind in MARK_NAMES else "steer"
-
-
 def _mark_shape(kind: str, height: float) -> str:
     """A mark's shape, drawn about its moment (x 0) on a bar ``height`` tall
     whose top is y 0: a tick for a steer or an escalation, a diamond for a
@@ -514,7 +511,7 @@ def _mark_shape(kind: str, height: float) -> str:
     h = height
     r = max(min(h / 2, 5.0), 1.5)
     mid = h / 2
-    kind = _mark_kind(kind)
+    kind = kind if kind in MARK_NAMES else "steer"
     if kind in ("steer", "escalation"):
         return f'<rect x="-1.5" y="0" width="3" height="{h:.1f}"/>'
     if kind == "outside":
@@ -620,9 +617,8 @@ def _steers_cell(run: ReportRun) -> str:
     if retries:
         tip += f" ({retries:,} of them error retries)"
     tip += f", {outside:,} from outside"
-    if run.steers is None and not outside:
-        return _number(None, shown, title=tip)
-    return _number((run.steers or 0) + outside, shown, title=tip)
+    total = None if run.steers is None and not outside else (run.steers or 0) + outside
+    return _number(total, shown, title=tip)
 
 
 def _tools_text(run: ReportRun) -> str | None:
