@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -836,3 +837,43 @@ def test_the_wall_time_is_the_timelines_span_and_a_rerun_is_marked(tmp_path: Pat
     )
     assert 'class="rerun"' not in fresh.source
     assert "<b>reused</b>" not in fresh.source
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_skip_passed_rerun_says_what_was_reused_and_where_it_began(tmp_path: Path) -> None:
+    from tests.test_batch import OK_STEPS, line, run_batch, scenario, write_spec
+
+    crash = [{"stderr": "fatal"}, {"exit": 3}]
+    spec = write_spec(
+        tmp_path,
+        [
+            line(scenario(tmp_path, "ok", OK_STEPS), label="fine"),
+            line(scenario(tmp_path, "crash", crash), label="broken"),
+        ],
+    )
+    assert run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "quiet").returncode == 1
+    # The re-run comes a while later: the earlier run lies apart on the timeline.
+    time.sleep(1.5)
+    again = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "quiet", "--skip-passed")
+    assert again.returncode == 1
+    data = load_report([tmp_path / "runs"])
+    page = parse(build_html(data))
+    fine, broken = data.runs
+    assert (fine.reused, broken.reused) == (True, False)
+    assert data.started is not None
+    assert fine.started is not None
+    assert fine.started < data.started
+    span = data.span
+    assert span is not None
+    assert span == (fine.started, data.ended)
+    wall = duration_text((span[1] - span[0]) * 1000)
+    assert f"<b>wall time</b> {wall} (" in page.source
+    ticks = re.findall(
+        r'<text x="[0-9.]+%" y="12" text-anchor="[a-z]+">([^<]+)</text>', page.source
+    )
+    assert ticks[-1] == wall
+    assert "<b>reused</b> 1 run reused from an earlier batch; this batch ran the others in " in (
+        page.source
+    )
+    assert len(re.findall('<line class="rerun"', page.source)) == 1
+    assert '<rect class="o-ok reused"' in page.source
