@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -843,7 +844,7 @@ def test_the_wall_time_is_the_timelines_span_and_a_rerun_is_marked(tmp_path: Pat
 def test_a_skip_passed_rerun_says_what_was_reused_and_where_it_began(tmp_path: Path) -> None:
     from tests.test_batch import OK_STEPS, line, run_batch, scenario, write_spec
 
-    crash = [{"stderr": "fatal"}, {"exit": 3}]
+    crash: list[dict[str, Any]] = [{"stderr": "fatal"}, {"exit": 3}]
     spec = write_spec(
         tmp_path,
         [
