@@ -766,6 +766,11 @@ def test_each_intervention_has_its_mark_and_its_cells(tmp_path: Path) -> None:
     assert "abort: the run was aborted on request: no" in titles
     assert "steer from outside: s2 sent by resuming, 12 characters" in titles
     assert "Stop-hook steer: attempt 2 by gate: tests fail" in titles
+    # The refused steer is in the run's section, with why.
+    assert (
+        f"<dt>steer from outside, refused</dt><dd>{stamp(ORIGIN + 6)[:10]} 09:00:06 UTC: "
+        "s3: the run ended first</dd>"
+    ) in page.source
     assert any(t.startswith("error retry (new attempt): attempt 2: The previous") for t in titles)
     # The legend names each kind of mark the timeline holds, and only those.
     legend = re.findall(r'<span class="key">.*?</svg></svg> ([^<]+)</span>', page.source)
@@ -878,3 +883,28 @@ def test_a_skip_passed_rerun_says_what_was_reused_and_where_it_began(tmp_path: P
     )
     assert len(re.findall('<line class="rerun"', page.source)) == 1
     assert '<rect class="o-ok reused"' in page.source
+
+
+JUNK: list[object] = [None, 7, "x", [], {}, [None, 3, "s"], [{"at": "not a time"}], {"a": 1}]
+
+
+@pytest.mark.parametrize("value", JUNK)
+@pytest.mark.parametrize(
+    "key", ["steers", "externalSteers", "externalSteerCount", "attempts", "signalsSent", "usage"]
+)
+def test_what_a_run_did_read_from_a_corrupt_result_never_breaks_the_page(
+    tmp_path: Path, key: str, value: object
+) -> None:
+    folder = write_batch(tmp_path / "runs", [FakeRun("odd", outcome="aborted")])
+    path = folder / "r00001" / "result.json"
+    result = json.loads(path.read_text())
+    result[key] = value
+    if key == "attempts" and isinstance(value, list):
+        result[key] = [{"signalsSent": value}, *value]
+    path.write_text(json.dumps(result))
+    page = report(folder)
+    assert_self_contained(page)
+    assert page.labels == ["odd"]
+    # A corrupt usage is an unknown cost, never nothing.
+    if key == "usage":
+        assert page.rows[0][7] == "unknown"

@@ -326,7 +326,7 @@ def _sections(runs: Sequence[ReportRun]) -> str:
         for name, value in fields:
             if value is not None:
                 out.append(f"<dt>{name}</dt><dd>{html_text(value)}</dd>")
-        for mark in run.marks:
+        for mark in (*run.marks, *run.refused_steers):
             name = MARK_NAMES.get(mark.kind, mark.kind)
             out.append(
                 f"<dt>{html_text(name)}</dt><dd>{stamp(mark.at)}: {html_text(mark.text)}</dd>"

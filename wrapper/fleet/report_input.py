@@ -272,6 +272,7 @@ def _run(
         hit_steer_cap=result.get("stopAllowedBy") == "max_steers"
         or (steers is not None and max_steers is not None and 0 < max_steers <= steers),
         outside_steers=_int(result.get("externalSteerCount")),
+        refused_steers=tuple(_refused_steers(result)),
         cleanup=max((sig for sig, _ in signals), key=SIGNAL_RANK.__getitem__, default=None),
         cleanup_reasons=tuple(f"{sig}: {why}" for sig, why in signals),
         error_kind=error_kind if isinstance(error_kind, str) else None,
@@ -420,6 +421,21 @@ def _marks(result: Mapping[str, Any]) -> list[Mark]:
         if at is not None:
             marks.append(Mark(at=at, kind="abort", text=str(why or "the run was aborted")))
     return marks
+
+
+def _refused_steers(result: Mapping[str, Any]) -> list[Mark]:
+    """The steers from outside the run refused, with why, as the run's
+    section lists them."""
+    return [
+        Mark(
+            at=at,
+            kind="steer from outside, refused",
+            text=f"{steer.get('id')}: {steer.get('why') or 'no reason given'}",
+        )
+        for steer in _objects(result.get("externalSteers"))
+        if steer.get("outcome") == "refused"
+        and (at := _epoch(steer.get("requestedAt"))) is not None
+    ]
 
 
 def _attempts(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -65,6 +65,9 @@ class ReportRun:
     hit_steer_cap: bool = False
     #: Steers from outside that reached the agent (delivered or sent).
     outside_steers: int | None = None
+    #: Steers from outside that were refused (never reached the agent): not
+    #: on the timeline, listed in the run's section, with why.
+    refused_steers: tuple[Mark, ...] = ()
     #: The strongest signal the wrapper had to send to end the agent
     #: (``SIGKILL`` over ``SIGTERM``), and why each was sent.
     cleanup: str | None = None
