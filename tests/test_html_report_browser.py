@@ -320,9 +320,10 @@ NARROW = """(() => {
             el.getAttribute('title'), Math.round(el.getBoundingClientRect().height)]; };
   const long = Array.from(document.querySelectorAll('#runs td.label .cut, .tl-label'))
     .filter(el => el.getAttribute('title').startsWith('a-label-far'));
+  const tick = document.querySelector('#timeline svg text').getBoundingClientRect().height;
   return [document.documentElement.scrollWidth, window.innerWidth,
           document.getElementById('runs').getBoundingClientRect().right <= window.innerWidth,
-          long.map(cut)];
+          long.map(cut), Math.round(tick)];
 })()"""
 
 
@@ -334,11 +335,13 @@ def test_the_page_reads_at_760_pixels_and_labels_are_cut_not_broken(
     rendered = browser.render(
         intervened, out_png=tmp_path / "narrow.png", width=760, height=900, evaluate=[NARROW]
     )
-    [(page_width, window, table_fits, labels)] = rendered.values
+    [(page_width, window, table_fits, labels, tick_height)] = rendered.values
     # Nothing of the page lies past the right edge of the window: no
     # horizontal scrolling, the table included.
     assert page_width <= window == 760
     assert table_fits is True
+    # The timeline's text is not scaled down with the drawing.
+    assert tick_height >= 12
     # The long label, in the table and on the timeline, is on one line, cut
     # with an ellipsis, whole on hover.
     assert len(labels) == 2
