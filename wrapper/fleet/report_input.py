@@ -20,13 +20,11 @@ import os
 import stat
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from wrapper.core.steering import RETRY_HANDLER
 from wrapper.files.artifacts import (
     RESULT_MAX_BYTES,
     UnreadableFile,
@@ -44,6 +42,16 @@ from wrapper.fleet.html_report import (
 )
 from wrapper.fleet.passing import expectation_of, same_run
 from wrapper.fleet.passing import passed as is_passed
+from wrapper.fleet.report_marks import (
+    RUN_FILE_FLAGS,
+    as_int,
+    epoch,
+    marks_of,
+    objects,
+    read_events,
+    refused_steers,
+    signals_sent,
+)
 
 #: How much of a run's final text the page holds (the rest is in
 #: result.json), and of the end of its stderr.log.
@@ -52,19 +60,6 @@ STDERR_TAIL_BYTES = 2048
 #: Past this many runs each holds a quarter of that: a page for 1,000 runs
 #: stays a few megabytes, quick to open and to keep as an artifact.
 MANY_RUNS = 200
-#: How much of a run's events.jsonl is read to count its tool calls.
-EVENTS_MAX_BYTES = 64 * 1024 * 1024
-#: How every tool_start and retry line of events.jsonl begins (the wrapper
-#: writes compact JSON, type first): only those lines are decoded.
-TOOL_START = b'{"type":"tool_start",'
-AGENT_RETRY = b'{"type":"retry",'
-#: How many of the agent's own retries a run's timeline marks (the first
-#: ones): a provider that fails for an hour must not make the page heavy.
-AGENT_RETRY_MARKS = 50
-#: How a run's own files are opened: never blocking on a FIFO, and never
-#: through a symlink, which an agent could plant to put another file (a key,
-#: a secret) into a page meant to be shared.
-RUN_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 class ReportInputError(Exception):
@@ -135,7 +130,7 @@ def load_report(paths: Sequence[Path]) -> ReportData:
         if spec is not None:
             specs.setdefault(spec.sha256 or spec.path or "", spec)
         for stamp, into in (("startedAt", starts), ("endedAt", ends)):
-            when = _epoch(batch.get(stamp))
+            when = epoch(batch.get(stamp))
             if when is not None:
                 into.append(when)
         prefix = f"shard {shard[0]}/{shard[1]}: " if shard is not None and len(files) > 1 else ""
@@ -203,7 +198,7 @@ def _run(
         elif same_run(read, entry):
             result = read
             stderr_tail = _tail(run_dir / "stderr.log", stderr_bytes)
-            tool_calls, agent_retries = _events(run_dir / "events.jsonl")
+            tool_calls, agent_retries = read_events(run_dir / "events.jsonl")
         else:
             # Another run of the line (a later batch, a re-run cut short)
             # replaced it: nothing of the directory is this run's now, but
@@ -239,15 +234,10 @@ def _run(
         passed = is_passed(result, expectation_of(expect))
     raw_usage = merged.get("usage")
     usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
-    steers = _int(result.get("steerCount"))
-    max_steers = _int(result.get("maxSteers"))
-    marks = _marks(result) + agent_retries
-    signals = [
-        (str(sent.get("signal")), str(sent.get("reason") or ""))
-        for attempt in _attempts(result)
-        for sent in _objects(attempt.get("signalsSent"))
-        if sent.get("signal") in SIGNAL_RANK
-    ]
+    steers = as_int(result.get("steerCount"))
+    max_steers = as_int(result.get("maxSteers"))
+    marks = marks_of(result) + agent_retries
+    signals = signals_sent(result)
     error = merged.get("error")
     error_kind = error.get("kind") if isinstance(error, Mapping) else None
     final_text = result.get("finalText") if isinstance(result.get("finalText"), str) else None
@@ -262,23 +252,23 @@ def _run(
         outcome=str(outcome),
         passed=passed if isinstance(passed, bool) else outcome == "ok",
         stop_reason=_str(merged.get("stopReason")),
-        duration_ms=_int(merged.get("durationMs")),
-        started=_epoch(result.get("startedAt")),
-        ended=_epoch(result.get("endedAt")),
+        duration_ms=as_int(merged.get("durationMs")),
+        started=epoch(result.get("startedAt")),
+        ended=epoch(result.get("endedAt")),
         tokens=_tokens(usage),
         cost_usd=_float(usage.get("costUsd")),
         steers=steers,
         max_steers=max_steers,
         hit_steer_cap=result.get("stopAllowedBy") == "max_steers"
         or (steers is not None and max_steers is not None and 0 < max_steers <= steers),
-        outside_steers=_int(result.get("externalSteerCount")),
-        refused_steers=tuple(_refused_steers(result)),
+        outside_steers=as_int(result.get("externalSteerCount")),
+        refused_steers=tuple(refused_steers(result)),
         cleanup=max((sig for sig, _ in signals), key=SIGNAL_RANK.__getitem__, default=None),
         cleanup_reasons=tuple(f"{sig}: {why}" for sig, why in signals),
         error_kind=error_kind if isinstance(error_kind, str) else None,
         tools=tuple(str(t) for t in result.get("toolsUsed") or () if isinstance(t, str)),
         tool_calls=tool_calls,
-        warnings=tuple(str(w.get("message")) for w in _objects(result.get("warnings"))),
+        warnings=tuple(str(w.get("message")) for w in objects(result.get("warnings"))),
         error=_error(merged.get("error")),
         final_text=final_text,
         stderr_tail=stderr_tail,
@@ -368,149 +358,8 @@ def _tail(path: Path, size: int) -> str | None:
     return text or None
 
 
-def _marks(result: Mapping[str, Any]) -> list[Mark]:
-    """What supervision did in a run, from its result.json: each Stop-hook
-    steer and error retry, each steer from outside that reached the agent,
-    each escalation, each SIGTERM or SIGKILL the wrapper sent, an abort."""
-    marks: list[Mark] = []
-    for steer in _objects(result.get("steers")):
-        at = _epoch(steer.get("at"))
-        if at is None:
-            continue
-        retry = steer.get("handler") == RETRY_HANDLER
-        attempt = _int(steer.get("attempt"))
-        text = str(steer.get("reason") or "")
-        if attempt is not None:
-            who = "" if retry else f" by {steer.get('handler')}"
-            text = f"attempt {attempt}{who}: {text}"
-        marks.append(Mark(at=at, kind="retry" if retry else "steer", text=text))
-    for steer in _objects(result.get("externalSteers")):
-        at = _epoch(steer.get("requestedAt"))
-        # A refused steer never reached the agent: the run's section lists it.
-        if at is None or steer.get("outcome") not in ("delivered", "sent"):
-            continue
-        how = {"resume": "by resuming", "live": "into the live session"}.get(
-            str(steer.get("how")), ""
-        )
-        attempt = _int(steer.get("attempt"))
-        text = f"{steer.get('id')} {steer.get('outcome')} {how}".rstrip()
-        if attempt is not None:
-            text += f" (attempt {attempt})"
-        length = _int(steer.get("textLength"))
-        if length is not None:
-            text += f", {length:,} characters"
-        marks.append(Mark(at=at, kind="outside", text=text))
-    marks += [
-        Mark(at=at, kind="escalation", text=str(esc.get("question") or ""))
-        for esc in _objects(result.get("escalations"))
-        if (at := _epoch(esc.get("at"))) is not None
-    ]
-    attempts = _attempts(result)
-    for record in attempts:
-        for sent in _objects(record.get("signalsSent")):
-            name, at = sent.get("signal"), _epoch(sent.get("at"))
-            if name in SIGNAL_RANK and at is not None:
-                marks.append(Mark(at=at, kind="signal", text=f"{name}: {sent.get('reason')}"))
-    if result.get("outcome") == "aborted":
-        # The abort took effect with the first signal of the last attempt.
-        last = _objects(attempts[-1].get("signalsSent")) if attempts else []
-        stamps = [at for sent in last if (at := _epoch(sent.get("at"))) is not None]
-        at = stamps[0] if stamps else _epoch(result.get("endedAt"))
-        error = result.get("error")
-        why = error.get("message") if isinstance(error, Mapping) else None
-        if at is not None:
-            marks.append(Mark(at=at, kind="abort", text=str(why or "the run was aborted")))
-    return marks
-
-
-def _refused_steers(result: Mapping[str, Any]) -> list[Mark]:
-    """The steers from outside the run refused, with why, as the run's
-    section lists them."""
-    return [
-        Mark(
-            at=at,
-            kind="steer from outside, refused",
-            text=f"{steer.get('id')}: {steer.get('why') or 'no reason given'}",
-        )
-        for steer in _objects(result.get("externalSteers"))
-        if steer.get("outcome") == "refused"
-        and (at := _epoch(steer.get("requestedAt"))) is not None
-    ]
-
-
-def _attempts(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Each attempt's record; the top-level fields (the last attempt's) when
-    result.json lists none."""
-    attempts = _objects(result.get("attempts"))
-    return attempts or ([result] if result else [])
-
-
-def _events(path: Path) -> tuple[tuple[tuple[str, int], ...] | None, list[Mark]]:
-    """How many times each tool was started, in first-use order, and the
-    agent's own retries, from a run's events.jsonl; None and none when
-    there is none to read."""
-    try:
-        fd = os.open(path, RUN_FILE_FLAGS)
-    except OSError:
-        return None, []
-    counts: dict[str, int] = {}
-    retries: list[Mark] = []
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None, []
-        with os.fdopen(fd, "rb", closefd=False) as events:
-            read = 0
-            for line in events:
-                read += len(line)
-                if read > EVENTS_MAX_BYTES:
-                    break
-                if line.startswith(AGENT_RETRY):
-                    retry = _agent_retry(line)
-                    if retry is not None and len(retries) < AGENT_RETRY_MARKS:
-                        retries.append(retry)
-                    continue
-                if not line.startswith(TOOL_START):
-                    continue
-                try:
-                    tool = orjson.loads(line).get("tool")
-                except orjson.JSONDecodeError:
-                    continue
-                name = tool if isinstance(tool, str) else "?"
-                counts[name] = counts.get(name, 0) + 1
-    except OSError:
-        return None, []
-    finally:
-        os.close(fd)
-    return tuple(counts.items()), retries
-
-
-def _agent_retry(line: bytes) -> Mark | None:
-    """The start of one of the agent's own retries (a failed request it
-    tries again in the same attempt), as a mark."""
-    try:
-        event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    at = _epoch(event.get("ts")) if isinstance(event, dict) else None
-    if at is None or event.get("phase") != "start":
-        return None
-    number, most = _int(event.get("retryAttempt")), _int(event.get("maxAttempts"))
-    text = "retry" if number is None else f"retry {number}"
-    text += "" if most is None else f" of {most}"
-    message = event.get("message")
-    return Mark(at=at, kind="agent_retry", text=f"{text}: {message}" if message else text)
-
-
-def _objects(value: Any) -> list[Mapping[str, Any]]:
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _float(value: Any) -> float | None:
@@ -520,10 +369,10 @@ def _float(value: Any) -> float | None:
 
 
 def _tokens(usage: Mapping[str, Any]) -> int | None:
-    total = _int(usage.get("totalTokens"))
+    total = as_int(usage.get("totalTokens"))
     if total is not None:
         return total
-    parts = [_int(usage.get(key)) for key in ("input", "output", "cacheRead", "cacheWrite")]
+    parts = [as_int(usage.get(key)) for key in ("input", "output", "cacheRead", "cacheWrite")]
     known = [p for p in parts if p is not None]
     return sum(known) if known else None
 
@@ -535,19 +384,10 @@ def _error(value: Any) -> str | None:
     return f"{kind}: {message}" if kind else str(message)
 
 
-def _epoch(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
-
-
 def _shard(value: Any) -> tuple[int, int] | None:
     if not isinstance(value, Mapping):
         return None
-    index, count = _int(value.get("index")), _int(value.get("count"))
+    index, count = as_int(value.get("index")), as_int(value.get("count"))
     # A batch that is not sharded is shard 1/1: nothing to show.
     if index is None or count is None or count <= 1:
         return None
@@ -560,7 +400,7 @@ def _spec(value: Any) -> SpecInfo | None:
     return SpecInfo(
         path=_str(value.get("path")),
         sha256=_str(value.get("sha256")),
-        lines=_int(value.get("lines")),
+        lines=as_int(value.get("lines")),
     )
 
 
