@@ -29,6 +29,8 @@ class FakeRun:
     seconds: float = 10.0
     stop_reason: str | None = "stop"
     tokens: int | None = 1000
+    #: usage.costUsd (None: the agent reported none).
+    cost: float | None = None
     final_text: str | None = "Done."
     error: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
@@ -36,6 +38,12 @@ class FakeRun:
     max_steers: int = 3
     stop_allowed_by: str | None = "no_handlers"
     escalations: list[tuple[float, str]] = field(default_factory=list)
+    #: The wrapper's error retries (Stop-hook steers of ``retryOnError``), at.
+    retries: list[float] = field(default_factory=list)
+    #: Steers from outside: (at, outcome) with outcome delivered, sent or refused.
+    outside: list[tuple[float, str]] = field(default_factory=list)
+    #: Signals the wrapper sent to end the agent: (at, signal, reason).
+    signals: list[tuple[float, str, str]] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     #: The tool of each tool call, written as events.jsonl's tool_start lines.
     calls: list[str] | None = None
@@ -48,6 +56,11 @@ class FakeRun:
     no_dir: bool = False
 
 
+RETRY_REASON = (
+    "The previous approach hit an error. Try a different approach to accomplish the task."
+)
+
+
 def result_json(run: FakeRun, run_dir: Path) -> dict[str, Any]:
     start = ORIGIN + run.start
     usage = None
@@ -58,8 +71,15 @@ def result_json(run: FakeRun, run_dir: Path) -> dict[str, Any]:
             "cacheRead": 0,
             "cacheWrite": 0,
             "totalTokens": run.tokens,
-            "costUsd": None,
+            "costUsd": run.cost,
         }
+    steers = [
+        {"attempt": 0, "handler": "gate", "reason": reason, "at": stamp(start + at)}
+        for at, reason in run.steers
+    ] + [
+        {"attempt": 0, "handler": "retryOnError", "reason": RETRY_REASON, "at": stamp(start + at)}
+        for at in run.retries
+    ]
     return {
         "schemaVersion": 1,
         # The id batch.json gives the run (the report checks they are one run).
@@ -77,12 +97,45 @@ def result_json(run: FakeRun, run_dir: Path) -> dict[str, Any]:
         "usage": usage,
         "toolsUsed": run.tools,
         "warnings": [{"code": "test", "message": m} for m in run.warnings],
-        "steerCount": len(run.steers),
+        "steerCount": len(run.steers) + len(run.retries),
         "maxSteers": run.max_steers,
         "stopAllowedBy": run.stop_allowed_by,
         "steers": [
-            {"attempt": n + 2, "handler": "gate", "reason": reason, "at": stamp(start + at)}
-            for n, (at, reason) in enumerate(run.steers)
+            {**steer, "attempt": n + 2}
+            for n, steer in enumerate(sorted(steers, key=lambda steer: str(steer["at"])))
+        ],
+        "externalSteerCount": sum(outcome != "refused" for _, outcome in run.outside),
+        "externalSteers": [
+            {
+                "id": f"s{n + 1}",
+                "textLength": 12,
+                "when": "now",
+                "outcome": outcome,
+                "how": None if outcome == "refused" else "resume",
+                "why": "the run ended first" if outcome == "refused" else None,
+                "attempt": None,
+                "requestedAt": stamp(start + at),
+                "endedAt": stamp(start + at),
+            }
+            for n, (at, outcome) in enumerate(run.outside)
+        ],
+        "forcedCleanup": bool(run.signals),
+        "attempts": [
+            {
+                "attempt": 1,
+                "pid": 4242,
+                "startedAt": stamp(start),
+                "endedAt": stamp(start + run.seconds),
+                "exitCode": None,
+                "exitSignal": run.signals[-1][1] if run.signals else None,
+                "signalsSent": [
+                    {"signal": sig, "at": stamp(start + at), "reason": reason}
+                    for at, sig, reason in run.signals
+                ],
+                "forcedCleanup": bool(run.signals),
+                "stopReason": run.stop_reason,
+                "rawStopReason": run.stop_reason,
+            }
         ],
         "escalations": [
             {

@@ -1,8 +1,9 @@
 """The picture of the HTML report in docs/batch.md, and what it shows.
 
 ``docs/report.png`` is a headless chromium's screenshot of the report of a
-demo batch on the fake agent (``examples/report/spec.jsonl``; two of its runs
-fail on purpose). The picture carries the text of the page it was taken of
+demo batch on the fake agent (``examples/report/spec.jsonl``; three of its
+runs fail on purpose, and while it runs one run is steered from outside and
+one aborted, as a person would). The picture carries the text of the page it was taken of
 (an ``iTXt`` chunk of the PNG, with what changes from run to run replaced),
 so a test can make the page again and tell whether the picture still shows
 what the report shows today.
@@ -13,12 +14,14 @@ what the report shows today.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -26,11 +29,15 @@ ROOT = Path(__file__).resolve().parent.parent
 PICTURE = ROOT / "docs" / "report.png"
 SPEC = ROOT / "examples" / "report" / "spec.jsonl"
 #: The screenshot's size: the page's header, timeline and table fit.
-WIDTH, HEIGHT = 1280, 960
+WIDTH, HEIGHT = 1280, 1100
 #: The PNG text chunk's keyword.
 KEYWORD = b"agent-wrapper report text"
-#: The demo batch ends 1: two of its runs do not pass.
+#: The demo batch ends 1: three of its runs do not pass.
 BATCH_EXIT = 1
+#: The demo's runs a person steers and aborts while the batch runs.
+STEERED, ABORTED = "build-then-fix", "wrong-direction"
+#: Bound for the batch to reach them (they wait for a free place).
+REACH_TIMEOUT = 60.0
 
 #: What changes from one making of the page to the next, and what stands for it.
 _VARYING = (
@@ -47,30 +54,43 @@ def page(work: Path) -> Path:
     """The report page of the demo batch, made in ``work``."""
     program = str(ROOT / ".venv" / "bin" / "agent-wrapper")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_WRAPPER_")}
-    batch = subprocess.run(
-        [
-            program,
-            "batch",
-            str(SPEC),
-            "--jobs",
-            "3",
-            "--runs-dir",
-            str(work / "runs"),
-            "--output",
-            "quiet",
-        ],
+    runs = work / "runs"
+    argv = [program, "batch", str(SPEC), "--jobs", "3", "--runs-dir", str(runs)]
+    batch = subprocess.Popen(
+        [*argv, "--output", "quiet"],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
-        capture_output=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
-        check=False,
     )
+    try:
+        for label, args in (
+            (STEERED, ["steer", "--text", "Stop building; fix the parser first"]),
+            (ABORTED, ["abort", "--reason", "wrong direction"]),
+        ):
+            _wait_for_tool(runs / label, batch)
+            done = subprocess.run(
+                [program, args[0], str(runs / label), *args[1:]],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise NotMade(f"could not {args[0]} {label}: {done.stderr}")
+        _, stderr = batch.communicate(timeout=120)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.wait()
     if batch.returncode != BATCH_EXIT:
         raise NotMade(
-            f"the demo batch should end {BATCH_EXIT} (two runs fail), it ended "
-            f"{batch.returncode}: {batch.stderr[-2000:]}"
+            f"the demo batch should end {BATCH_EXIT} (three runs fail), it ended "
+            f"{batch.returncode}: {stderr[-2000:]}"
         )
     html = work / "report.html"
     subprocess.run(
@@ -83,6 +103,20 @@ def page(work: Path) -> Path:
         check=True,
     )
     return html
+
+
+def _wait_for_tool(run_dir: Path, batch: subprocess.Popen[str]) -> None:
+    """Until the run is in its long tool and takes steers from outside."""
+    deadline = time.monotonic() + REACH_TIMEOUT
+    while time.monotonic() < deadline and batch.poll() is None:
+        try:
+            status = json.loads((run_dir / "status.json").read_text())
+        except (OSError, ValueError):
+            status = {}
+        if status.get("currentTool") is not None and status.get("control") is not None:
+            return
+        time.sleep(0.05)
+    raise NotMade(f"{run_dir.name} never reached its tool (batch exit {batch.poll()})")
 
 
 def shown_text(text: str, work: Path) -> str:

@@ -13,9 +13,11 @@ import json
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -23,7 +25,15 @@ from hypothesis import strategies as st
 
 from tests.conftest import FAKE_PI, HANG_LIMIT, agent_env, write_scenario
 from tests.report_data import ORIGIN, FakeRun, stamp, thousand_runs, write_batch
-from wrapper.fleet.html_report import ReportData, build_html, duration_text, lanes, visible
+from wrapper.fleet.html_report import (
+    ReportData,
+    build_html,
+    cost_sum_text,
+    cost_text,
+    duration_text,
+    lanes,
+    visible,
+)
 from wrapper.fleet.report_input import (
     FINAL_TEXT_CHARS,
     STDERR_TAIL_BYTES,
@@ -36,6 +46,7 @@ ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "ul", "li",
     "b", "code", "span", "p", "div", "section", "svg", "line", "text", "a", "rect", "table",
     "thead", "tbody", "tr", "th", "td", "details", "summary", "dl", "dt", "dd", "pre", "script",
+    "wbr", "polygon", "circle",
 }  # fmt: skip
 
 
@@ -172,12 +183,14 @@ def test_one_run_shows_its_numbers_its_final_text_and_its_stderr(tmp_path: Path)
     )
     page = report(write_batch(tmp_path / "runs", [run]))
     assert_self_contained(page)
-    assert page.rows == [["fix-123", "ok", "yes", "stop", "42.1 s", "12,345", "0", "4", "0"]]
+    assert page.rows == [
+        ["fix-123", "ok", "yes", "", "stop", "42.1 s", "12,345", "unknown", "0", "", "4", "0"]
+    ]
     assert '<td class="n" data-v="4" title="bash \u00d73, read \u00d71">4</td>' in page.source
     assert "<dt>tools</dt><dd>bash \u00d73, read \u00d71</dd>" in page.source
     assert page.pres == ["Fixed the off-by-one.", "starting\nwarming up\nall good"]
-    # The timeline has a row for it, with its label.
-    assert re.search('<text x="0" y="[0-9.]+">fix-123</text>', page.source)
+    # The timeline has a row for it, with its label (whole on hover).
+    assert '<div class="tl-label" title="fix-123">fix-123</div>' in page.source
     assert page.attr("rect", "class") == ["o-ok"]
     assert "<title>agent-wrapper report: 1 run, 0 not passed</title>" in page.source
     assert "wall time</b> 42.1 s (2026-01-05 09:00:00 UTC to 2026-01-05 09:00:42 UTC)" in (
@@ -215,10 +228,12 @@ def test_three_runs_say_which_failed_why_and_which_hit_the_steer_cap(tmp_path: P
     page = report(write_batch(tmp_path / "runs", runs))
     assert_self_contained(page)
     assert page.rows == [
-        ["alpha", "ok", "yes", "stop", "5.0 s", "100", "0", "0", "0"],
-        ["beta", "error", "no", "error", "1 min 10 s", "\u2014", "0", "\u2014", "1"],
-        ["gamma", "ok", "no", "stop", "1 h 01 min", "300", "2/2 cap", "\u2014", "0"],
-    ]
+        ["alpha", "ok", "yes", "", "stop", "5.0 s", "100", "unknown", "0", "", "0", "0"],
+        ["beta", "error", "no", "agent_error", "error", "1 min 10 s", "\u2014", "unknown", "0",
+         "", "\u2014", "1"],
+        ["gamma", "ok", "no", "", "stop", "1 h 01 min", "300", "unknown", "2/2 cap", "",
+         "\u2014", "0"],
+    ]  # fmt: skip
     assert '<b>passed</b> <span class="no">1 of 3</span>' in page.source
     assert "<b>tokens</b> 400 (1 runs unknown)" in page.source
     assert '<b>steer cap</b> <span class="cap">1 hit it</span>' in page.source
@@ -228,8 +243,8 @@ def test_three_runs_say_which_failed_why_and_which_hit_the_steer_cap(tmp_path: P
     opened = [attrs.get("id") for tag, attrs in page.tags if tag == "details" and "open" in attrs]
     assert opened == ["run-1", "run-2"]
     # Two steers and an escalation are marked on gamma's bar.
-    marks = page.attr("rect", "class")
-    assert (marks.count("m-steer"), marks.count("m-escalation")) == (2, 1)
+    marks = page.attr("svg", "class")
+    assert (marks.count("m m-steer"), marks.count("m m-escalation")) == (2, 1)
     assert f"<dd>{stamp(ORIGIN + 2 + 300)[:10]} 09:05:02 UTC: Which branch?</dd>" in page.source
 
 
@@ -244,7 +259,7 @@ def test_a_thousand_runs_are_packed_into_as_many_lanes_as_ran_at_once(tmp_path: 
     bars = [c for c in page.attr("rect", "class") if c and c.startswith("o-")]
     assert len(bars) == 1000
     # No per-run label rows on the timeline, and no section opened by itself.
-    assert '<text x="0" y="3' not in page.source
+    assert 'class="tl-label"' not in page.source
     assert not any(tag == "details" and "open" in attrs for tag, attrs in page.tags)
     failed = sum(run.outcome != "ok" for run in runs)
     assert f'<b>passed</b> <span class="no">{1000 - failed:,} of 1,000</span>' in page.source
@@ -681,3 +696,215 @@ def test_batch_html_may_not_go_where_a_run_writes(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "where the HTML report (--html) goes" in proc.stderr
+
+
+# -- what supervision did: marks, columns, costs, reused runs ------------------------
+
+
+def test_each_intervention_has_its_mark_and_its_cells(tmp_path: Path) -> None:
+    runs = [
+        FakeRun(
+            "outside",
+            cost=1.2,
+            steers=[(3, "tests fail")],
+            outside=[(2, "delivered"), (4, "sent"), (6, "refused")],
+        ),
+        FakeRun(
+            "lingering",
+            start=1,
+            cost=0.004,
+            signals=[
+                (9, "SIGTERM", "the agent was still running after its final message"),
+                (9.5, "SIGKILL", "still running 0.5s after SIGTERM"),
+            ],
+        ),
+        FakeRun("retried", start=2, retries=[4]),
+        FakeRun(
+            "aborted",
+            outcome="aborted",
+            start=3,
+            stop_reason=None,
+            tokens=None,
+            error={"kind": "abort_requested", "message": "the run was aborted on request: no"},
+            signals=[(5, "SIGTERM", "the run was aborted on request")],
+        ),
+        FakeRun(
+            "crashed",
+            outcome="error",
+            start=4,
+            cost=0.0,
+            stop_reason="toolUse",
+            error={"kind": "exited_early", "message": "the agent exited with status 1"},
+        ),
+    ]
+    page = report(write_batch(tmp_path / "runs", runs))
+    assert_self_contained(page)
+    assert page.rows == [
+        ["outside", "ok", "yes", "", "stop", "10.0 s", "1,000", "$1.20", "1 + 2", "", "\u2014",
+         "0"],
+        ["lingering", "ok", "yes", "", "stop", "10.0 s", "1,000", "< $0.01", "0", "SIGKILL",
+         "\u2014", "0"],
+        ["retried", "ok", "yes", "", "stop", "10.0 s", "1,000", "unknown", "1", "", "\u2014",
+         "0"],
+        ["aborted", "aborted", "no", "abort_requested", "", "10.0 s", "\u2014", "unknown", "0",
+         "SIGTERM", "\u2014", "0"],
+        ["crashed", "error", "no", "exited_early", "toolUse", "10.0 s", "1,000", "$0", "0", "",
+         "\u2014", "0"],
+    ]  # fmt: skip
+    # Unknown costs are counted apart, never as nothing.
+    assert "<b>cost</b> $1.20 + 2 unknown" in page.source
+    assert "<b>steers from outside</b> 2" in page.source
+    marks = [c for c in page.attr("svg", "class") if c and c.startswith("m ") and "sample" not in c]
+    # The refused steer from outside never reached the agent: no mark.
+    expected = ["m m-steer", "m m-outside", "m m-outside", "m m-signal", "m m-signal"]
+    expected += ["m m-retry", "m m-signal", "m m-abort"]
+    assert sorted(marks) == sorted(expected)
+    titles = re.findall(
+        r'<svg class="m m-[a-z_]+" data-i="\d+"[^>]*><title>([^<]*)</title>', page.source
+    )
+    assert "SIGTERM / SIGKILL sent: SIGKILL: still running 0.5s after SIGTERM" in titles
+    assert "abort: the run was aborted on request: no" in titles
+    assert "steer from outside: s2 sent by resuming, 12 characters" in titles
+    assert "Stop-hook steer: attempt 2 by gate: tests fail" in titles
+    # The refused steer is in the run's section, with why.
+    assert (
+        f"<dt>steer from outside, refused</dt><dd>{stamp(ORIGIN + 6)[:10]} 09:00:06 UTC: "
+        "s3: the run ended first</dd>"
+    ) in page.source
+    assert any(t.startswith("error retry (new attempt): attempt 2: The previous") for t in titles)
+    # The legend names each kind of mark the timeline holds, and only those.
+    legend = re.findall(r'<span class="key">.*?</svg></svg> ([^<]+)</span>', page.source)
+    assert legend == [
+        "Stop-hook steer", "error retry (new attempt)", "steer from outside", "abort",
+        "SIGTERM / SIGKILL sent",
+    ]  # fmt: skip
+    # The cleanup cell says why on hover; the crash's error, what it was.
+    assert (
+        'title="SIGTERM: the agent was still running after its final message; '
+        'SIGKILL: still running 0.5s after SIGTERM">SIGKILL</td>'
+    ) in page.source
+    assert 'title="exited_early: the agent exited with status 1">exited_<wbr>early' in page.source
+
+
+def test_the_agents_own_retries_are_marked_from_its_events(tmp_path: Path) -> None:
+    folder = write_batch(tmp_path / "runs", [FakeRun("flaky", calls=[])])
+    events = folder / "r00001" / "events.jsonl"
+    retry = {"type": "retry", "seq": 2, "ts": stamp(ORIGIN + 3), "attempt": 1, "source": "agent",
+             "phase": "start", "retryAttempt": 1, "maxAttempts": 3, "delayMs": 1500,
+             "message": "overloaded", "success": None}  # fmt: skip
+    ended = {**retry, "seq": 3, "phase": "end", "message": None, "success": True}
+    with events.open("a") as out:
+        for line in (retry, ended):
+            out.write(json.dumps(line, separators=(",", ":")) + "\n")
+    page = report(folder)
+    assert "<title>the agent&#x27;s own retry: retry 1 of 3: overloaded</title>" in page.source
+    assert [c for c in page.attr("svg", "class") if c == "m m-agent_retry"] == ["m m-agent_retry"]
+
+
+def test_costs_read_as_a_person_says_them() -> None:
+    assert [cost_text(c) for c in (None, 0.0, 0.0004, 0.004, 0.005, 1.2, 1234.5)] == [
+        "unknown", "$0", "< $0.01", "< $0.01", "$0.01", "$1.20", "$1,234.50",
+    ]  # fmt: skip
+    assert cost_sum_text([1.2, None, 0.0, None]) == "$1.20 + 2 unknown"
+    assert cost_sum_text([0.001, 0.002]) == "< $0.01"
+    assert cost_sum_text([None, None]) == "unknown"
+    assert cost_sum_text([]) == "unknown"
+
+
+def test_the_wall_time_is_the_timelines_span_and_a_rerun_is_marked(tmp_path: Path) -> None:
+    runs = [
+        # Kept by --skip-passed from a batch an hour earlier.
+        FakeRun("kept", start=-3600, seconds=20, entry={"reused": True}),
+        FakeRun("again", start=1, seconds=9),
+    ]
+    page = report(write_batch(tmp_path / "runs", runs))
+    assert (
+        "<b>wall time</b> 1 h 00 min (2026-01-05 08:00:00 UTC to 2026-01-05 09:00:10 UTC)"
+        in page.source
+    )
+    assert (
+        "<b>reused</b> 1 run reused from an earlier batch; this batch ran the others in 10.0 s "
+        "from 2026-01-05 09:00:00 UTC (the dashed line on the timeline)" in page.source
+    )
+    # The timeline's last tick says the same span; a dashed line where the re-run began.
+    ticks = re.findall(
+        r'<text x="[0-9.]+%" y="12" text-anchor="[a-z]+">([^<]+)</text>', page.source
+    )
+    assert ticks[-1] == "1 h 00 min"
+    assert len(re.findall('<line class="rerun" x1="99.7[0-9]*%"', page.source)) == 1
+    assert "re-run began 2026-01-05 09:00:00 UTC" in page.source
+    assert '<rect class="o-ok reused"' in page.source
+    # A batch without reused runs: its own start and end, no dashed line.
+    fresh = report(
+        write_batch(tmp_path / "fresh", [FakeRun("a", seconds=5), FakeRun("b", start=2)])
+    )
+    assert "<b>wall time</b> 12.0 s (2026-01-05 09:00:00 UTC to 2026-01-05 09:00:12 UTC)" in (
+        fresh.source
+    )
+    assert 'class="rerun"' not in fresh.source
+    assert "<b>reused</b>" not in fresh.source
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_skip_passed_rerun_says_what_was_reused_and_where_it_began(tmp_path: Path) -> None:
+    from tests.test_batch import OK_STEPS, line, run_batch, scenario, write_spec
+
+    crash: list[dict[str, Any]] = [{"stderr": "fatal"}, {"exit": 3}]
+    spec = write_spec(
+        tmp_path,
+        [
+            line(scenario(tmp_path, "ok", OK_STEPS), label="fine"),
+            line(scenario(tmp_path, "crash", crash), label="broken"),
+        ],
+    )
+    assert run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "quiet").returncode == 1
+    # The re-run comes a while later: the earlier run lies apart on the timeline.
+    time.sleep(1.5)
+    again = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "quiet", "--skip-passed")
+    assert again.returncode == 1
+    data = load_report([tmp_path / "runs"])
+    page = parse(build_html(data))
+    fine, broken = data.runs
+    assert (fine.reused, broken.reused) == (True, False)
+    assert data.started is not None
+    assert fine.started is not None
+    assert fine.started < data.started
+    span = data.span
+    assert span is not None
+    assert span == (fine.started, data.ended)
+    wall = duration_text((span[1] - span[0]) * 1000)
+    assert f"<b>wall time</b> {wall} (" in page.source
+    ticks = re.findall(
+        r'<text x="[0-9.]+%" y="12" text-anchor="[a-z]+">([^<]+)</text>', page.source
+    )
+    assert ticks[-1] == wall
+    assert "<b>reused</b> 1 run reused from an earlier batch; this batch ran the others in " in (
+        page.source
+    )
+    assert len(re.findall('<line class="rerun"', page.source)) == 1
+    assert '<rect class="o-ok reused"' in page.source
+
+
+JUNK: list[object] = [None, 7, "x", [], {}, [None, 3, "s"], [{"at": "not a time"}], {"a": 1}]
+
+
+@pytest.mark.parametrize("value", JUNK)
+@pytest.mark.parametrize(
+    "key", ["steers", "externalSteers", "externalSteerCount", "attempts", "signalsSent", "usage"]
+)
+def test_what_a_run_did_read_from_a_corrupt_result_never_breaks_the_page(
+    tmp_path: Path, key: str, value: object
+) -> None:
+    folder = write_batch(tmp_path / "runs", [FakeRun("odd", outcome="aborted")])
+    path = folder / "r00001" / "result.json"
+    result = json.loads(path.read_text())
+    result[key] = value
+    if key == "attempts" and isinstance(value, list):
+        result[key] = [{"signalsSent": value}, *value]
+    path.write_text(json.dumps(result))
+    page = report(folder)
+    assert_self_contained(page)
+    assert page.labels == ["odd"]
+    # A corrupt usage is an unknown cost, never nothing.
+    if key == "usage":
+        assert page.rows[0][7] == "unknown"

@@ -151,9 +151,9 @@ def test_clicking_a_heading_sorts_and_the_filters_hide_rows(
         tmp_path,
         THREE,
         evaluate=[
-            click.format(5),  # tokens, ascending
+            click.format(6),  # tokens, ascending
             LABELS_IN_TABLE,
-            click.format(5),  # tokens, descending
+            click.format(6),  # tokens, descending
             LABELS_IN_TABLE,
             click.format(0),  # label
             LABELS_IN_TABLE,
@@ -213,3 +213,138 @@ def test_a_picture_carries_its_page_text_and_stays_a_png(tmp_path: Path) -> None
     assert marked.startswith(b"\x89PNG\r\n\x1a\n")
     assert marked.endswith(png[-12:])
     assert png_size(marked) == png_size(png)
+
+
+# -- what supervision did, on a real batch ------------------------------------------
+
+MARKS = """Array.from(document.querySelectorAll('.tl-bars svg.m')).map(m => {
+  const row = document.querySelector('#runs tr[data-i="' + m.dataset.i + '"]');
+  const box = m.getBoundingClientRect();
+  const bars = m.ownerSVGElement.getBoundingClientRect();
+  return [row.cells[0].querySelector('a').textContent, m.getAttribute('class'),
+          m.querySelector('title').textContent,
+          box.width > 0 && box.left >= bars.left - 8 && box.right <= bars.right + 8];
+})"""
+CELLS = """Array.from(document.querySelectorAll('#runs tbody tr')).map(r =>
+  Array.from(r.cells).map(c => [c.textContent, c.getAttribute('title') ||
+    (c.querySelector('[title]') || {getAttribute: () => null}).getAttribute('title')]))"""
+HEADINGS = "Array.from(document.querySelectorAll('#runs th')).map(th => th.textContent)"
+
+
+@pytest.fixture(scope="module")
+def intervened(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report page of a real batch in which supervision did everything it marks."""
+    from tests.report_runs import run_batch
+
+    work = tmp_path_factory.mktemp("intervened")
+    page = work / "report.html"
+    write_html([run_batch(work / "batch")], page)
+    return page
+
+
+def test_every_intervention_is_marked_on_the_timeline_and_counted_in_the_table(
+    browser: Browser, intervened: Path, tmp_path: Path
+) -> None:
+    from tests.report_runs import LONG_LABEL
+
+    rendered = browser.render(
+        intervened, out_png=tmp_path / "page.png", evaluate=[MARKS, CELLS, HEADINGS]
+    )
+    assert (rendered.requests, rendered.csp_violations, rendered.console_errors) == ([], [], [])
+    marks, cells, headings = rendered.values
+    assert all(shown for *_, shown in marks), marks
+    by_run: dict[str, list[str]] = {}
+    for label, kind, _, _ in marks:
+        by_run.setdefault(label, []).append(kind.split()[-1])
+    assert by_run == {
+        "steered-from-outside": ["m-outside"],
+        "aborted": ["m-signal", "m-abort"],
+        "lingering": ["m-signal", "m-signal"],
+        "retried": ["m-retry"],
+    }
+    titles = {(label, title) for label, _, title, _ in marks}
+    assert ("lingering", "SIGTERM / SIGKILL sent: SIGKILL: still running 0.5s after SIGTERM") in (
+        titles
+    )
+    assert (
+        "lingering",
+        "SIGTERM / SIGKILL sent: SIGTERM: the agent was still running after its final message",
+    ) in titles
+    assert (
+        "aborted",
+        "abort: the run was aborted on request: wrong direction",
+    ) in titles
+    outside = [title for label, _, title, _ in marks if label == "steered-from-outside"]
+    assert outside == ["steer from outside: s1 delivered by resuming (attempt 2), 29 characters"]
+    assert headings == [
+        "label", "outcome", "passed", "error", "stop reason", "duration", "tokens", "cost",
+        "steers", "cleanup", "tools", "warnings",
+    ]  # fmt: skip
+    rows = {row[0][0]: row for row in cells}
+    assert set(rows) == {
+        "steered-from-outside", "aborted", "lingering", "retried", "crashed", LONG_LABEL,
+    }  # fmt: skip
+    column = {name: n for n, name in enumerate(headings)}
+
+    def cell(label: str, name: str) -> str:
+        return str(rows[label][column[name]][0])
+
+    def hover(label: str, name: str) -> str:
+        return str(rows[label][column[name]][1])
+
+    assert cell("steered-from-outside", "steers") == "0 + 1"
+    assert hover("steered-from-outside", "steers") == "0 by Stop hooks, 1 from outside"
+    assert (cell("aborted", "outcome"), cell("aborted", "error")) == ("aborted", "abort_requested")
+    assert cell("aborted", "cleanup") == "SIGTERM"
+    assert cell("lingering", "outcome") == "ok"
+    assert cell("lingering", "cleanup") == "SIGKILL"
+    assert hover("lingering", "cleanup") == (
+        "SIGTERM: the agent was still running after its final message; "
+        "SIGKILL: still running 0.5s after SIGTERM"
+    )
+    assert cell("retried", "steers") == "1"
+    assert hover("retried", "steers") == "1 by Stop hooks (1 of them error retries), 0 from outside"
+    # A crash mid-tool reads with its error beside its last stop reason.
+    assert (cell("crashed", "error"), cell("crashed", "stop reason")) == ("exited_early", "toolUse")
+    assert hover("crashed", "error").startswith("exited_early: the agent exited with status 1")
+    # The fake agent reports a cost of a fraction of a cent per turn; the
+    # abort came before any usage was reported.
+    assert cell("crashed", "cost") == "< $0.01"
+    assert cell("aborted", "cost") == "unknown"
+    assert "cost < $0.01 + 1 unknown" in rendered.text
+
+
+NARROW = """(() => {
+  const cut = (el) => { const s = getComputedStyle(el);
+    return [s.textOverflow, s.whiteSpace, el.scrollWidth > el.clientWidth,
+            el.getAttribute('title'), Math.round(el.getBoundingClientRect().height)]; };
+  const long = Array.from(document.querySelectorAll('#runs td.label .cut, .tl-label'))
+    .filter(el => el.getAttribute('title').startsWith('a-label-far'));
+  const tick = document.querySelector('#timeline svg text').getBoundingClientRect().height;
+  return [document.documentElement.scrollWidth, window.innerWidth,
+          document.getElementById('runs').getBoundingClientRect().right <= window.innerWidth,
+          long.map(cut), Math.round(tick)];
+})()"""
+
+
+def test_the_page_reads_at_760_pixels_and_labels_are_cut_not_broken(
+    browser: Browser, intervened: Path, tmp_path: Path
+) -> None:
+    from tests.report_runs import LONG_LABEL
+
+    rendered = browser.render(
+        intervened, out_png=tmp_path / "narrow.png", width=760, height=900, evaluate=[NARROW]
+    )
+    [(page_width, window, table_fits, labels, tick_height)] = rendered.values
+    # Nothing of the page lies past the right edge of the window: no
+    # horizontal scrolling, the table included.
+    assert page_width <= window == 760
+    assert table_fits is True
+    # The timeline's text is not scaled down with the drawing.
+    assert tick_height >= 12
+    # The long label, in the table and on the timeline, is on one line, cut
+    # with an ellipsis, whole on hover.
+    assert len(labels) == 2
+    for overflow, white_space, cut, title, height in labels:
+        assert (overflow, white_space, cut, title) == ("ellipsis", "nowrap", True, LONG_LABEL)
+        assert height <= 24, "the label wrapped onto a second line"

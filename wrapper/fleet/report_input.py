@@ -20,7 +20,6 @@ import os
 import stat
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +32,26 @@ from wrapper.files.artifacts import (
     ensure_dir,
     read_regular_file,
 )
-from wrapper.fleet.html_report import Mark, ReportData, ReportRun, SpecInfo, build_html
+from wrapper.fleet.html_report import (
+    SIGNAL_RANK,
+    Mark,
+    ReportData,
+    ReportRun,
+    SpecInfo,
+    build_html,
+)
 from wrapper.fleet.passing import expectation_of, same_run
 from wrapper.fleet.passing import passed as is_passed
+from wrapper.fleet.report_marks import (
+    RUN_FILE_FLAGS,
+    as_int,
+    epoch,
+    marks_of,
+    objects,
+    read_events,
+    refused_steers,
+    signals_sent,
+)
 
 #: How much of a run's final text the page holds (the rest is in
 #: result.json), and of the end of its stderr.log.
@@ -44,15 +60,6 @@ STDERR_TAIL_BYTES = 2048
 #: Past this many runs each holds a quarter of that: a page for 1,000 runs
 #: stays a few megabytes, quick to open and to keep as an artifact.
 MANY_RUNS = 200
-#: How much of a run's events.jsonl is read to count its tool calls.
-EVENTS_MAX_BYTES = 64 * 1024 * 1024
-#: How every tool_start line of events.jsonl begins (the wrapper writes
-#: compact JSON, type first): only those lines are decoded.
-TOOL_START = b'{"type":"tool_start",'
-#: How a run's own files are opened: never blocking on a FIFO, and never
-#: through a symlink, which an agent could plant to put another file (a key,
-#: a secret) into a page meant to be shared.
-RUN_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 class ReportInputError(Exception):
@@ -123,7 +130,7 @@ def load_report(paths: Sequence[Path]) -> ReportData:
         if spec is not None:
             specs.setdefault(spec.sha256 or spec.path or "", spec)
         for stamp, into in (("startedAt", starts), ("endedAt", ends)):
-            when = _epoch(batch.get(stamp))
+            when = epoch(batch.get(stamp))
             if when is not None:
                 into.append(when)
         prefix = f"shard {shard[0]}/{shard[1]}: " if shard is not None and len(files) > 1 else ""
@@ -178,6 +185,7 @@ def _run(
     result: Mapping[str, Any] = {}
     stderr_tail = None
     tool_calls = None
+    agent_retries: list[Mark] = []
     mismatch = None
     if not isinstance(recorded, str):
         missing.append("its batch.json entry names no run directory")
@@ -190,7 +198,7 @@ def _run(
         elif same_run(read, entry):
             result = read
             stderr_tail = _tail(run_dir / "stderr.log", stderr_bytes)
-            tool_calls = _tool_calls(run_dir / "events.jsonl")
+            tool_calls, agent_retries = read_events(run_dir / "events.jsonl")
         else:
             # Another run of the line (a later batch, a re-run cut short)
             # replaced it: nothing of the directory is this run's now, but
@@ -226,18 +234,12 @@ def _run(
         passed = is_passed(result, expectation_of(expect))
     raw_usage = merged.get("usage")
     usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
-    steers = _int(result.get("steerCount"))
-    max_steers = _int(result.get("maxSteers"))
-    marks = [
-        Mark(at=at, kind="steer", text=str(steer.get("reason") or ""))
-        for steer in _objects(result.get("steers"))
-        if (at := _epoch(steer.get("at"))) is not None
-    ]
-    marks += [
-        Mark(at=at, kind="escalation", text=str(esc.get("question") or ""))
-        for esc in _objects(result.get("escalations"))
-        if (at := _epoch(esc.get("at"))) is not None
-    ]
+    steers = as_int(result.get("steerCount"))
+    max_steers = as_int(result.get("maxSteers"))
+    marks = marks_of(result) + agent_retries
+    signals = signals_sent(result)
+    error = merged.get("error")
+    error_kind = error.get("kind") if isinstance(error, Mapping) else None
     final_text = result.get("finalText") if isinstance(result.get("finalText"), str) else None
     if final_text is not None and len(final_text) > text_chars:
         rest = len(final_text) - text_chars
@@ -250,18 +252,23 @@ def _run(
         outcome=str(outcome),
         passed=passed if isinstance(passed, bool) else outcome == "ok",
         stop_reason=_str(merged.get("stopReason")),
-        duration_ms=_int(merged.get("durationMs")),
-        started=_epoch(result.get("startedAt")),
-        ended=_epoch(result.get("endedAt")),
+        duration_ms=as_int(merged.get("durationMs")),
+        started=epoch(result.get("startedAt")),
+        ended=epoch(result.get("endedAt")),
         tokens=_tokens(usage),
         cost_usd=_float(usage.get("costUsd")),
         steers=steers,
         max_steers=max_steers,
         hit_steer_cap=result.get("stopAllowedBy") == "max_steers"
         or (steers is not None and max_steers is not None and 0 < max_steers <= steers),
+        outside_steers=as_int(result.get("externalSteerCount")),
+        refused_steers=tuple(refused_steers(result)),
+        cleanup=max((sig for sig, _ in signals), key=SIGNAL_RANK.__getitem__, default=None),
+        cleanup_reasons=tuple(f"{sig}: {why}" for sig, why in signals),
+        error_kind=error_kind if isinstance(error_kind, str) else None,
         tools=tuple(str(t) for t in result.get("toolsUsed") or () if isinstance(t, str)),
         tool_calls=tool_calls,
-        warnings=tuple(str(w.get("message")) for w in _objects(result.get("warnings"))),
+        warnings=tuple(str(w.get("message")) for w in objects(result.get("warnings"))),
         error=_error(merged.get("error")),
         final_text=final_text,
         stderr_tail=stderr_tail,
@@ -351,48 +358,8 @@ def _tail(path: Path, size: int) -> str | None:
     return text or None
 
 
-def _tool_calls(path: Path) -> tuple[tuple[str, int], ...] | None:
-    """How many times each tool was started, in first-use order, from a run's
-    events.jsonl; None when there is none to read."""
-    try:
-        fd = os.open(path, RUN_FILE_FLAGS)
-    except OSError:
-        return None
-    counts: dict[str, int] = {}
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as events:
-            read = 0
-            for line in events:
-                read += len(line)
-                if read > EVENTS_MAX_BYTES:
-                    break
-                if not line.startswith(TOOL_START):
-                    continue
-                try:
-                    tool = orjson.loads(line).get("tool")
-                except orjson.JSONDecodeError:
-                    continue
-                name = tool if isinstance(tool, str) else "?"
-                counts[name] = counts.get(name, 0) + 1
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return tuple(counts.items())
-
-
-def _objects(value: Any) -> list[Mapping[str, Any]]:
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _float(value: Any) -> float | None:
@@ -402,10 +369,10 @@ def _float(value: Any) -> float | None:
 
 
 def _tokens(usage: Mapping[str, Any]) -> int | None:
-    total = _int(usage.get("totalTokens"))
+    total = as_int(usage.get("totalTokens"))
     if total is not None:
         return total
-    parts = [_int(usage.get(key)) for key in ("input", "output", "cacheRead", "cacheWrite")]
+    parts = [as_int(usage.get(key)) for key in ("input", "output", "cacheRead", "cacheWrite")]
     known = [p for p in parts if p is not None]
     return sum(known) if known else None
 
@@ -417,19 +384,10 @@ def _error(value: Any) -> str | None:
     return f"{kind}: {message}" if kind else str(message)
 
 
-def _epoch(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
-
-
 def _shard(value: Any) -> tuple[int, int] | None:
     if not isinstance(value, Mapping):
         return None
-    index, count = _int(value.get("index")), _int(value.get("count"))
+    index, count = as_int(value.get("index")), as_int(value.get("count"))
     # A batch that is not sharded is shard 1/1: nothing to show.
     if index is None or count is None or count <= 1:
         return None
@@ -442,7 +400,7 @@ def _spec(value: Any) -> SpecInfo | None:
     return SpecInfo(
         path=_str(value.get("path")),
         sha256=_str(value.get("sha256")),
-        lines=_int(value.get("lines")),
+        lines=as_int(value.get("lines")),
     )
 
 
