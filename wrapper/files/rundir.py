@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from wrapper.core.events import Stamped, decode_event
+from wrapper.core.event_log import Stamped, decode_event
 from wrapper.core.limits import WATCH_LINE_MAX_BYTES, WATCH_READ_BYTES
 from wrapper.files.artifacts import RESULT_MAX_BYTES, list_run_folder
 from wrapper.files.mailbox import read_json
