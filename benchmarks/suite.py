@@ -34,6 +34,7 @@ from benchmarks.streams import (
     write_pi_stream,
     write_scenario,
 )
+from benchmarks.watchbench import watch_section
 from wrapper.core.config import DEFAULT_KILL_AFTER
 from wrapper.dialects.pi import GRACE as PI_GRACE
 from wrapper.dialects.pi import SETTLE_GRACE as PI_SETTLE_GRACE
@@ -675,4 +676,5 @@ SECTIONS: dict[str, Callable[[Bench], list[Row]]] = {
     "batch": batch_section,
     "fleet": fleet_section,
     "steer": steer_section,
+    "watch": watch_section,
 }

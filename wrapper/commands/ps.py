@@ -83,11 +83,10 @@ def steers_text(steers: tuple[int, int] | None) -> str:
     return UNKNOWN if steers is None else f"{steers[0]}+{steers[1]}"
 
 
-def _shown_path(path: Path, cwd: Path) -> str:
-    try:
-        return str(path.absolute().relative_to(cwd))
-    except ValueError:
-        return str(path)
+def _shown_path(path: Path, cwd: str) -> str:
+    """``path`` relative to the working directory when it is below it."""
+    whole = os.path.abspath(path)
+    return whole[len(cwd) :] if whole.startswith(cwd) else whole
 
 
 def _clip(text: str, limit: int) -> str:
@@ -98,7 +97,7 @@ def _clip_left(text: str, limit: int) -> str:
     return text if len(text) <= limit else "…" + text[len(text) - limit + 1 :]
 
 
-def cells(snap: RunSnapshot, now: float, cwd: Path) -> list[str]:
+def cells(snap: RunSnapshot, now: float, cwd: str) -> list[str]:
     label = snap.label or snap.run_id or snap.path.name
     return [
         plain(label),
@@ -123,7 +122,7 @@ def table(
 ) -> list[str]:
     """The table's lines, header first; with a ``width``, each line fits it
     (labels and tools cut, the run directory cut from its start)."""
-    here = (cwd or Path.cwd()).absolute()
+    here = os.path.join(os.path.abspath(cwd or Path.cwd()), "")
     rows = [cells(snap, now, here) for snap in snaps]
     if width is not None:
         for row in rows:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from wrapper.commands import ps
-from wrapper.commands.find import RunNotFound, by_name, default_folders, latest, runs_of
+from wrapper.commands.find import RunNotFound, by_name, default_folders, latest
 from wrapper.core.config import ColorMode, use_color
 from wrapper.core.events import ResultWritten
 from wrapper.core.limits import (
@@ -191,16 +191,40 @@ def _result_line(
 
 @dataclass(slots=True)
 class RunsWatch:
-    """The runs of some folders as last seen: a run's files are read again
-    only when a stat says they changed."""
+    """The runs of some folders as last seen: a folder is listed again only
+    when a stat says it changed, and a run's files read again only when a
+    stat says they changed."""
 
     folders: list[Path]
+    _runs: list[Path] = field(default_factory=list)
+    _scanned: tuple[object, ...] | None = None
+    _watched: list[Path] = field(default_factory=list)
     _seen: dict[Path, tuple[object, RunSnapshot]] = field(default_factory=dict)
     _marks: dict[Path, tuple[object, tuple[int, list[str]] | None]] = field(default_factory=dict)
 
+    def _run_dirs(self) -> list[Path]:
+        key = tuple(rundir.change_mark(folder) for folder in (*self.folders, *self._watched))
+        if key != self._scanned:
+            runs: list[Path] = []
+            watched: list[Path] = []
+            listed: set[str] = set()
+            for folder in self.folders:
+                found, others = rundir.scan(folder)
+                for path in found:
+                    if os.path.abspath(path) not in listed:
+                        listed.add(os.path.abspath(path))
+                        runs.append(path)
+                watched.extend(others)
+            self._runs, self._watched = runs, watched
+            # The key of what was just listed: a change from here on is seen.
+            self._scanned = tuple(
+                rundir.change_mark(folder) for folder in (*self.folders, *watched)
+            )
+        return self._runs
+
     def look(self) -> list[RunSnapshot]:
         snaps = []
-        for path in runs_of(self.folders):
+        for path in self._run_dirs():
             marks = (
                 rundir.change_mark(path / rundir.STATUS),
                 rundir.change_mark(path / rundir.RESULT),
@@ -208,10 +232,11 @@ class RunsWatch:
             seen = self._seen.get(path)
             if seen is not None and seen[0] == marks:
                 snap = seen[1]
-                if not snap.ended and snap.status is not None:
+                if not snap.finished and snap.status is not None:
                     # Its wrapper may have died without a word in its files.
                     alive = rundir.wrapper_alive(snap.status.get("wrapperPid"))
-                    snap = RunSnapshot(snap.path, snap.status, snap.result, gone=not alive)
+                    if alive == snap.gone:
+                        snap = RunSnapshot(snap.path, snap.status, snap.result, gone=not alive)
             else:
                 snap = rundir.snapshot(path)
             self._seen[path] = (marks, snap)
@@ -220,10 +245,9 @@ class RunsWatch:
 
     def queued(self, snaps: Sequence[RunSnapshot]) -> int:
         """Lines of running batches (in these folders) not started yet."""
-        folders = {*self.folders, *(snap.path.parent for snap in snaps)}
-        started = {os.path.normpath(snap.path.absolute()) for snap in snaps}
         count = 0
-        for folder in folders:
+        started: set[str] | None = None
+        for folder in {*self.folders, *(snap.path.parent for snap in snaps)}:
             mark = rundir.change_mark(folder / batch_mark.MARK_NAME)
             if mark is None:
                 continue
@@ -233,6 +257,8 @@ class RunsWatch:
                 self._marks[folder] = seen
             lines = seen[1]
             if lines is not None and batch_mark.alive(lines[0]):
+                if started is None:
+                    started = {os.path.abspath(snap.path) for snap in snaps}
                 count += sum(1 for run_dir in lines[1] if run_dir not in started)
         return count
 

@@ -266,7 +266,13 @@ def _round(value: float | None) -> float | None:
 def snapshot(run_dir: Path, warn: Warn | None = None) -> RunSnapshot:
     """What ``run_dir`` says of its run now."""
     status = read_status(run_dir, warn)
-    result = read_result(run_dir, status, warn)
+    # A running run has no result yet (its final status.json write comes
+    # after result.json): looking for one, and for where --result sent it,
+    # would read two files a look for nothing.
+    running = status is not None and status.get("state") != "finished"
+    result = None
+    if not running or change_mark(run_dir / RESULT) is not None:
+        result = read_result(run_dir, status, warn)
     gone = (
         result is None
         and status is not None
@@ -283,27 +289,39 @@ def runs_in(folder: Path) -> list[Path]:
     """The run directories ``folder`` stands for: itself when it is one, else
     those in it, else those one level further down (a folder of batches, of
     a spec's shards). Hidden names are passed over."""
+    return scan(folder)[0]
+
+
+def scan(folder: Path) -> tuple[list[Path], list[Path]]:
+    """``runs_in(folder)``, and the folders whose change (a run directory
+    created, or a directory becoming one) would change it: a reader that
+    polls stats those and scans again only when one changed."""
     if is_run_dir(folder):
-        return [folder]
-    found: list[Path] = []
-    below: list[Path] = []
+        return [folder], []
+    found, below = _level(folder)
+    if found:
+        return found, [folder, *below]
+    watched = [folder, *below]
+    for child in below:
+        runs, others = _level(child)
+        found.extend(runs)
+        watched.extend(others)
+    return found, watched
+
+
+def _level(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The run directories in ``folder``, and its other directories."""
+    runs: list[Path] = []
+    others: list[Path] = []
     for name in sorted(list_run_folder(folder)):
         if name.startswith("."):
             continue
         child = folder / name
         if is_run_dir(child):
-            found.append(child)
+            runs.append(child)
         elif child.is_dir() and not child.is_symlink():
-            below.append(child)
-    if found:
-        return found
-    for child in below:
-        found.extend(
-            child / name
-            for name in sorted(list_run_folder(child))
-            if not name.startswith(".") and is_run_dir(child / name)
-        )
-    return found
+            others.append(child)
+    return runs, others
 
 
 # --- events.jsonl ----------------------------------------------------------------
