@@ -277,6 +277,29 @@ def test_ps_lists_every_run_running_first_with_unknown_figures_as_unknown(runs: 
     assert cli("ps", "nowhere", cwd=runs).returncode == 2
 
 
+def test_a_run_still_starting_is_listed_and_watched_as_one_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / ".agent-wrapper" / "runs" / "new"
+    run_dir.mkdir(parents=True)
+    (run_dir / ".agent-wrapper-run").write_text(json.dumps({"runId": "run-new"}))
+    listed = json.loads(cli("ps", "--json", cwd=tmp_path).stdout)
+    assert [(Path(run["runDir"]).name, run["state"]) for run in listed] == [("new", "starting")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_WRAPPER_")}
+    watching = subprocess.Popen(
+        [sys.executable, "-m", "wrapper", "watch", str(run_dir)],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    (run_dir / "result.json").write_text(json.dumps({"runId": "run-new", **OK}))
+    out, _ = watching.communicate(timeout=HANG_LIMIT)
+    # One run's view (its result line), not a table of the folder.
+    assert out.startswith("■ ok"), out
+    assert watching.returncode == 0
+
+
 def test_ps_of_a_batch_folder_lists_its_runs(runs: Path) -> None:
     listed = json.loads(cli("ps", "--json", ".agent-wrapper/batches/b1", cwd=runs).stdout)
     assert sorted(Path(run["runDir"]).name for run in listed) == ["x", "y"]

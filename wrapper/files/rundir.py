@@ -24,7 +24,7 @@ import orjson
 
 from wrapper.core.event_log import Stamped, decode_event
 from wrapper.core.limits import WATCH_LINE_MAX_BYTES, WATCH_READ_BYTES
-from wrapper.files.artifacts import RESULT_MAX_BYTES, list_run_folder
+from wrapper.files.artifacts import RESULT_MAX_BYTES, RUN_MARKER, list_run_folder
 from wrapper.files.mailbox import read_json
 
 STATUS = "status.json"
@@ -61,8 +61,9 @@ def read_result(
 
 
 def is_run_dir(path: Path) -> bool:
-    """Whether ``path`` holds a run (its status.json or result.json)."""
-    return (path / STATUS).is_file() or (path / RESULT).is_file()
+    """Whether ``path`` holds a run: its status.json or result.json, or the
+    mark a run leaves first thing (a run still starting)."""
+    return any((path / name).is_file() for name in (STATUS, RESULT, RUN_MARKER))
 
 
 def wrapper_alive(pid: object) -> bool:
@@ -153,7 +154,10 @@ class RunSnapshot:
             return "finished"
         if self.gone:
             return "gone"
-        return _str((self.status or {}).get("state")) or "unknown"
+        if self.status is None:
+            # Only the run's mark is there yet.
+            return "starting"
+        return _str(self.status.get("state")) or "unknown"
 
     @property
     def current_tool(self) -> str | None:
