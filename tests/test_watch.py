@@ -575,3 +575,24 @@ def test_the_table_ends_when_the_last_run_ends(tmp_path: Path) -> None:
     assert watch_table([tmp_path], WatchOptions(), out=pane, sleep=sleep) == 0  # type: ignore[arg-type]
     assert time.monotonic() - started < HANG_LIMIT
     assert pane.text.splitlines()[-1].startswith("0 running · 1 ok")
+
+
+def test_the_table_fits_a_narrow_terminal_and_json_cuts_nothing(tmp_path: Path) -> None:
+    from wrapper.commands import ps
+    from wrapper.files.rundir import snapshot
+
+    deep = tmp_path / ("a-very-long-folder-name-" * 4) / "runs" / "r1"
+    make_run(
+        deep,
+        label="a-label-much-longer-than-any-column-should-show",
+        started="2026-01-01T10:00:00.000Z",
+        tool="a-tool-with-a-very-long-name",
+    )
+    snap = snapshot(deep)
+    for width in (80, 100):
+        lines = ps.table([snap], time.time(), width=width, color=False, cwd=Path("/"))
+        assert all(len(line) <= width for line in lines), lines
+        assert "…" in lines[1]
+        assert lines[1].endswith("runs/r1")
+    assert snap.to_json(time.time())["runDir"] == str(deep)
+    assert snap.to_json(time.time())["label"] == "a-label-much-longer-than-any-column-should-show"

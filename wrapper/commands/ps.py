@@ -36,8 +36,9 @@ _GREEN, _RED, _CYAN, _YELLOW, _DIM, _RESET = (
 #: directory gets what the terminal has left; ``--json`` cuts nothing).
 LABEL_CHARS = 28
 TOOL_CHARS = 16
-#: The run directory keeps at least this much of its end on a narrow terminal.
-RUN_DIR_MIN_CHARS = 24
+#: The run directory keeps at least this much of its end on a narrow
+#: terminal (its last folders: a label, a run id's end).
+RUN_DIR_MIN_CHARS = 16
 #: Shown for a figure the run does not report: unknown is not zero.
 UNKNOWN = "-"
 
@@ -124,29 +125,39 @@ def table(
     (labels and tools cut, the run directory cut from its start)."""
     here = os.path.join(os.path.abspath(cwd or Path.cwd()), "")
     rows = [cells(snap, now, here) for snap in snaps]
+    widths = _widths(rows)
+    gap = 2
     if width is not None:
-        for row in rows:
-            row[0] = _clip(row[0], LABEL_CHARS)
-            row[2] = _clip(row[2], TOOL_CHARS)
-    widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(HEADER)]
-    if width is not None:
-        fixed = sum(widths[:-1]) + 2 * (len(HEADER) - 1)
-        room = max(RUN_DIR_MIN_CHARS, width - fixed)
-        widths[-1] = min(widths[-1], room)
+        # Labels and tools give way first, down to a readable few
+        # characters, then the space between columns, then the start of
+        # the run directory's path; a line still too long is cut.
+        for column, widest, narrowest in ((0, LABEL_CHARS, 10), (2, TOOL_CHARS, 6)):
+            over = sum(widths[:-1]) + gap * (len(HEADER) - 1) + RUN_DIR_MIN_CHARS - width
+            limit = max(narrowest, min(widest, widths[column] - max(0, over)))
+            for row in rows:
+                row[column] = _clip(row[column], limit)
+            widths = _widths(rows)
+        if sum(widths[:-1]) + gap * (len(HEADER) - 1) + RUN_DIR_MIN_CHARS > width:
+            gap = 1
+        room = max(RUN_DIR_MIN_CHARS, width - sum(widths[:-1]) - gap * (len(HEADER) - 1))
         for row in rows:
             row[-1] = _clip_left(row[-1], room)
-    lines = [_line(list(HEADER), widths)]
+    lines = [_clip(_line(list(HEADER), widths, gap), width or 1 << 30)]
     for snap, row in zip(snaps, rows, strict=True):
-        line = _line(row, widths)
+        line = _clip(_line(row, widths, gap), width or 1 << 30)
         if color:
             line = _colored(line, snap)
         lines.append(line)
     return lines
 
 
-def _line(row: list[str], widths: list[int]) -> str:
+def _widths(rows: list[list[str]]) -> list[int]:
+    return [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(HEADER)]
+
+
+def _line(row: list[str], widths: list[int], gap: int) -> str:
     padded = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=False)]
-    return "  ".join([*padded, row[-1]]).rstrip()
+    return (" " * gap).join([*padded, row[-1]]).rstrip()
 
 
 def _colored(line: str, snap: RunSnapshot) -> str:
