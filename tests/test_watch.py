@@ -316,6 +316,12 @@ def test_latest_and_a_label_name_the_right_run(runs: Path) -> None:
     by_id = cli("status", "run-b", cwd=runs)
     assert by_id.returncode == 0
     assert "running tool bash" in by_id.stdout
+    # reply's TEXT after --latest is the answer, not a run.
+    replied = cli("reply", "--latest", "yes, go on", cwd=runs)
+    assert replied.returncode == 1
+    assert f"no question has been asked in {runs / '.agent-wrapper/batches/b1/y'}" in replied.stderr
+    replied = cli("reply", "fix-2", "yes", cwd=runs)
+    assert f"no question has been asked in {runs / '.agent-wrapper/runs/b'}" in replied.stderr
 
 
 def test_an_ambiguous_or_unknown_label_is_a_usage_error_saying_what_to_do(runs: Path) -> None:
@@ -596,3 +602,13 @@ def test_the_table_fits_a_narrow_terminal_and_json_cuts_nothing(tmp_path: Path) 
         assert lines[1].endswith("runs/r1")
     assert snap.to_json(time.time())["runDir"] == str(deep)
     assert snap.to_json(time.time())["label"] == "a-label-much-longer-than-any-column-should-show"
+
+
+def test_the_table_of_runs_that_ended_exits_1_when_one_did_not_end_ok(tmp_path: Path) -> None:
+    failed = {**OK, "outcome": "timeout", "success": False, "exitStatus": 124}
+    make_run(tmp_path / "b" / "one", label="one", started="2026-01-01T10:00:00.000Z", result=OK)
+    make_run(tmp_path / "b" / "two", label="two", started="2026-01-01T10:00:00.000Z", result=failed)
+    done = cli("watch", "b", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[-1] == "0 running · 1 ok · 1 not ok · $1.00 so far"
+    assert "two: finished timeout in 30s" in done.stdout
