@@ -45,8 +45,8 @@ def runs_of(folders: Sequence[Path]) -> list[Path]:
 
 
 def _started(path: Path) -> float:
-    snap = rundir.snapshot(path)
-    started = snap.started_at
+    # status.json alone: a result.json can be megabytes, and says the same.
+    started = rundir.epoch((rundir.read_status(path) or {}).get("startedAt"))
     if started is not None:
         return started
     mark = rundir.change_mark(path / rundir.STATUS) or rundir.change_mark(path / rundir.RESULT)
@@ -67,11 +67,7 @@ def latest(cwd: Path | None = None) -> Path:
 
 def by_name(name: str, cwd: Path | None = None) -> Path:
     """The one run of the default folders whose label (or run id) is ``name``."""
-    matches = [
-        path
-        for path in runs_of(default_folders(cwd))
-        if name in ((snap := rundir.snapshot(path)).label, snap.run_id)
-    ]
+    matches = [path for path in runs_of(default_folders(cwd)) if name in _names(path)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -88,6 +84,13 @@ def by_name(name: str, cwd: Path | None = None) -> Path:
         f"{len(matches)} runs are labelled {name!r}; give the run directory of one:\n  "
         f"{shown}{more}"
     )
+
+
+def _names(path: Path) -> tuple[object, ...]:
+    """The label and run id a run answers to (status.json's; result.json's
+    only when there is no status.json, since it can be megabytes)."""
+    found = rundir.read_status(path) or rundir.read_result(path) or {}
+    return found.get("label"), found.get("runId")
 
 
 def resolve(given: str | None, use_latest: bool, cwd: Path | None = None) -> Path:
