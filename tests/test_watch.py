@@ -612,3 +612,28 @@ def test_the_table_of_runs_that_ended_exits_1_when_one_did_not_end_ok(tmp_path: 
     assert done.returncode == 1
     assert done.stdout.splitlines()[-1] == "0 running · 1 ok · 1 not ok · $1.00 so far"
     assert "two: finished timeout in 30s" in done.stdout
+
+
+def test_colours_follow_the_flag_and_no_color(runs: Path) -> None:
+    folder = ".agent-wrapper/runs"
+    assert "\x1b[" in cli("watch", folder, "--once", "--color", "always", cwd=runs).stdout
+    assert "\x1b[" not in cli("watch", folder, "--once", cwd=runs).stdout
+    assert "\x1b[" in cli("ps", "--color", "always", cwd=runs).stdout
+
+
+def test_a_table_of_an_empty_folder_says_it_waits(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    pane = Pane()
+    looks = 0
+
+    def sleep(seconds: float) -> None:
+        nonlocal looks
+        looks += 1
+        if looks == 2:
+            started = "2026-01-01T10:00:00.000Z"
+            make_run(tmp_path / "empty" / "r", label="r", started=started, result=OK)
+
+    assert watch_table([tmp_path / "empty"], WatchOptions(), out=pane, sleep=sleep) == 0  # type: ignore[arg-type]
+    lines = pane.text.splitlines()
+    assert lines[0] == f"no runs under {tmp_path / 'empty'} yet; waiting for them (Ctrl-C to stop)"
+    assert lines[-1].startswith("0 running · 1 ok")

@@ -288,7 +288,7 @@ def watch_table(
     color = use_color(options.color, os.environ, terminal)
     runs = RunsWatch(folders)
     last: dict[Path, tuple[str, str | None, str | None]] = {}
-    drawn = False
+    drawn = said_waiting = False
     while True:
         snaps = ps.ordered(runs.look())
         queued = runs.queued(snaps)
@@ -308,6 +308,10 @@ def watch_table(
             stream.write(_CLEAR_BELOW)
             drawn = True
         else:
+            if not snaps and not said_waiting:
+                where = " and ".join(str(folder) for folder in folders)
+                stream.write(f"no runs under {where} yet; waiting for them (Ctrl-C to stop)\n")
+                said_waiting = True
             _changes(stream, shown, last, now)
         if over and not options.follow:
             if not terminal:
