@@ -189,6 +189,14 @@ def markdown(rows: Sequence[Row], bench: Bench, argv: Sequence[str], seconds: fl
         "exit 0, the steer delivered `live` into attempt 1, one `spawned`, no `signal_sent`. "
         "A run nobody steers costs nothing more while idle: the idle section's runs listen "
         "on their control sockets.",
+        "- **watch**: 200 run directories in one folder, each a running run's status.json "
+        "(label, tool, tokens) rewritten as often as a busy run rewrites its own (every "
+        "0.5 s), its tool changing each time: every run moving. `agent-wrapper watch "
+        "RUNS_DIR --follow` follows them on a terminal (a pty, the table redrawn each "
+        "second) and without one (a line per change, to a file); 2 s for its start-up, "
+        "then the CPU time of its process (`/proc/PID/task/*/schedstat`) over 30 s (8 s "
+        "with `--quick`), as a share of one core. It must still be following at the end, "
+        "its table saying 200 running (or a line for the last run without a terminal).",
         "- **environment**: every measured process gets this environment without "
         "`AGENT_WRAPPER_*` and with a bytecode cache (`PYTHONPYCACHEPREFIX` in the suite's "
         "temporary directory, `PYTHONDONTWRITEBYTECODE` removed), filled by a warm-up run "

@@ -35,6 +35,7 @@ from benchmarks.streams import (
     write_pi_stream,
     write_scenario,
 )
+from benchmarks.watchbench import watch_section
 from wrapper.core.config import DEFAULT_KILL_AFTER
 from wrapper.dialects.pi import GRACE as PI_GRACE
 from wrapper.dialects.pi import SETTLE_GRACE as PI_SETTLE_GRACE
@@ -677,4 +678,5 @@ SECTIONS: dict[str, Callable[[Bench], list[Row]]] = {
     "fleet": fleet_section,
     "steer": steer_section,
     "mcp": mcp_section,
+    "watch": watch_section,
 }

@@ -39,6 +39,11 @@ run's files (result.json, events.jsonl, ...) are in RUN_DIR; result.json says
 what happened."""
 
 
+RUN_DIR_HELP = "the run's directory, or its label (unique among `ps`'s runs)"
+LATEST_HELP = "the newest run under ./.agent-wrapper (instead of RUN_DIR)"
+COLOR_HELP = "colours (default: auto, on a terminal unless NO_COLOR is set)"
+
+
 class _KeepsExamples(argparse.HelpFormatter):
     """Wraps prose as argparse does, but keeps a paragraph of indented lines
     (examples to paste) as written."""
@@ -223,8 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
         "'User answered: TEXT'; --continue tells it to go on; --stop lets it stop. "
         "The first reply wins.",
     )
-    reply.add_argument("run_dir", metavar="RUN_DIR")
+    reply.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help=RUN_DIR_HELP)
     reply.add_argument("text", metavar="TEXT", nargs="?")
+    reply.add_argument("--latest", action="store_true", help=LATEST_HELP)
     reply.add_argument("--continue", dest="go_on", action="store_true", help="tell it to go on")
     reply.add_argument("--stop", action="store_true", help="let it stop")
     reply.add_argument(
@@ -241,7 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
         "waiting for a person (the question and how to reply), finished (outcome and "
         "error), or ended without finishing because its wrapper is gone.",
     )
-    status.add_argument("run_dir", metavar="RUN_DIR")
+    status.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help=RUN_DIR_HELP)
+    status.add_argument("--latest", action="store_true", help=LATEST_HELP)
     status.add_argument(
         "--json",
         action="store_true",
@@ -258,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
         "the run is not running, or takes no requests), 124 still queued when --wait ended, "
         "75 the run is busy with other requests (try again), 2 usage.",
     )
-    steer.add_argument("run_dir", metavar="RUN_DIR")
+    steer.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help=RUN_DIR_HELP)
+    steer.add_argument("--latest", action="store_true", help=LATEST_HELP)
     given = steer.add_mutually_exclusive_group(required=True)
     given.add_argument("--text", metavar="TEXT", help="the instruction")
     given.add_argument("--file", metavar="PATH", help="read the instruction from a file (- stdin)")
@@ -287,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
         "refused (or not running), 124 still ending when --wait ended, 75 busy (try "
         "again), 2 usage.",
     )
-    abort.add_argument("run_dir", metavar="RUN_DIR")
+    abort.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help=RUN_DIR_HELP)
+    abort.add_argument("--latest", action="store_true", help=LATEST_HELP)
     abort.add_argument("--reason", metavar="TEXT", help="why, for result.json's error message")
     abort.add_argument(
         "--wait",
@@ -297,6 +306,56 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long to wait for the run to end (default: 30)",
     )
     abort.add_argument("--json", action="store_true", help="print the receipt as JSON")
+
+    ps = sub.add_parser(
+        "ps",
+        help="list runs: running first, with their state, tool, tokens, cost and outcome",
+        usage=f"{PROG} ps [DIR...] [--json]",
+        description="List the runs under ./.agent-wrapper/runs and ./.agent-wrapper/batches "
+        "(or in the DIRs given: run directories, a batch's --runs-dir, folders of them), "
+        "running ones first: label, state, current tool, elapsed time, tokens, cost, steers "
+        "(Stop hook + from outside), outcome and run directory; '-' is a figure the run does "
+        "not report. Only reads the runs' files. Exit 0, 2 a DIR that does not exist.",
+    )
+    ps.add_argument("dirs", metavar="DIR", nargs="*", help="where to look (default: here)")
+    ps.add_argument("--json", action="store_true", help="print a JSON array, paths whole")
+    ps.add_argument("--color", choices=["auto", "always", "never"], default="auto", help=COLOR_HELP)
+    watch = sub.add_parser(
+        "watch",
+        help="follow a run's live view, or a table of many runs, from another terminal",
+        usage=f"{PROG} watch [RUN_DIR | LABEL | --latest] [--since now]\n"
+        f"       {PROG} watch [RUNS_DIR...] [--only STATE] [--follow | --once]",
+        description="With one run (its directory, its label, or --latest): print what its "
+        "--output pretty shows, from its start (or from now), until its result, and exit "
+        "with the run's exit status (1 if its wrapper died without a result). With folders "
+        "of runs (a batch's --runs-dir, several, or none: the runs of this folder): a table "
+        "of them, running first, redrawn at most once a second, until every run ended "
+        "(exit 0 all ok, 1 otherwise); without a terminal a line per change. Only reads "
+        "the runs' files. 2: usage.",
+    )
+    watch.add_argument("targets", metavar="RUN_DIR|RUNS_DIR", nargs="*")
+    watch.add_argument("--latest", action="store_true", help=LATEST_HELP)
+    watch.add_argument(
+        "--since",
+        choices=["start", "now"],
+        default="start",
+        help="one run: show its events from its start (default) or only those from now on",
+    )
+    watch.add_argument(
+        "--only",
+        action="append",
+        choices=["running", "waiting", "finished", "ok", "failed"],
+        default=[],
+        help="the table: show only runs in this state (repeatable)",
+    )
+    ending = watch.add_mutually_exclusive_group()
+    ending.add_argument(
+        "--follow", action="store_true", help="the table: keep watching after every run ended"
+    )
+    ending.add_argument("--once", action="store_true", help="the table: print it once and exit")
+    watch.add_argument(
+        "--color", choices=["auto", "always", "never"], default="auto", help=COLOR_HELP
+    )
 
     hook_test = sub.add_parser(
         "hook-test",
@@ -383,6 +442,18 @@ def _usage_error(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def _run_dir(subcommand: str, given: str | None, use_latest: bool) -> str:
+    """The run directory ``given`` names (a path, or a run's label), or the
+    newest run with ``--latest``; a usage error when none or several do."""
+    from wrapper.commands.find import RunNotFound, resolve
+
+    try:
+        return str(resolve(given, use_latest))
+    except RunNotFound as exc:
+        print(f"{PROG} {subcommand}: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
 def _load_settings(paths: list[str]) -> Settings:
     from wrapper.supervision.prepare import RunUsageError, load_settings
 
@@ -437,6 +508,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         from wrapper.fleet.merge import merge_main
 
         return merge_main(args.inputs, args.junit, args.out)
+    if args.subcommand == "ps":
+        from wrapper.commands.ps import ps_main
+
+        return ps_main(args.dirs, args.json, args.color)
+    if args.subcommand == "watch":
+        from wrapper.commands.watch import WatchOptions, watch_main
+        from wrapper.core.config import ColorMode
+
+        watching = WatchOptions(
+            color=ColorMode(args.color),
+            since_now=args.since == "now",
+            follow=args.follow,
+            once=args.once,
+            only=tuple(args.only),
+        )
+        return watch_main(args.targets, args.latest, watching)
+    if args.subcommand in ("reply", "status", "steer", "abort"):
+        if args.subcommand == "reply" and args.latest and args.text is None:
+            # ``reply --latest TEXT``: the one word given is the answer.
+            args.text, args.run_dir = args.run_dir, None
+        args.run_dir = _run_dir(args.subcommand, args.run_dir, args.latest)
     if args.subcommand in ("signal", "reply", "status"):
         from wrapper.commands import control as tools
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,7 @@ import orjson
 
 from wrapper.core import environment
 from wrapper.core.jsonout import dumps
-from wrapper.files import mailbox
-from wrapper.files.artifacts import RESULT_MAX_BYTES
+from wrapper.files import mailbox, rundir
 from wrapper.process.invocation import wrapper_command
 
 PROG = "agent-wrapper"
@@ -51,7 +49,7 @@ def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
             f"{folder} holds no agent-wrapper run (no status.json or run marker names one); "
             "give the --run-dir of a running wrapper",
         )
-    status = mailbox.read_json(Path(folder) / "status.json", _warner("signal"))
+    status = rundir.read_status(Path(folder), _warner("signal"))
     if status and status.get("runId") == run_id and status.get("state") == "finished":
         return _fail(
             "signal",
@@ -67,7 +65,7 @@ def signal_main(kind: str, message: str | None, run_dir: str | None) -> int:
 
 
 def _current_attempt(run_dir: Path) -> int:
-    status = mailbox.read_json(run_dir / "status.json", _warner("signal"))
+    status = rundir.read_status(run_dir, _warner("signal"))
     attempt = status.get("attempt") if status else None
     if not isinstance(attempt, int):
         raise ValueError(f"{run_dir}: no status.json says which attempt is running")
@@ -82,7 +80,7 @@ def reply_main(
         return _fail("reply", "give exactly one of TEXT, --continue or --stop", 2)
     folder = Path(run_dir)
     warn = _warner("reply")
-    status = mailbox.read_json(folder / "status.json", warn)
+    status = rundir.read_status(folder, warn)
     run_id = status.get("runId") if status else None
     if status is None or not isinstance(run_id, str):
         return _fail("reply", f"{folder} is not the directory of a wrapped run (no status.json)")
@@ -96,7 +94,7 @@ def reply_main(
     ):
         return _fail("reply", f"{folder} has no escalation {target!r}")
     earlier = mailbox.answer_of(folder, target, run_id, warn)
-    if earlier is None and not _alive(status.get("wrapperPid")):
+    if earlier is None and not rundir.wrapper_alive(status.get("wrapperPid")):
         return _fail(
             "reply",
             f"the wrapper of this run (pid {status.get('wrapperPid')}) is gone: "
@@ -132,11 +130,13 @@ def status_main(run_dir: str, as_json: bool) -> int:
     """``agent-wrapper status RUN_DIR [--json]``."""
     folder = Path(run_dir)
     warn = _warner("status")
-    status = mailbox.read_json(folder / "status.json", warn)
+    status = rundir.read_status(folder, warn)
     if status is None:
         return _fail("status", f"{folder} has no readable status.json: not a run directory?")
-    result = _result_of(folder, status, warn) if status.get("state") == "finished" else None
-    wrapper_gone = status.get("state") != "finished" and not _alive(status.get("wrapperPid"))
+    result = rundir.read_result(folder, status, warn) if status.get("state") == "finished" else None
+    wrapper_gone = status.get("state") != "finished" and not rundir.wrapper_alive(
+        status.get("wrapperPid")
+    )
     error = result.get("error") if result else None
     wrapper_killed = wrapper_gone or (
         isinstance(error, dict) and error.get("kind") == "wrapper_killed"
@@ -204,33 +204,3 @@ def _ended_well(status: dict[str, Any], result: dict[str, Any] | None) -> bool:
     if result is not None:
         return result.get("success") is True
     return status.get("outcome") in (None, "ok")
-
-
-def _result_of(
-    folder: Path, status: dict[str, Any], warn: Callable[[str], None]
-) -> dict[str, Any] | None:
-    """The run's result.json: in the run directory, else where its config.json
-    says it went (``--result``), if that file is this run's."""
-    result = mailbox.read_json(folder / "result.json", warn, RESULT_MAX_BYTES)
-    if result is None:
-        config = mailbox.read_json(folder / "config.json", warn, RESULT_MAX_BYTES)
-        path = config.get("resultPath") if config else None
-        result = (
-            mailbox.read_json(Path(path), warn, RESULT_MAX_BYTES) if isinstance(path, str) else None
-        )
-    if result is not None and result.get("runId") != status.get("runId"):
-        return None
-    return result
-
-
-def _alive(pid: object) -> bool:
-    """Whether ``pid`` is a running process (unknown pids count as running)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

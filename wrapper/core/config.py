@@ -47,6 +47,9 @@ OUTPUT_FLUSH_TIMEOUT = 5.0
 READ_CHUNK_BYTES = 64 * 1024
 #: Where runs go when --run-dir is not given, relative to the working directory.
 DEFAULT_RUNS_ROOT = Path(".agent-wrapper") / "runs"
+#: Where a batch's runs go when --runs-dir is not given, relative to the
+#: working directory (then ``BATCH_ID`` below it).
+DEFAULT_BATCHES_ROOT = Path(".agent-wrapper") / "batches"
 #: Longest stderr line turned into one event (the log keeps every byte).
 STDERR_LINE_BYTES = 64 * 1024
 #: Longest task read from --task-file (a batch's taskFile, the API's

@@ -283,3 +283,23 @@ MCP_PREVIEW_CHARS = 500
 #: agent's tree and writes result.json): beyond every run's kill bounds
 #: (grace + kill-after, 10 s by default), so an ordinary run ends on its own.
 MCP_CLOSE_WAIT = 30.0
+
+# --- watching runs from outside (``ps``, ``watch``) ------------------------------
+
+#: How often ``watch`` of one run looks at its events.jsonl and result.json
+#: (a stat each, reading only what was added): a quarter second reads as
+#: live to a person, and four stats a second cost the machine nothing.
+WATCH_POLL_SECONDS = 0.25
+#: How often the table of ``watch RUNS_DIR`` looks at its runs, and redraws
+#: at most: its clock counts seconds, and two stats a run a second keep 200
+#: runs far under a hundredth of a core.
+WATCH_TABLE_SECONDS = 1.0
+#: Once result.json is there, how long ``watch`` waits for the run's last
+#: events to reach events.jsonl (written within a second of the agent's
+#: line) before it prints the result line from result.json itself.
+WATCH_RESULT_DRAIN_SECONDS = 2.0
+#: What ``watch`` reads of events.jsonl at once, and the longest line it
+#: keeps waiting for: an event line is a few kilobytes (an assistant message
+#: with its text); one longer than this is not an event the view can show.
+WATCH_READ_BYTES = 1024 * 1024
+WATCH_LINE_MAX_BYTES = 64 * 1024 * 1024

@@ -95,6 +95,25 @@ def queued_line(path: Path) -> QueuedLine | None:
     return None
 
 
+def running_lines(runs_dir: Path) -> tuple[int, list[str]] | None:
+    """The pid of the batch running in ``runs_dir`` and the run directory of
+    each of its lines (as the mark names them: absolute, normalized), or
+    None when no batch marks it."""
+    mark = _read(runs_dir / MARK_NAME)
+    if mark is None:
+        return None
+    pid, runs = mark.get("pid"), mark.get("runs")
+    if not isinstance(pid, int) or not isinstance(runs, list):
+        return None
+    dirs = [run.get("runDir") for run in runs if isinstance(run, dict)]
+    return pid, [run_dir for run_dir in dirs if isinstance(run_dir, str)]
+
+
+def alive(pid: int) -> bool:
+    """Whether the batch with this pid still runs."""
+    return _alive(pid)
+
+
 def _read(path: Path) -> dict[str, object] | None:
     try:
         with open(path, "rb") as file:

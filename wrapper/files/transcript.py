@@ -11,65 +11,29 @@ transcripts (``{"type": "assistant", "message": {...}}``), the wrapper's own
 
 from __future__ import annotations
 
-import os
-import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
+from wrapper.files.rundir import TAIL_BLOCK_BYTES, json_lines_backwards
 
-#: Bytes read per step backwards.
-TAIL_BLOCK_BYTES = 64 * 1024
+__all__ = ["DEFAULT_TAIL_LIMIT", "TAIL_BLOCK_BYTES", "last_assistant_message"]
+
 #: How far back the search goes before giving up.
 DEFAULT_TAIL_LIMIT = 16 * 1024 * 1024
 
 
 def last_assistant_message(path: Path | str, limit: int = DEFAULT_TAIL_LIMIT) -> str | None:
     """The text of the last assistant message in the file, or None."""
-    try:
-        # Without blocking, and only a regular file: a FIFO planted at the
-        # transcript's path must not hang the wrapper.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        for line in _lines_backwards(fd, limit):
-            text = _assistant_text(line)
-            if text is not None:
-                return text
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    # The run directory's reader opens without blocking, and only a regular
+    # file: a FIFO planted at the transcript's path must not hang the wrapper.
+    for obj in json_lines_backwards(path, limit):
+        text = _assistant_text(obj)
+        if text is not None:
+            return text
     return None
 
 
-def _lines_backwards(fd: int, limit: int) -> Iterator[bytes]:
-    end = os.fstat(fd).st_size
-    floor = max(0, end - limit)
-    carry = b""
-    while end > floor:
-        start = max(floor, end - TAIL_BLOCK_BYTES)
-        block = os.pread(fd, end - start, start) + carry
-        end = start
-        lines = block.split(b"\n")
-        # The first piece may be the end of a line that starts further back.
-        carry = lines[0] if start > floor else b""
-        for line in reversed(lines if start == floor else lines[1:]):
-            if line.strip():
-                yield line
-
-
-def _assistant_text(line: bytes) -> str | None:
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict):
-        return None
+def _assistant_text(obj: dict[str, Any]) -> str | None:
     if obj.get("type") == "assistant_message" and isinstance(obj.get("text"), str):
         return str(obj["text"])
     message = obj.get("message")
