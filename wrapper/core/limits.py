@@ -272,3 +272,14 @@ MCP_PREVIEW_CHARS = 500
 #: agent's tree and writes result.json): beyond every run's kill bounds
 #: (grace + kill-after, 10 s by default), so an ordinary run ends on its own.
 MCP_CLOSE_WAIT = 30.0
+
+# -- Cost -------------------------------------------------------------------------
+
+#: How long the price table's lookup (``agent-wrapper prices``, a process of
+#: its own) may take before the run goes on with the price unknown: it loads
+#: the table and prices once in about 0.4 s on an idle machine (measured with
+#: genai-prices 0.2.3); ten times that leaves room for a loaded one, and a run
+#: that ends waits at most this long for its cost.
+PRICE_LOOKUP_TIMEOUT = 5.0
+#: The largest price cache file read: a record is a few hundred bytes.
+PRICE_FILE_MAX_BYTES = 64 * 1024
