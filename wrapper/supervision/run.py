@@ -379,6 +379,7 @@ class Run:
                 try:
                     facts = await self._supervise()
                 finally:
+                    self.spending.ended = True
                     with trio.CancelScope(shield=True):
                         await self.observers.close()
                         # What hooks and observers left running (a setsid'ed
@@ -631,7 +632,9 @@ class Run:
             )
         if self.telemetry is not None:
             self.telemetry.warn_undelivered()
-        await self.spending.settle()
+        await self.spending.settle(
+            stopped=verdict.error is not None and verdict.error.kind is ErrorKind.BUDGET_EXCEEDED
+        )
         self.stream.report_dropped_warnings()
         self.stream.flush()
         run_dir, dir_ok = self.config.run_dir, self.dir_ok

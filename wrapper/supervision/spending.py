@@ -41,6 +41,7 @@ from wrapper.files.prices import (
     read_price,
     table_version,
 )
+from wrapper.hooks.runner import run_process
 from wrapper.process.invocation import wrapper_argv
 from wrapper.sinks.stream import EventStream
 
@@ -48,6 +49,8 @@ from wrapper.sinks.stream import EventStream
 #: could not be held as asked.
 COST_UNKNOWN = "cost_unknown"
 CAP_NOT_ENFORCED = "cap_not_enforced"
+#: A cap reached by the usage the agent reported last, at its end.
+CAP_PASSED = "cap_passed"
 
 
 def _dialect_class(dialect: Dialect, command: tuple[str, ...]) -> type[Dialect] | None:
@@ -91,6 +94,8 @@ class Spending:
         self.reasons: dict[str, str] = {}
         self.table: str | None = None
         self.over: str | None = None
+        #: The run's agent is done: a cap reached now stops nothing.
+        self.ended = False
         self._warned: set[str] = set()
         #: Where lookups run in the background, while the run has one.
         self.nursery: trio.Nursery | None = None
@@ -126,7 +131,7 @@ class Spending:
         self._check()
 
     def _check(self) -> None:
-        if self.over is not None or not self.caps:
+        if self.over is not None or self.ended or not self.caps:
             return
         over = self.caps.exceeded(self.ledger)
         if over is not None:
@@ -197,27 +202,20 @@ class Spending:
         self.ledger.price(found)
 
     async def _ask(self, keys: list[str]) -> dict[str, Any]:
+        # A helper of the wrapper's, as a hook's handler is: the sweep for the
+        # agent's leftovers leaves it alone.
         argv = [*wrapper_argv(), "prices", "--json", *keys]
+        ran = await run_process(argv, b"", self.environ, self.config.cwd, PRICE_LOOKUP_TIMEOUT)
         failed = "the price lookup failed"
-        try:
-            with trio.move_on_after(PRICE_LOOKUP_TIMEOUT) as scope:
-                proc = await trio.run_process(
-                    argv,
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
-                    stdin=b"",
-                    env=dict(self.environ),
-                )
-        except OSError as exc:
-            return {"_failed": f"{failed}: {exc}"}
-        if scope.cancelled_caught:
+        if ran.error is not None:
+            return {"_failed": f"{failed}: {ran.error}"}
+        if ran.timed_out:
             return {"_failed": f"{failed}: it took longer than {PRICE_LOOKUP_TIMEOUT:g}s"}
         try:
-            answer = orjson.loads(proc.stdout)
+            answer = orjson.loads(ran.stdout)
         except orjson.JSONDecodeError:
-            said = proc.stderr.decode(errors="replace").strip().splitlines()
-            return {"_failed": f"{failed}: {said[-1] if said else f'exit {proc.returncode}'}"}
+            said = ran.stderr.decode(errors="replace").strip().splitlines()
+            return {"_failed": f"{failed}: {said[-1] if said else f'exit {ran.exit_code}'}"}
         if not isinstance(answer, dict):
             return {"_failed": failed}
         answer["_failed"] = failed
@@ -225,9 +223,11 @@ class Spending:
 
     # -- at the end -----------------------------------------------------------------
 
-    async def settle(self) -> None:
+    async def settle(self, *, stopped: bool) -> None:
         """Before result.json: the messages still without a cost are priced
-        (a lookup, bounded), and what stays unknown is warned of, by model."""
+        (a lookup, bounded), and what stays unknown is warned of, by model;
+        a cap passed when nothing was left to stop (``stopped``: the run
+        ended for its cap) is warned of too."""
         self.nursery = None
         # An agent recognised from its stream is known only now.
         known = _dialect_class(self.dialect, self.config.command)
@@ -248,6 +248,14 @@ class Spending:
             else:
                 text = f"the cost of {key} is unknown: {why or 'no price was found for it'}"
             self.stream.emit(WarningEvent(code=COST_UNKNOWN, message=text))
+        over = self.caps.exceeded(self.ledger)
+        if over is not None and not stopped:
+            self.stream.emit(
+                WarningEvent(
+                    code=CAP_PASSED,
+                    message=f"{over} once the agent had finished: nothing was left to stop",
+                )
+            )
         if self.caps and not self.ledger.reported:
             self.stream.emit(
                 WarningEvent(
