@@ -74,6 +74,8 @@ def test_a_tiered_model_is_priced_per_message_never_on_the_sum() -> None:
 
 def test_unknown_is_never_zero() -> None:
     ledger = CostLedger(fallback_model=None, granularity="turn")
+    silent = ledger.to_json(price_data=None, cap_enforced=None)
+    assert (silent["usd"], silent["source"], silent["granularity"]) == (None, "unknown", None)
     ledger.add(Usage(input=10, output=5, cost_usd=0.5), "pi-model")
     ledger.add(Usage(input=1000, output=100), "nosuch-model")
     cost = ledger.to_json(price_data=None, cap_enforced=None)
@@ -247,3 +249,17 @@ def test_an_acp_agents_turn_usage_is_priced_as_the_model_given() -> None:
     assert usages
     assert ledger.source == "computed"
     assert ledger.usd == pytest.approx(sum(_table_cost(u, "claude-sonnet-4-5") for u in usages))
+
+
+def test_a_turns_progress_counts_against_the_caps_until_its_end() -> None:
+    ledger = CostLedger(fallback_model="claude-sonnet-4-5", granularity="message")
+    progress = (Usage(input=150_000, output=1000), Usage(input=150_000, output=1000))
+    assert ledger.provisional(progress, None) == (302_000, None), "no price yet: unknown"
+    ledger.price({"claude-sonnet-4-5": TIERED})
+    tokens, usd = ledger.provisional(progress, None)
+    assert tokens == 302_000
+    assert usd == pytest.approx(2 * (150_000 * 3.0 + 1000 * 15.0) / 1e6), "each priced alone"
+    said = Caps(max_cost=0.9).exceeded(ledger, (tokens, usd))
+    assert said is not None
+    assert "--max-cost cap of $0.9" in said
+    assert Caps(max_cost=0.9).exceeded(ledger) is None, "nothing reported for real yet"

@@ -281,3 +281,82 @@ async def test_a_cap_passed_when_the_agent_had_ended_is_a_warning(tmp_path: Path
     (warning,) = [e for e in stream.emitted if e.code == "cap_passed"]
     assert "--max-tokens cap of 100" in warning.message
     assert spent.to_json()["capEnforced"] == "turn"
+
+
+def test_a_batch_line_takes_caps_as_every_run_option(tmp_path: Path) -> None:
+    from tests.test_batch import line, read_report, run_batch, scenario, write_spec
+
+    steps = working(6, {"input": 800, "output": 200})
+    spec = write_spec(
+        tmp_path,
+        [
+            line(
+                scenario(tmp_path, "capped", steps),
+                label="capped",
+                maxTokens=2500,
+                expect={"errorKind": "budget_exceeded"},
+            ),
+            line(scenario(tmp_path, "free", steps), label="free"),
+        ],
+    )
+    # the batch's --max-cost is every line's default: a line's own key beats it
+    proc = run_batch(tmp_path, spec, "--runs-dir", "runs", "--output", "quiet", "--max-cost", "9")
+    assert proc.returncode == 0, proc.stderr.decode()
+    capped = read_result(tmp_path / "runs" / "capped" / "result.json")
+    assert capped["error"]["kind"] == "budget_exceeded"
+    assert "--max-tokens cap of 2,500" in capped["error"]["message"]
+    free = read_result(tmp_path / "runs" / "free" / "result.json")
+    assert free["outcome"] == "ok"
+    assert free["cost"]["capEnforced"] == "message"
+    assert read_report(tmp_path / "runs")["exitStatus"] == 0
+
+
+def test_claude_code_is_stopped_within_one_message_of_the_cap(tmp_path: Path) -> None:
+    # Claude Code gives the turn's usage only on its result line; its
+    # assistant lines' usage is what the cap is held on meanwhile
+    from tests.dialect_support import LAUNCHERS, mode_args
+
+    scenario = write_scenario(tmp_path, working(8, {"input": 800, "output": 200}))
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet"]
+    argv += ["--run-dir", str(tmp_path / "run"), "--max-tokens", "2500", "--task", "hi", "--"]
+    argv += [str(LAUNCHERS["claude"]), *mode_args("claude"), "--scenario", str(scenario)]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    result = read_result(tmp_path / "run" / "result.json")
+    assert proc.returncode == 1, proc.stderr.decode()
+    assert result["error"]["kind"] == "budget_exceeded"
+    assert "3,000 tokens" in result["error"]["message"]
+    events = read_events(tmp_path / "run" / "events.jsonl")
+    said = [e for e in events if e["type"] == "assistant_message"]
+    assert len(said) == 3
+    assert result["cost"]["capEnforced"] == "message"
+
+
+@needs_table
+def test_the_prices_command_says_which_models_have_a_price(tmp_path: Path) -> None:
+    env = agent_env(tmp_path, XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+    def prices(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "wrapper", "prices", *args],
+            capture_output=True,
+            env=env,
+            timeout=HANG_LIMIT,
+            check=False,
+        )
+
+    known = prices("openai/gpt-5-codex")
+    assert known.returncode == 0, known.stderr.decode()
+    assert known.stdout.decode().startswith("gpt-5-codex: priced as gpt-5 (openai)")
+    unknown = prices("--json", "gpt-5-codex", "nosuch-model-x")
+    assert unknown.returncode == 1
+    answer = json.loads(unknown.stdout)
+    assert answer["prices"]["nosuch-model-x"] is None
+    assert "nosuch-model-x" in answer["reasons"]["nosuch-model-x"]
+    assert answer["prices"]["gpt-5-codex"]["matched"] == "gpt-5"

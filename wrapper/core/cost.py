@@ -251,6 +251,18 @@ class CostLedger:
         ):
             entry.unpriced.append(usage)
 
+    def provisional(self, usages: Sequence[Usage], model: str | None) -> tuple[int, float | None]:
+        """What the progress reports ``usages`` of a turn not yet over add
+        to the run's tokens and cost (None: not known yet), each priced
+        alone; they are counted for real by the turn's final message."""
+        tokens = sum(reported_tokens(usage) for usage in usages)
+        key = model_key(model) or model_key(self.fallback_model)
+        record = self._records.get(key) if key is not None else None
+        if record is None:
+            return tokens, None if usages else 0.0
+        costs = [record.cost(usage) for usage in usages]
+        return tokens, sum(cost or 0.0 for cost in costs)
+
     def price(self, records: Mapping[str, PriceRecord]) -> None:
         """Take the prices of ``records`` (by model key); the messages of
         those models that waited for a price are priced now."""
@@ -286,8 +298,9 @@ class CostLedger:
 
     @property
     def usd(self) -> float | None:
-        """The cost so far, or None when some message's cost is unknown."""
-        if self.unpriced_models():
+        """The cost so far, or None when some message's cost is unknown (or
+        the agent reported no usage at all: nothing known is not 0)."""
+        if not self._models or self.unpriced_models():
             return None
         return sum(entry.agent + entry.computed for entry in self._models.values())
 
@@ -333,17 +346,23 @@ class Caps:
     def __bool__(self) -> bool:
         return self.max_cost is not None or self.max_tokens is not None
 
-    def exceeded(self, ledger: CostLedger) -> str | None:
-        """Why the run must stop now (its spend and the cap), or None.
+    def exceeded(
+        self, ledger: CostLedger, pending: tuple[int, float | None] = (0, 0.0)
+    ) -> str | None:
+        """Why the run must stop now (its spend and the cap), or None;
+        ``pending``: the tokens and cost of a turn not yet over (see
+        ``CostLedger.provisional``).
 
         A cost cap is over when the known cost reaches it; an unknown cost
         never stops a run (it is said at once instead, see ``enforced``)."""
-        if self.max_tokens is not None and ledger.tokens >= self.max_tokens:
+        tokens = ledger.tokens + pending[0]
+        if self.max_tokens is not None and tokens >= self.max_tokens:
             return (
-                f"the run used {ledger.tokens:,} tokens (input, output and cache writes), "
+                f"the run used {tokens:,} tokens (input, output and cache writes), "
                 f"which reaches its --max-tokens cap of {self.max_tokens:,}"
             )
-        usd = ledger.usd
+        usd = ledger.usd if ledger.reported else 0.0
+        usd = None if usd is None or pending[1] is None else usd + pending[1]
         if self.max_cost is not None and usd is not None and usd >= self.max_cost:
             return (
                 f"the run cost ${usd:.4f}, which reaches its --max-cost cap of ${self.max_cost:g}"

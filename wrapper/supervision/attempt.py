@@ -130,7 +130,8 @@ class AttemptSupervisor(LiveTurns):
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
-        #: Told of every message that reports usage (the run's spend and caps).
+        #: Told of every message that reports usage, final or progress (the
+        #: run's spend and caps).
         self.on_usage: Callable[[AssistantMessage], None] | None = None
         #: Merge a chunk's text deltas into one (no live reader wants each).
         self.coalesce_deltas = coalesce_deltas
@@ -507,7 +508,7 @@ class AttemptSupervisor(LiveTurns):
         if (
             self.on_usage is not None
             and isinstance(event, AssistantMessage)
-            and event.usage is not None
+            and (event.usage is not None or event.progress_usage)
         ):
             self.on_usage(event)
         if self.on_event is not None:

@@ -31,7 +31,7 @@ import trio
 
 from wrapper.core.config import RunConfig
 from wrapper.core.cost import Caps, CostLedger, PriceRecord, model_key, model_on_command_line
-from wrapper.core.events import AssistantMessage, WarningEvent
+from wrapper.core.events import AssistantMessage, Usage, WarningEvent
 from wrapper.core.limits import PRICE_LOOKUP_TIMEOUT
 from wrapper.dialects import Dialect, SniffingDialect, dialect_for_command
 from wrapper.files.prices import (
@@ -94,6 +94,10 @@ class Spending:
         self.reasons: dict[str, str] = {}
         self.table: str | None = None
         self.over: str | None = None
+        #: The turn under way's progress reports (and its model), and their
+        #: tokens and cost.
+        self._progress: tuple[tuple[Usage, ...], str | None] = ((), None)
+        self.pending: tuple[int, float | None] = (0, 0.0)
         #: The run's agent is done: a cap reached now stops nothing.
         self.ended = False
         self._warned: set[str] = set()
@@ -116,24 +120,36 @@ class Spending:
         """A message of the agent's: its usage counted, the caps checked."""
         usage = message.usage
         if usage is None:
+            # A turn's progress: counted against the caps until its end.
+            self._progress = (message.progress_usage, message.model)
+            self.pending = self.ledger.provisional(message.progress_usage, message.model)
+            if self.caps.max_cost is not None and self.pending[1] is None:
+                self._price_soon(message.model)
+            self._check()
             return
+        self.pending, self._progress = (0, 0.0), ((), None)
         self.ledger.add(usage, message.model)
         if self.caps.max_cost is not None and usage.cost_usd is None:
-            key = model_key(message.model) or model_key(self.ledger.fallback_model)
-            if key is None:
-                self._cannot_hold(
-                    "--max-cost cannot be held: the agent named no model and its command "
-                    "line gives none, so what its messages cost is unknown",
-                    "no-model",
-                )
-            elif not self.ledger.priced(key):
-                self._look_up_soon([key])
+            self._price_soon(message.model)
         self._check()
+
+    def _price_soon(self, model: str | None) -> None:
+        """Under --max-cost: the price of ``model`` (or the command line's)
+        looked up now, or said at once that there is none to look up."""
+        key = model_key(model) or model_key(self.ledger.fallback_model)
+        if key is None:
+            self._cannot_hold(
+                "--max-cost cannot be held: the agent named no model and its command "
+                "line gives none, so what its messages cost is unknown",
+                "no-model",
+            )
+        elif not self.ledger.priced(key):
+            self._look_up_soon([key])
 
     def _check(self) -> None:
         if self.over is not None or self.ended or not self.caps:
             return
-        over = self.caps.exceeded(self.ledger)
+        over = self.caps.exceeded(self.ledger, self.pending)
         if over is not None:
             self.over = over
             self.on_over(over)
@@ -229,6 +245,11 @@ class Spending:
         a cap passed when nothing was left to stop (``stopped``: the run
         ended for its cap) is warned of too."""
         self.nursery = None
+        # A turn that never reached its final message (stopped at a cap, say)
+        # still spent what its progress reported.
+        usages, model = self._progress
+        for usage in usages:
+            self.ledger.add(usage, model)
         # An agent recognised from its stream is known only now.
         known = _dialect_class(self.dialect, self.config.command)
         if known is not None:
