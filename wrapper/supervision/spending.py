@@ -94,10 +94,8 @@ class Spending:
         self.reasons: dict[str, str] = {}
         self.table: str | None = None
         self.over: str | None = None
-        #: The turn under way's progress reports (and its model), and their
-        #: tokens and cost.
+        #: The turn under way's progress reports, and its model.
         self._progress: tuple[tuple[Usage, ...], str | None] = ((), None)
-        self.pending: tuple[int, float | None] = (0, 0.0)
         #: The run's agent is done: a cap reached now stops nothing.
         self.ended = False
         self._warned: set[str] = set()
@@ -122,12 +120,11 @@ class Spending:
         if usage is None:
             # A turn's progress: counted against the caps until its end.
             self._progress = (message.progress_usage, message.model)
-            self.pending = self.ledger.provisional(message.progress_usage, message.model)
-            if self.caps.max_cost is not None and self.pending[1] is None:
+            if self.caps.max_cost is not None:
                 self._price_soon(message.model)
             self._check()
             return
-        self.pending, self._progress = (0, 0.0), ((), None)
+        self._progress = ((), None)
         self.ledger.add(usage, message.model)
         if self.caps.max_cost is not None and usage.cost_usd is None:
             self._price_soon(message.model)
@@ -149,7 +146,8 @@ class Spending:
     def _check(self) -> None:
         if self.over is not None or self.ended or not self.caps:
             return
-        over = self.caps.exceeded(self.ledger, self.pending)
+        # A price that came since is used for the turn's progress too.
+        over = self.caps.exceeded(self.ledger, self.ledger.provisional(*self._progress))
         if over is not None:
             self.over = over
             self.on_over(over)
@@ -161,7 +159,11 @@ class Spending:
         self._asked.update(new)
 
         async def look_up() -> None:
-            await self.look_up(new)
+            try:
+                await self.look_up(new)
+            except Exception as exc:  # a lookup's own failure is a price not known
+                for key in new:
+                    self.reasons[key] = f"the price lookup failed: {exc}"
             for key in new:
                 if key in self.reasons:
                     self._cannot_hold(
