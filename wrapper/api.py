@@ -287,7 +287,7 @@ async def _execute(the_run: Run) -> bool:
     the first stops it, a second hurries its cleanup, as on the command line.
     One that trio raised inside the run's own tasks has ended the run already
     (see ``Run.execute``) and counts the same."""
-    from wrapper.supervision.run import only_keyboard_interrupts  # noqa: PLC0415
+    from wrapper.supervision.facts import only_keyboard_interrupts  # noqa: PLC0415
 
     done = trio.Event()
     interrupted = False

@@ -208,6 +208,22 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"skip lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
     )
 
+    prices = sub.add_parser(
+        "prices",
+        help="what the price table says models cost (the cost extra)",
+        description="Look up each MODEL in the price table (genai-prices, installed with "
+        "agent-wrapper[cost]) and keep the answer in the price cache that runs read. "
+        "Exit 0: every model has a price; 1: some has none, or the table is not "
+        "installed; 2: usage.",
+    )
+    prices.add_argument(
+        "models", nargs="+", metavar="MODEL", help="a model name, as agents give it"
+    )
+    prices.add_argument("--json", action="store_true", help="print one JSON object")
+    prices.add_argument(
+        "--no-cache", dest="cached", action="store_false", help="look up even what is cached"
+    )
+
     signal = sub.add_parser(
         "signal",
         help="from inside a wrapped agent: say the task is complete (or ask for a person)",
@@ -555,6 +571,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             return outside.fail_usage("steer", f"--file {args.file}: {exc}")
         return outside.steer_main(args.run_dir, text, args.when, args.wait, args.json)
+    if args.subcommand == "prices":
+        from wrapper.commands.prices import main as prices_main
+
+        return prices_main(args.models, as_json=args.json, cached=args.cached)
     if args.subcommand == "normalize":
         from wrapper.commands.normalize import main as normalize_main
 

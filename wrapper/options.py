@@ -51,6 +51,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def usd(text: str) -> float:
+    try:
+        value = float(text.removeprefix("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount of USD, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected an amount of USD above 0, got {text!r}")
+    return value
+
+
 def add_run_options(parser: argparse.ArgumentParser, *, one_run: bool = True) -> None:
     """The options of a run, for ``run`` and (as the defaults of every line)
     ``batch``. Without ``one_run`` (a batch), the options that name one run
@@ -239,6 +249,21 @@ def add_run_options(parser: argparse.ArgumentParser, *, one_run: bool = True) ->
         default=DEFAULT_ESCALATION_TIMEOUT,
         help="how long to wait for a person's reply before letting the agent stop "
         f"(default {DEFAULT_ESCALATION_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-cost",
+        metavar="USD",
+        type=usd,
+        help="stop the run (error budget_exceeded, exit 1) once what it cost reaches USD, "
+        "checked on every usage the agent reports (default: limits.maxCost from the "
+        "settings, else none; see docs/cost.md)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        metavar="N",
+        type=positive_int,
+        help="stop the run the same way once its input, output and cache-write tokens "
+        "reach N (default: limits.maxTokens from the settings, else none)",
     )
     parser.add_argument(
         "--drain-timeout",

@@ -150,6 +150,10 @@ class RunConfig:
     auth_method: str | None = None
     context: str | None = None
     escalation_timeout: float = DEFAULT_ESCALATION_TIMEOUT
+    #: The run's caps (resolved: flag, settings ``limits``): USD it may
+    #: cost, and tokens it may use (input, output and cache writes).
+    max_cost: float | None = None
+    max_tokens: int | None = None
     #: What a batch says of the run in its result.json (``{"lineDigest"}``), else None.
     batch: Mapping[str, Any] | None = None
 
@@ -224,6 +228,8 @@ class RunConfig:
             "authMethod": self.auth_method,
             "context": self.context,
             "escalationTimeout": self.escalation_timeout,
+            "maxCost": self.max_cost,
+            "maxTokens": self.max_tokens,
             "settings": self.settings.to_json(),
             "batch": dict(self.batch) if self.batch is not None else None,
         }

@@ -261,6 +261,11 @@ class AssistantMessage(Event):
     #: The provider's HTTP status when the agent said its API call failed
     #: (for result.json's ``error``; the agent's own stream keeps it).
     api_status: int | None = field(default=None, metadata=NOT_LOGGED, compare=False)
+    #: The usage of each message of the turn so far, where the agent reports
+    #: it on progress lines but leaves the turn's own ``usage`` to its final
+    #: message (Claude Code): what a cap is checked on before the turn ends,
+    #: never summed into the run's usage (the final message's counts it).
+    progress_usage: tuple[Usage, ...] = field(default=(), metadata=NOT_LOGGED, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -303,3 +303,13 @@ WATCH_RESULT_DRAIN_SECONDS = 2.0
 #: with its text); one longer than this is not an event the view can show.
 WATCH_READ_BYTES = 1024 * 1024
 WATCH_LINE_MAX_BYTES = 64 * 1024 * 1024
+# -- Cost -------------------------------------------------------------------------
+
+#: How long the price table's lookup (``agent-wrapper prices``, a process of
+#: its own) may take before the run goes on with the price unknown: it loads
+#: the table and prices once in about 0.4 s on an idle machine (measured with
+#: genai-prices 0.2.3); ten times that leaves room for a loaded one, and a run
+#: that ends waits at most this long for its cost.
+PRICE_LOOKUP_TIMEOUT = 5.0
+#: The largest price cache file read: a record is a few hundred bytes.
+PRICE_FILE_MAX_BYTES = 64 * 1024

@@ -71,6 +71,8 @@ class ErrorKind(enum.StrEnum):
     INTERRUPTED = "interrupted"
     #: ``agent-wrapper abort`` (or ``wrapper.abort``) ended the run.
     ABORT_REQUESTED = "abort_requested"
+    #: The run reached its ``--max-cost`` or ``--max-tokens`` cap and was stopped.
+    BUDGET_EXCEEDED = "budget_exceeded"
     MAX_DEPTH = "max_depth"
     PROMPT_BLOCKED = "prompt_blocked"
     STEER_FAILED = "steer_failed"
@@ -152,6 +154,8 @@ class RunFacts:
     #: The interruption was an abort asked through the run's control socket:
     #: its reason ("" when none was given).
     abort_reason: str | None = None
+    #: The interruption was the run reaching a cap: the spend and the cap.
+    budget_exceeded: str | None = None
     spawn_error: str | None = None
     refusal: RunError | None = None
     timeout: float | None = None
@@ -195,6 +199,8 @@ def decide(facts: RunFacts) -> Verdict:
     if facts.spawn_error is not None:
         error = RunError(ErrorKind.SPAWN_FAILED, facts.spawn_error)
         return Verdict(Outcome.SPAWN_FAILED, False, EXIT_SPAWN_FAILED, error)
+    if facts.interrupted_by is not None and facts.budget_exceeded is not None:
+        return _failed(ErrorKind.BUDGET_EXCEEDED, f"{facts.budget_exceeded}; the agent was stopped")
     if facts.interrupted_by is not None and facts.abort_reason is not None:
         why = f": {facts.abort_reason}" if facts.abort_reason else " (no reason given)"
         error = RunError(ErrorKind.ABORT_REQUESTED, f"the run was aborted on request{why}")

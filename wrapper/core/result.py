@@ -101,6 +101,7 @@ def build_result(
     steering: Steering,
     policy: StopPolicy,
     external: ExternalSteers | None = None,
+    cost: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     # The last attempt that ran: a resume that could not even start has no answer.
     ran = [attempt for attempt in attempts if attempt.pid is not None]
@@ -130,6 +131,7 @@ def build_result(
         "endedAt": iso(ended_at),
         "durationMs": round((ended_at - started_at) * 1000),
         "usage": usage.to_json() if usage is not None else None,
+        "cost": cost,
         "model": summary.model,
         "sessionId": summary.session_id,
         "toolsUsed": summary.tools_used,
@@ -233,6 +235,7 @@ def wrapper_killed_result(
         "endedAt": iso(ended_at),
         "durationMs": max(round((ended_at - started) * 1000), 0),
         "usage": None,
+        "cost": None,
         "model": None,
         "sessionId": None,
         "toolsUsed": [],

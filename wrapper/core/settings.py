@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from wrapper.core.cost import caps_settings
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.core.spelling import closest
 from wrapper.core.urls import url_without_secrets
@@ -88,6 +89,7 @@ _WRAPPER_KEYS = frozenset(
         "onStop",
         "permissions",
         "acp",
+        "limits",
         "onIdle",
         "notify",
         "summarizer",
@@ -216,6 +218,9 @@ class Settings:
     #: as the protocol spells them.
     acp_mcp_servers: tuple[Mapping[str, Any], ...] = ()
     idle: IdleSettings = field(default_factory=IdleSettings)
+    #: ``limits.maxCost`` (USD) and ``limits.maxTokens``: the run's caps.
+    max_cost: float | None = None
+    max_tokens: int | None = None
     #: The escalation notifier's argv, and whether to also try ``notify-send``.
     notify: tuple[str, ...] | None = None
     desktop_notify: bool = True
@@ -261,6 +266,7 @@ class Settings:
             "notify": list(self.notify) if self.notify is not None else None,
             "summarizer": list(self.summarizer) if self.summarizer is not None else None,
             "observers": {"drainTimeout": self.observer_drain},
+            "limits": {"maxCost": self.max_cost, "maxTokens": self.max_tokens},
             "acp": {
                 "authMethod": self.acp_auth_method,
                 "mcpServers": [server.get("name") for server in self.acp_mcp_servers],
@@ -330,6 +336,8 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
         policies["permissions"] = value
     if "acp" in merged:
         policies.update(_acp(*merged["acp"]))
+    if "limits" in merged:
+        policies.update(caps_settings(*merged["limits"], error=SettingsError))
     if "onIdle" in merged:
         policies["idle"] = _on_idle(*merged["onIdle"])
     if "notify" in merged:

@@ -457,6 +457,13 @@ class Dialect:
     #: What that option names: a ``settings`` file (Claude Code's format,
     #: merged with the user's) or an ``extension`` (pi's, added to the user's).
     native_hooks_kind: ClassVar[str] = "settings"
+    #: How often the agent reports its usage (what a cost cap is checked
+    #: on): ``message`` (each assistant message), ``turn`` (once a prompt's
+    #: turn is over), or None when it is not known to report any.
+    usage_granularity: ClassVar[str | None] = "turn"
+    #: The agent's own options that name its model (``-m NAME``), read for
+    #: pricing when its stream does not name the model.
+    model_options: ClassVar[tuple[str, ...]] = ("--model",)
 
     #: The file given to the agent with ``native_hooks_option`` (its path and
     #: text, written with every launch), once the run has one.

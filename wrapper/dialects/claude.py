@@ -150,6 +150,7 @@ QWEN_GRACE = 5.0
 
 class ClaudeDialect(CommandLineDialect, DeltaDialect):
     name: ClassVar[str] = "claude"
+    usage_granularity: ClassVar[str | None] = "message"
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {
@@ -368,6 +369,7 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
             text=text,
             model=self._model,
             tool_calls=tuple(calls),
+            progress_usage=tuple(self._usages.values()),
         )
         return [progress, *starts]
 

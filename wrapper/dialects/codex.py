@@ -130,6 +130,7 @@ SETTLE_GRACE = 2.0
 
 class CodexDialect(CommandLineDialect):
     name: ClassVar[str] = "codex"
+    model_options: ClassVar[tuple[str, ...]] = ("-m", "--model")
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {

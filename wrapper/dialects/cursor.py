@@ -49,6 +49,7 @@ _CURSOR_TYPES = frozenset({"tool_call", "thinking", "interaction_query"})
 
 class CursorDialect(ClaudeDialect):
     name: ClassVar[str] = "cursor"
+    usage_granularity: ClassVar[str | None] = "turn"
     streaming_command: ClassVar[str] = "cursor-agent -p --output-format stream-json"
     agent_name: ClassVar[str] = "Cursor Agent"
     prompt_flag: ClassVar[tuple[str, ...]] = ()

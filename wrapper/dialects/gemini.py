@@ -104,6 +104,7 @@ _DELTA_LINES = DeltaLines(
 
 class GeminiDialect(CommandLineDialect, DeltaDialect):
     name: ClassVar[str] = "gemini"
+    model_options: ClassVar[tuple[str, ...]] = ("-m", "--model")
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {

@@ -78,6 +78,8 @@ SETTLE_GRACE = 5.0
 
 class OpencodeDialect(CommandLineDialect):
     name: ClassVar[str] = "opencode"
+    usage_granularity: ClassVar[str | None] = "message"
+    model_options: ClassVar[tuple[str, ...]] = ("-m", "--model")
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {

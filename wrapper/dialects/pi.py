@@ -87,6 +87,7 @@ SETTLE_GRACE = 0.2
 
 class PiDialect(DeltaDialect):
     name: ClassVar[str] = "pi"
+    usage_granularity: ClassVar[str | None] = "message"
     streaming_command: ClassVar[str] = "pi --mode json -p"
     #: pi runs extensions given with ``--extension`` (beside the user's own);
     #: a ``tool_call`` handler that returns ``{block: true}`` refuses the tool

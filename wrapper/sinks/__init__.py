@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wrapper.sinks.telemetry import RunTelemetry
 
 
 def traced_runs(environ: dict[str, str]) -> bool:
@@ -20,6 +25,19 @@ def traced_runs(environ: dict[str, str]) -> bool:
     from wrapper.sinks import telemetry  # noqa: PLC0415 - only when the environment names it
 
     return telemetry.enabled(environ)
+
+
+def run_telemetry(environ: Mapping[str, str], **run: Any) -> RunTelemetry | None:
+    """A run's telemetry (see ``wrapper.sinks.telemetry.for_run``), or None. A run
+    that cannot export does not even import the module: only the standard
+    environment (``OTEL_*``) or an exporter set through the module turns it on."""
+    if "wrapper.sinks.telemetry" not in sys.modules and not any(
+        name.startswith("OTEL_") for name in environ
+    ):
+        return None
+    from wrapper.sinks import telemetry  # noqa: PLC0415
+
+    return telemetry.for_run(environ, **run)
 
 
 def flush_spans() -> None:

@@ -130,6 +130,9 @@ class AttemptSupervisor(LiveTurns):
         self.output = output
         #: Told of every event but text deltas (hooks that observe the stream).
         self.on_event = on_event
+        #: Told of every message that reports usage, final or progress (the
+        #: run's spend and caps).
+        self.on_usage: Callable[[AssistantMessage], None] | None = None
         #: Merge a chunk's text deltas into one (no live reader wants each).
         self.coalesce_deltas = coalesce_deltas
         #: Which leftovers are this run's when the wrapper holds other runs
@@ -502,6 +505,12 @@ class AttemptSupervisor(LiveTurns):
         self.stream.emit(event, wall)
         for warning in warnings:
             self.stream.emit(warning, wall)
+        if (
+            self.on_usage is not None
+            and isinstance(event, AssistantMessage)
+            and (event.usage is not None or event.progress_usage)
+        ):
+            self.on_usage(event)
         if self.on_event is not None:
             self.on_event(event)
         if self._late:

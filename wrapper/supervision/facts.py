@@ -77,3 +77,21 @@ def refused_resume(record: AttemptRecord) -> str | None:
         "without writing anything",
         record.stderr_excerpt(),
     )
+
+
+def only_keyboard_interrupts(exc: BaseException) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt, or a group of nothing else
+    (as it comes out of the nurseries it went through)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = exc.split(KeyboardInterrupt)
+        return matched is not None and rest is None
+    return False
+
+
+def innermost(exc: BaseException) -> str:
+    """The first exception inside ``exc`` and its groups, named, for a message."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"

@@ -86,6 +86,11 @@ def _first(*values: _T | None) -> _T:
     return next(value for value in values if value is not None)
 
 
+def _given(*values: _T | None) -> _T | None:
+    """The first of ``values`` given, else None."""
+    return next((value for value in values if value is not None), None)
+
+
 def _on_stop(*choices: str | None) -> str:
     """The flag, else the settings, else the context's policy, else ``allow``."""
     return next((choice for choice in choices if choice), "allow")
@@ -300,6 +305,8 @@ def prepare_run(
         permissions=getattr(options, "permissions", None) or settings.permissions or "allow",
         auth_method=getattr(options, "auth_method", None) or settings.acp_auth_method,
         escalation_timeout=options.escalation_timeout,
+        max_cost=_given(getattr(options, "max_cost", None), settings.max_cost),
+        max_tokens=_given(getattr(options, "max_tokens", None), settings.max_tokens),
         batch=batch(task) if batch is not None else None,
     )
     # A session file in a run directory that cannot be made would stop the

@@ -76,17 +76,24 @@ from wrapper.process import proctree
 from wrapper.process.guardian import wrapper_pid
 from wrapper.process.invocation import run_command
 from wrapper.process.proctree import RunClaim
+from wrapper.sinks import run_telemetry
 from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.early import EarlyStart, begin_run
 from wrapper.supervision.external import ExternalControl
-from wrapper.supervision.facts import facts_so_far, refused_resume
+from wrapper.supervision.facts import (
+    facts_so_far,
+    innermost,
+    only_keyboard_interrupts,
+    refused_resume,
+)
 from wrapper.supervision.own_stop import OwnStop, died_of_foreign_stop
 from wrapper.supervision.result_file import say_at_end, write_result
+from wrapper.supervision.spending import Spending
 
 if TYPE_CHECKING:
     from wrapper.sinks.pretty import PrettyView
-    from wrapper.sinks.telemetry import PlannedIds, RunTelemetry
+    from wrapper.sinks.telemetry import PlannedIds
 
 
 def resolve_output(mode: OutputMode) -> OutputMode:
@@ -148,6 +155,8 @@ class Run:
         self.cancelled = False
         #: The first interruption was an abort asked from outside: its reason.
         self.abort_reason: str | None = None
+        #: The first interruption was the run reaching a cap: its spend and cap.
+        self.budget_exceeded: str | None = None
         self.supervisor: AttemptSupervisor | None = None
         #: When the whole run must end, on trio's clock.
         self.deadline = self.clock_start + config.timeout if config.timeout else math.inf
@@ -213,7 +222,7 @@ class Run:
         )
         for note in config.settings.notes:
             self.stream.emit(WarningEvent(code="settings_note", message=note))
-        self.telemetry = _telemetry(
+        self.telemetry = run_telemetry(
             environ,
             run_id=config.run_id,
             agent=chosen_name(dialect) or os.path.basename(config.command[0]),
@@ -257,6 +266,9 @@ class Run:
             say_on_stderr=self.view is None,
         )
         self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
+        self.spending = Spending(
+            config, dialect, environ, self.stream, self.over_budget, say_on_stderr=self.view is None
+        )
         self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
 
     def status_written(self) -> bool:
@@ -304,8 +316,16 @@ class Run:
             self.abort_reason = reason or ""
         self.interrupt(signal.SIGTERM)
 
+    def over_budget(self, why: str) -> None:
+        """The run reached a cap (``why``: its spend and the cap): stopped as
+        an abort stops it, it ends ``error`` (``budget_exceeded``)."""
+        self.budget_exceeded = why if not self.interrupts else None
+        self.interrupt(signal.SIGTERM)
+
     def _cause(self) -> str | None:
         """What the agent's signals say of why, when no signal to the wrapper was it."""
+        if self.budget_exceeded is not None:
+            return "the run reached its cap"
         if self.abort_reason is not None:
             return "the run was aborted on request"
         return CANCELLED_BY_CALLER if self.cancelled else None
@@ -353,11 +373,13 @@ class Run:
         keyboard_interrupt = False
         try:
             async with trio.open_nursery() as background:
+                self.spending.start(background)
                 if self.observers.wanted:
                     background.start_soon(self.observers.run)
                 try:
                     facts = await self._supervise()
                 finally:
+                    self.spending.ended = True
                     with trio.CancelScope(shield=True):
                         await self.observers.close()
                         # What hooks and observers left running (a setsid'ed
@@ -370,7 +392,7 @@ class Run:
                 self.attempts.append(record)
             traceback.print_exception(exc, file=sys.stderr)
             facts = RunFacts(
-                internal_error=f"the wrapper failed (please report it): {_innermost(exc)}",
+                internal_error=f"the wrapper failed (please report it): {innermost(exc)}",
                 **self._facts_so_far(),
             )
         except BaseException as exc:
@@ -390,6 +412,8 @@ class Run:
             facts = dataclasses.replace(facts, cancelled=True)
         if self.abort_reason is not None and facts.interrupted_by is not None:
             facts = dataclasses.replace(facts, abort_reason=self.abort_reason)
+        if self.budget_exceeded is not None and facts.interrupted_by is not None:
+            facts = dataclasses.replace(facts, budget_exceeded=self.budget_exceeded)
         exit_status = await self._finish(decide(facts))
         if keyboard_interrupt:
             raise KeyboardInterrupt
@@ -446,6 +470,7 @@ class Run:
             claim=self.claim,
         )
         supervisor.permission_gate = self.permissions
+        supervisor.on_usage = self.spending.observe
         supervisor.on_spawned = self.external.spawned
         supervisor.on_progress = self.external.progress
         supervisor.on_steerable = self.external.steerable
@@ -607,6 +632,9 @@ class Run:
             )
         if self.telemetry is not None:
             self.telemetry.warn_undelivered()
+        await self.spending.settle(
+            stopped=verdict.error is not None and verdict.error.kind is ErrorKind.BUDGET_EXCEEDED
+        )
         self.stream.report_dropped_warnings()
         self.stream.flush()
         run_dir, dir_ok = self.config.run_dir, self.dir_ok
@@ -637,6 +665,7 @@ class Run:
                 steering=self.steering,
                 policy=self.gate.policy,
                 external=self.external.ledger,
+                cost=self.spending.to_json(),
             )
 
         def render_kept() -> dict[str, Any]:
@@ -668,33 +697,3 @@ class Run:
             # The live view showed them as they came.
             say_at_end(self.stream.warnings, outcome, error, written)
         return exit_status
-
-
-def _telemetry(environ: Mapping[str, str], **run: Any) -> RunTelemetry | None:
-    """The run's telemetry (see ``wrapper.sinks.telemetry.for_run``), or None. A run
-    that cannot export does not even import the module: only the standard
-    environment (``OTEL_*``) or an exporter set through the module turns it on."""
-    if "wrapper.sinks.telemetry" not in sys.modules and not any(
-        name.startswith("OTEL_") for name in environ
-    ):
-        return None
-    from wrapper.sinks import telemetry  # noqa: PLC0415
-
-    return telemetry.for_run(environ, **run)
-
-
-def only_keyboard_interrupts(exc: BaseException) -> bool:
-    """Whether ``exc`` is a KeyboardInterrupt, or a group of nothing else
-    (as it comes out of the nurseries it went through)."""
-    if isinstance(exc, KeyboardInterrupt):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        matched, rest = exc.split(KeyboardInterrupt)
-        return matched is not None and rest is None
-    return False
-
-
-def _innermost(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
