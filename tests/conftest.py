@@ -194,6 +194,21 @@ def state_of(run_dir: Path) -> str | None:
     return state if isinstance(state, str) else None
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_price_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The price lookups the tests' runs make (a run's end prices a cost its
+    agent did not report) are cached in the session's own folder, never in
+    the user's cache directory; one folder for the session, so that each
+    model is looked up once."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 @pytest.fixture
 def no_leaks(tmp_path: Path) -> Iterator[None]:
     """Fails the test if any process started for it is still alive afterwards."""
