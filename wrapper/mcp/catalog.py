@@ -187,6 +187,17 @@ TOOLS: dict[str, Tool] = {
                     },
                     "max_steers": {"type": "integer", "minimum": 0, "maximum": 1000},
                     "on_stop": {"type": "string", "enum": list(ON_STOP)},
+                    "max_cost": {
+                        "type": "number",
+                        "exclusiveMinimum": 0,
+                        "description": "stop the run once it cost this many US dollars "
+                        "(error budget_exceeded)",
+                    },
+                    "max_tokens": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "stop the run once its tokens reach this",
+                    },
                 },
                 ("task",),
             ),

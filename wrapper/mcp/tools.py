@@ -96,6 +96,8 @@ class Tools:
         settings: str | list[str] | None = None,
         max_steers: int | None = None,
         on_stop: str | None = None,
+        max_cost: float | None = None,
+        max_tokens: int | None = None,
     ) -> dict[str, Any]:
         """Start a run and return at once: ``{run_id, run_dir, state}``."""
         if not isinstance(task, str) or not task.strip():
@@ -127,6 +129,14 @@ class Tools:
             options["on_stop"] = on_stop
         if settings is not None:
             options["settings"] = settings
+        if max_cost is not None:
+            if isinstance(max_cost, bool) or not isinstance(max_cost, int | float):
+                raise ToolError(f"max_cost must be a number of US dollars, not {max_cost!r}")
+            if not math.isfinite(max_cost) or max_cost <= 0:
+                raise ToolError("max_cost must be more than 0 US dollars")
+            options["max_cost"] = max_cost
+        if max_tokens is not None:
+            options["max_tokens"] = _count("max_tokens", max_tokens, low=1, high=2**62)
         entry = self.runs.start(argv, task=task, label=label, cwd=cwd, options=options)
         # Until the agent is spawned (or could not be): a program that will
         # not start is told to the caller now, as a refusal it can act on.
