@@ -256,7 +256,7 @@ class Run:
             on_abort=self.abort,
             say_on_stderr=self.view is None,
         )
-        self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
+        self.observers = Observers(config.settings, self.hook_ctx, self.gate)
         self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
 
     def status_written(self) -> bool:
