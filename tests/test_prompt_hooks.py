@@ -260,3 +260,28 @@ def test_stop_context_steers_the_agent_and_stops_at_the_steer_limit(tmp_path: Pa
     codes = [w["code"] for w in run.result["warnings"]]
     assert "hook_failed" not in codes
     assert "max_steers_reached" in codes
+
+
+async def test_the_mcp_reply_tool_is_told_a_refused_reply(tmp_path: Path) -> None:
+    import trio
+
+    from tests.test_mcp_registry import pi, server
+    from wrapper.mcp.registry import ToolError
+
+    settings = gate(tmp_path)
+    async with server(tmp_path, allow_settings=(tmp_path,)) as tools:
+        command = pi(tmp_path, answer("Drop the old API?"), [answer("Dropped it.")])
+        started = await tools.start(
+            command=command, task="Refactor", on_stop="escalate", settings=str(settings)
+        )
+        run_id = started["run_id"]
+        with trio.fail_after(30):
+            while (await tools.status(run_id=run_id))["state"] != "waiting":
+                await trio.sleep(0.05)
+        with pytest.raises(ToolError, match="no forbidden words, please"):
+            await tools.reply(run_id=run_id, text="Yes, and say FORBIDDEN")
+        status = await tools.status(run_id=run_id)
+        assert (status["state"], status["escalation_id"]) == ("waiting", "esc-1")
+        replied = await tools.reply(run_id=run_id, text="Yes, drop it")
+        assert replied["answered"] == "text"
+        await tools.abort(run_id=run_id)
