@@ -241,7 +241,7 @@ def test_pi_gets_an_extension_that_relays_each_tool_call(tmp_path: Path) -> None
     assert extension == tmp_path / "run" / "hooks" / "pi-extension.mjs"
     text = extension.read_text()
     assert 'pi.on("tool_call"' in text
-    assert '"hook-relay","--handler","*","*","PreToolUse","--settings",' in text
+    assert '"hook-relay","--agent","pi","--handler","*","*","PreToolUse","--settings",' in text
     result = read_result(tmp_path / "run" / "result.json")
     assert not any("NOT ENFORCED" in w["message"] for w in result["warnings"])
 

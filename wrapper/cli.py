@@ -388,10 +388,17 @@ def build_parser() -> argparse.ArgumentParser:
     hook_test.add_argument(
         "--event", metavar="EVENT.json", required=True, help="the hook input (- for stdin)"
     )
+    hook_test.add_argument(
+        "--agent",
+        metavar="DIALECT",
+        help="the agent whose tool the event's tool_name is, for matchers that name a "
+        "tool kind (@execute); default: the kind the dialects agree on",
+    )
 
     relay = sub.add_parser("hook-relay")  # the agent's own hook (wrapper.hooks.native)
     relay.add_argument("--settings", action="append", required=True)
     relay.add_argument("--handler", nargs=3, metavar=("GROUP", "INDEX", "ORIGIN"), required=True)
+    relay.add_argument("--agent", default=None)  # its dialect, which knows its tools' kinds
     return parser
 
 
@@ -589,11 +596,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from wrapper.commands.hook_test import hook_test
 
         settings = _load_settings(args.settings)
-        return hook_test(settings, args.event)
+        return hook_test(settings, args.event, args.agent)
     if args.subcommand == "hook-relay":
         from wrapper.commands.hook_relay import hook_relay
 
-        return hook_relay(args.settings, *args.handler)
+        return hook_relay(args.settings, *args.handler, agent=args.agent)
     parser.error(f"unknown subcommand {args.subcommand!r}")
     return None
 

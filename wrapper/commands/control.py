@@ -5,8 +5,10 @@ success, 1 on failure, 2 on usage errors."""
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import orjson
 
 from wrapper.core import environment
 from wrapper.core.jsonout import dumps
+from wrapper.core.limits import REPLY_POLL, REPLY_VERDICT_TIMEOUT
 from wrapper.files import mailbox, rundir
 from wrapper.process.invocation import wrapper_command
 
@@ -101,16 +104,43 @@ def reply_main(
             f"nobody is waiting for an answer to {target}",
         )
     kind = "text" if text is not None else "continue" if go_on else "stop"
+    nonce = secrets.token_hex(16)
     try:
-        first = earlier is None and mailbox.answer(folder, target, kind, run_id, text)
+        first = earlier is None and mailbox.answer(folder, target, kind, run_id, text, nonce=nonce)
     except (OSError, mailbox.MailboxError) as exc:
         return _fail("reply", str(exc))
     if not first:
         return _fail(
             "reply", _answered(target, earlier or mailbox.answer_of(folder, target, None, warn))
         )
+    # A stop is given to nobody as a prompt: no handler refuses it.
+    refused = _verdict(folder, target, nonce, status.get("wrapperPid")) if kind != "stop" else None
+    if refused is not None:
+        return _fail("reply", f"{target}: the answer was not taken: {refused}")
     print(f"answered {target} ({kind})")
     return 0
+
+
+def _verdict(folder: Path, escalation: str, nonce: str, wrapper_pid: object) -> str | None:
+    """Wait for the run to take the answer sent with ``nonce`` (its prompt
+    handlers may refuse a reply the agent would be given): None when it
+    did, else why not."""
+    deadline = time.monotonic() + REPLY_VERDICT_TIMEOUT
+    while True:
+        verdict = mailbox.verdict_of(folder, escalation, nonce)
+        if verdict is not None:
+            refused = verdict.get("refused")
+            if refused is None:
+                return None
+            return f"{refused}; the question is still open: answer it again"
+        if not rundir.wrapper_alive(wrapper_pid):
+            return f"the wrapper of this run (pid {wrapper_pid}) ended before it read the answer"
+        if time.monotonic() > deadline:
+            return (
+                f"the run did not say within {REPLY_VERDICT_TIMEOUT:g}s whether it took it "
+                "(its prompt handlers still run?); see its status"
+            )
+        time.sleep(REPLY_POLL)
 
 
 def _answered(escalation: str, earlier: dict[str, object] | None) -> str:

@@ -23,17 +23,21 @@ from wrapper.core.events import Event, HookDecision
 from wrapper.core.hook_protocol import Decision
 from wrapper.core.jsonout import dumps
 from wrapper.core.settings import SettingsError
+from wrapper.dialects import tool_kind
 from wrapper.files.settings_file import load_settings
 from wrapper.hooks.native import RECORDS, WHOLE_CHAIN, agent_answer, record
 from wrapper.hooks.runner import HookContext, run_chain
 
 
-def hook_relay(files: list[str], group: str, index: str, origin: str) -> int:
+def hook_relay(
+    files: list[str], group: str, index: str, origin: str, *, agent: str | None = None
+) -> int:
     """Relay the handler at ``index`` of the PreToolUse matcher group
     ``group`` of the settings ``files``, configured at ``origin`` (its key
     in its file, ``hooks.PreToolUse[G].hooks[H]``); ``WHOLE_CHAIN`` relays
     every handler whose matcher takes the tool, for an agent that cannot
-    apply matchers itself."""
+    apply matchers itself. ``agent``: the dialect that knows the kinds of
+    the agent's tools, for matchers that name one (``@execute``)."""
     run_dir = os.environ.get(environment.RUN_DIR)
     try:
         payload = orjson.loads(sys.stdin.buffer.read())
@@ -45,10 +49,14 @@ def hook_relay(files: list[str], group: str, index: str, origin: str) -> int:
     tool = payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None
     try:
         settings = load_settings(files)
+        kind = tool_kind(agent, tool or "")
         if (group, index, origin) == WHOLE_CHAIN:
-            handlers = settings.pre_tool_use_handlers(tool or "")
+            handlers = settings.pre_tool_use_handlers(tool or "", kind)
         else:
-            handlers = [settings.pre_tool_use[int(group)].handlers[int(index)]]
+            chosen = settings.pre_tool_use[int(group)]
+            if chosen.names_kinds and not chosen.matches(tool, kind):
+                return 0  # the agent ran it for every tool: this one is not the handler's
+            handlers = [chosen.handlers[int(index)]]
     except (SettingsError, IndexError, ValueError) as exc:
         _record(run_dir, origin, tool, f"could not be found again in the settings ({exc})")
         return 0

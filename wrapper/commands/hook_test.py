@@ -18,9 +18,10 @@ import orjson
 import trio
 
 from wrapper.core.events import Event
-from wrapper.core.hook_protocol import Decision
+from wrapper.core.hook_protocol import PROMPT_SOURCES, Decision
 from wrapper.core.jsonout import dumps
 from wrapper.core.settings import STOP_EVENTS, Settings, SettingsError
+from wrapper.dialects import DIALECTS, tool_kind
 from wrapper.files.settings_file import check_commands
 from wrapper.files.transcript import last_assistant_message
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
@@ -54,7 +55,13 @@ def event_problem(payload: Any) -> str | None:
     return None
 
 
-def hook_test(settings: Settings, event_path: str) -> int:
+def hook_test(settings: Settings, event_path: str, agent: str | None = None) -> int:
+    """Run the handlers of the event at ``event_path`` (``-``: stdin);
+    ``agent``: the dialect whose tool names the event's ``tool_name`` is
+    (for matchers that name a kind), else the kind the dialects agree on."""
+    if agent is not None and agent not in DIALECTS:
+        print(f"{PROG}: --agent {agent}: expected one of {', '.join(DIALECTS)}", file=sys.stderr)
+        return 2
     try:
         raw = sys.stdin.buffer.read() if event_path == "-" else Path(event_path).read_bytes()
         payload = orjson.loads(raw)
@@ -66,6 +73,16 @@ def hook_test(settings: Settings, event_path: str) -> int:
         print(f"{PROG}: --event {event_path}: {problem}", file=sys.stderr)
         return 2
     name = payload.setdefault("hook_event_name", "Stop")
+    if name == "UserPromptSubmit":
+        # as a run gives it: what the prompt is
+        source = payload.setdefault("source", "task")
+        if source not in PROMPT_SOURCES:
+            print(
+                f"{PROG}: --event {event_path}: source: expected one of "
+                f"{', '.join(PROMPT_SOURCES)}, got {source!r}",
+                file=sys.stderr,
+            )
+            return 2
     transcript = payload.get("transcript_path")
     if payload.get("last_assistant_message") is None and isinstance(transcript, str):
         payload["last_assistant_message"] = last_assistant_message(transcript)
@@ -86,10 +103,11 @@ def hook_test(settings: Settings, event_path: str) -> int:
         emit=events.append,
     )
     tool = payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None
+    kind = tool_kind(agent, tool) if tool is not None else None
     if name == "PreToolUse":  # kept apart: only some agents enforce it
-        handlers = settings.pre_tool_use_handlers(tool or "")
+        handlers = settings.pre_tool_use_handlers(tool or "", kind)
     else:
-        handlers = settings.handlers(name, tool)
+        handlers = settings.handlers(name, tool, kind)
     # as a run has it: with stop.failClosed a failing Stop handler ends the run
     fail_closed = settings.fail_closed and name in STOP_EVENTS
     results = trio.run(
@@ -111,6 +129,7 @@ def hook_test(settings: Settings, event_path: str) -> int:
     index = results.index(deciding) if deciding is not None else None
     report: dict[str, Any] = {
         "event": name,
+        "toolKind": kind,
         "decision": str(deciding.decision) if deciding is not None else "allow",
         "reason": deciding.reason if deciding is not None else None,
         "handler": handlers[index].name if index is not None else None,

@@ -34,6 +34,10 @@ STDERR_QUOTE_CHARS = 300
 RETRY_ERROR_WORDS = re.compile(r"error|failed|cannot|unable|exception|traceback", re.IGNORECASE)
 #: ...unless it also reads like a success.
 RETRY_SUCCESS_WORDS = re.compile(r"successfully|completed|fixed|resolved", re.IGNORECASE)
+#: What a prompt the wrapper sends is (``UserPromptSubmit``'s ``source``):
+#: the run's task, a Stop hook's steer (the stop policies' and the error
+#: retry's too), a steer or a follow-up from outside, a person's reply.
+PROMPT_SOURCES = ("task", "stop_hook", "steer", "follow_up", "reply")
 RETRY_PROMPT = (
     "The previous approach hit an error. Try a different approach to accomplish the task."
 )

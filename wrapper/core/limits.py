@@ -113,6 +113,13 @@ NOTIFY_TIMEOUT = 30.0
 DESKTOP_TIMEOUT = 5.0
 #: How often the run directory is checked for a reply.
 REPLY_POLL = 0.25
+#: How long ``reply`` waits for the run to say whether it took the answer:
+#: the run's UserPromptSubmit handlers check a reply that becomes a prompt,
+#: and each may take its own timeout (60 s by default), a few in a chain.
+REPLY_VERDICT_TIMEOUT = 300.0
+#: A reply's nonce names a file in the run directory: letters and digits,
+#: this long at most (``reply`` makes 32).
+REPLY_NONCE_MAX_CHARS = 64
 
 #: PreToolUse handler chains run at once for an ACP agent's permission
 #: requests (as many as observer handlers): an agent may ask about dozens

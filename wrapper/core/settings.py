@@ -22,6 +22,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from wrapper.core.cost import caps_settings
+from wrapper.core.matchers import (
+    KIND_MARK,
+    MATCHER_LIST,
+    MatcherError,
+    check_kinds,
+    takes,
+    valid_matcher,
+)
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.core.spelling import closest
 from wrapper.core.urls import url_without_secrets
@@ -108,7 +116,6 @@ DEFAULT_SUMMARIZER_TIMEOUT = 30.0
 #: When the run ends, how long observer hooks still running may take to
 #: finish before they are killed (result.json waits for them meanwhile).
 DEFAULT_OBSERVER_DRAIN = 5.0
-_MATCHER_LIST = re.compile(r"[A-Za-z0-9_.-]+(?:\|[A-Za-z0-9_.-]+)*")
 
 
 class SettingsError(Exception):
@@ -153,21 +160,19 @@ class Handler:
 
 @dataclass(frozen=True, slots=True)
 class MatcherGroup:
-    """Hook handlers with the tool names they are for."""
+    """Hook handlers with the tools they are for (``matchers.takes``)."""
 
     matcher: str | None
     handlers: tuple[Handler, ...]
 
-    def matches(self, tool: str | None) -> bool:
-        """Claude's matcher rules: empty or ``*`` match everything, ``A|B`` is a
-        list of exact names, anything else is a regular expression on the
-        whole tool name."""
-        pattern = self.matcher
-        if not pattern or pattern == "*" or tool is None:
-            return True
-        if _MATCHER_LIST.fullmatch(pattern):
-            return tool in pattern.split("|")
-        return re.fullmatch(pattern, tool) is not None
+    def matches(self, tool: str | None, kind: str | None = None) -> bool:
+        return takes(self.matcher, tool, kind)
+
+    @property
+    def names_kinds(self) -> bool:
+        """Whether the matcher names a tool kind (which the agent's own
+        matchers cannot: the wrapper applies it)."""
+        return KIND_MARK in (self.matcher or "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -236,17 +241,21 @@ class Settings:
     pre_tool_use_notes: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
 
-    def pre_tool_use_handlers(self, tool: str) -> list[Handler]:
-        """The PreToolUse handlers whose matcher takes ``tool``, in order."""
-        return [h for group in self.pre_tool_use if group.matches(tool) for h in group.handlers]
+    def pre_tool_use_handlers(self, tool: str, kind: str | None = None) -> list[Handler]:
+        """The PreToolUse handlers whose matcher takes ``tool`` (of ``kind``), in order."""
+        return [
+            h for group in self.pre_tool_use if group.matches(tool, kind) for h in group.handlers
+        ]
 
-    def handlers(self, event: str, tool: str | None = None) -> list[Handler]:
+    def handlers(
+        self, event: str, tool: str | None = None, kind: str | None = None
+    ) -> list[Handler]:
         """The handlers for ``event`` in configuration order (for tools, those
-        whose matcher takes ``tool``)."""
+        whose matcher takes ``tool``, of ``kind``)."""
         groups = self.hooks.get(event, ())
         if event not in TOOL_EVENTS:
             tool = None
-        return [h for group in groups if group.matches(tool) for h in group.handlers]
+        return [h for group in groups if group.matches(tool, kind) for h in group.handlers]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -299,7 +308,7 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
             key = "hooks.PreToolUse"
             for i, value in enumerate(raw_hooks["PreToolUse"]):
                 group = _group(where, f"{key}[{i}]", "PreToolUse", value, notes)
-                if _valid_matcher(group.matcher):
+                if valid_matcher(group.matcher):
                     pre_tool_use.append(group)
                 else:
                     notes.append(f"{where}: {key}[{i}].matcher: not a valid pattern; skipped")
@@ -406,16 +415,6 @@ def _claude_permissions(data: Mapping[str, Any]) -> bool:
     return isinstance(data.get("permissions"), dict)
 
 
-def _valid_matcher(matcher: str | None) -> bool:
-    if not matcher or matcher == "*" or _MATCHER_LIST.fullmatch(matcher):
-        return True
-    try:
-        re.compile(matcher)
-    except re.error:
-        return False
-    return True
-
-
 def _group(
     where: str, key: str, event: str, value: Any, notes: list[str] | None = None
 ) -> MatcherGroup:
@@ -424,7 +423,12 @@ def _group(
     matcher = value.get("matcher")
     if matcher is not None and not isinstance(matcher, str):
         raise SettingsError(f"{where}: {key}.matcher: expected a string")
-    if matcher and matcher != "*" and event in TOOL_EVENTS and not _MATCHER_LIST.fullmatch(matcher):
+    if matcher and KIND_MARK in matcher:
+        try:
+            check_kinds(matcher)
+        except MatcherError as exc:
+            raise SettingsError(f"{where}: {key}.matcher: {exc}") from None
+    if matcher and matcher != "*" and event in TOOL_EVENTS and not MATCHER_LIST.fullmatch(matcher):
         try:
             re.compile(matcher)
         except re.error as exc:

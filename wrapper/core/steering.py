@@ -134,6 +134,11 @@ class Steering:
                 return None
             if result.decision is Decision.BLOCK and result.reason is not None:
                 return Block(name, result.reason)
+        context = with_context(results, handler_names)
+        if context is not None:
+            # Claude Code's Stop ``additionalContext``: the agent goes on with
+            # it, a steer like a block's reason.
+            return context
         self.allow(AllowedBy.HANDLERS if results else AllowedBy.NO_HANDLERS)
         return None
 
@@ -175,6 +180,15 @@ class Steering:
             "maxSteers": self.max_steers,
             "steers": [steer.to_json() for steer in self.steers],
         }
+
+
+def with_context(results: Sequence[HandlerResult], handler_names: Sequence[str]) -> Block | None:
+    """The first ``additionalContext`` the Stop handlers that allowed gave,
+    as the steer it makes."""
+    for name, result in zip(handler_names, results, strict=False):
+        if result.decision is Decision.ALLOW and result.warning is None and result.context:
+            return Block(name, result.context)
+    return None
 
 
 def prompt_not_taken(prompt: str) -> str:

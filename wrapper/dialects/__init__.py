@@ -10,6 +10,7 @@ from typing import Any
 from wrapper.core.config import RunConfig
 from wrapper.core.events import Event, UnparsedLine, WarningEvent
 from wrapper.core.framing import Frame, Oversized
+from wrapper.core.matchers import OTHER_KIND
 from wrapper.core.registry import AGENTS, BY_NAME, detect, program
 from wrapper.dialects.base import (
     CannotResume,
@@ -59,11 +60,29 @@ __all__ = [
     "Launch",
     "SniffingDialect",
     "UsageError",
+    "agreed_kind",
     "chosen_name",
     "dialect_for_command",
     "graces_for",
     "resolve_dialect",
+    "tool_kind",
 ]
+
+
+def agreed_kind(tool: str) -> str:
+    """The kind every dialect that names a tool ``tool`` gives it, when they
+    agree (``other`` when none does, or they do not): for a tool whose agent
+    is not known."""
+    kinds = {cls.tool_kinds[tool] for cls in DIALECTS.values() if tool in cls.tool_kinds}
+    return kinds.pop() if len(kinds) == 1 else OTHER_KIND
+
+
+def tool_kind(agent: str | None, tool: str) -> str:
+    """What ``tool`` does, as the dialect named ``agent`` says (as the
+    dialects agree, when the agent is not known)."""
+    if agent is not None and agent in DIALECTS:
+        return DIALECTS[agent]().tool_kind(tool)
+    return agreed_kind(tool)
 
 
 def dialect_for_command(command: Sequence[str]) -> type[Dialect] | None:
@@ -177,6 +196,9 @@ class SniffingDialect(Dialect):
 
     def oversized(self, frame: Oversized) -> list[Event]:
         return self.chosen.oversized(frame) if self.chosen is not None else super().oversized(frame)
+
+    def tool_kind(self, tool: str) -> str:
+        return self.chosen.tool_kind(tool) if self.chosen is not None else agreed_kind(tool)
 
     def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
         return self.chosen.on_exit(exit_code, exit_signal) if self.chosen is not None else []

@@ -39,6 +39,22 @@ from wrapper.dialects.claude import ClaudeDialect
 
 class AmpDialect(ClaudeDialect):
     name: ClassVar[str] = "amp"
+    #: What each tool does, for matchers that name a kind (``@execute``): Amp's tools, beside the
+    #: Claude Code names its stream shares; a tool not listed (an MCP server's) is ``other``.
+    tool_kinds: ClassVar[Mapping[str, str]] = {
+        **ClaudeDialect.tool_kinds,
+        "Bash": "execute",
+        "Read": "read",
+        "edit_file": "edit",
+        "create_file": "edit",
+        "undo_edit": "edit",
+        "Grep": "search",
+        "glob": "search",
+        "list_directory": "search",
+        "finder": "search",
+        "read_web_page": "fetch",
+        "web_search": "fetch",
+    }
     streaming_command: ClassVar[str] = "amp --stream-json"
     agent_name: ClassVar[str] = "Amp"
     prompt_flag: ClassVar[tuple[str, ...]] = ("-x",)

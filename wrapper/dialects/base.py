@@ -34,6 +34,7 @@ from wrapper.core.events import (
 )
 from wrapper.core.framing import Frame, Oversized
 from wrapper.core.limits import ARGUMENT_MAX_BYTES
+from wrapper.core.matchers import OTHER_KIND
 from wrapper.core.registry import program, program_name
 
 if TYPE_CHECKING:
@@ -464,6 +465,14 @@ class Dialect:
     #: The agent's own options that name its model (``-m NAME``), read for
     #: pricing when its stream does not name the model.
     model_options: ClassVar[tuple[str, ...]] = ("--model",)
+
+    #: What each of the agent's tools does (a kind of ``TOOL_KINDS``), for
+    #: hook matchers that name a kind (``@execute``); one not listed is ``other``.
+    tool_kinds: ClassVar[Mapping[str, str]] = {}
+
+    def tool_kind(self, tool: str) -> str:
+        """What the agent's tool ``tool`` does, as a matcher names it."""
+        return self.tool_kinds.get(tool, OTHER_KIND)
 
     #: The file given to the agent with ``native_hooks_option`` (its path and
     #: text, written with every launch), once the run has one.

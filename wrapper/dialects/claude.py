@@ -151,6 +151,38 @@ QWEN_GRACE = 5.0
 class ClaudeDialect(CommandLineDialect, DeltaDialect):
     name: ClassVar[str] = "claude"
     usage_granularity: ClassVar[str | None] = "message"
+    #: What each tool does, for matchers that name a kind (``@execute``): Claude Code's tools, and
+    #: Qwen Code's (read by this dialect too); a tool not listed (an MCP server's) is ``other``.
+    tool_kinds: ClassVar[Mapping[str, str]] = {
+        "Bash": "execute",
+        "BashOutput": "execute",
+        "KillShell": "execute",
+        "KillBash": "execute",
+        "run_shell_command": "execute",
+        "Read": "read",
+        "NotebookRead": "read",
+        "read_file": "read",
+        "read_many_files": "read",
+        "Edit": "edit",
+        "MultiEdit": "edit",
+        "Write": "edit",
+        "NotebookEdit": "edit",
+        "write_file": "edit",
+        "edit": "edit",
+        "replace": "edit",
+        "Glob": "search",
+        "Grep": "search",
+        "LS": "search",
+        "glob": "search",
+        "grep_search": "search",
+        "search_file_content": "search",
+        "list_directory": "search",
+        "WebFetch": "fetch",
+        "WebSearch": "fetch",
+        "web_fetch": "fetch",
+        "web_search": "fetch",
+        "google_web_search": "fetch",
+    }
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {

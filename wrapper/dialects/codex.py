@@ -131,6 +131,19 @@ SETTLE_GRACE = 2.0
 class CodexDialect(CommandLineDialect):
     name: ClassVar[str] = "codex"
     model_options: ClassVar[tuple[str, ...]] = ("-m", "--model")
+    #: What each tool does, for matchers that name a kind (``@execute``): Codex's items
+    #: (``command_execution``, ...) and its own tool names; a tool not listed (an MCP server's) is
+    #: ``other``.
+    tool_kinds: ClassVar[Mapping[str, str]] = {
+        "command_execution": "execute",
+        "shell": "execute",
+        "local_shell": "execute",
+        "exec_command": "execute",
+        "view_image": "read",
+        "file_change": "edit",
+        "apply_patch": "edit",
+        "web_search": "fetch",
+    }
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {

@@ -50,6 +50,18 @@ _CURSOR_TYPES = frozenset({"tool_call", "thinking", "interaction_query"})
 class CursorDialect(ClaudeDialect):
     name: ClassVar[str] = "cursor"
     usage_granularity: ClassVar[str | None] = "turn"
+    #: What each tool does, for matchers that name a kind (``@execute``): Cursor Agent's tool calls
+    #: (``shellToolCall`` is ``shell``, ...); a tool not listed (an MCP server's) is ``other``.
+    tool_kinds: ClassVar[Mapping[str, str]] = {
+        "shell": "execute",
+        "read": "read",
+        "edit": "edit",
+        "write": "edit",
+        "delete": "edit",
+        "grep": "search",
+        "glob": "search",
+        "ls": "search",
+    }
     streaming_command: ClassVar[str] = "cursor-agent -p --output-format stream-json"
     agent_name: ClassVar[str] = "Cursor Agent"
     prompt_flag: ClassVar[tuple[str, ...]] = ()

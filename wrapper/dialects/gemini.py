@@ -105,6 +105,21 @@ _DELTA_LINES = DeltaLines(
 class GeminiDialect(CommandLineDialect, DeltaDialect):
     name: ClassVar[str] = "gemini"
     model_options: ClassVar[tuple[str, ...]] = ("-m", "--model")
+    #: What each tool does, for matchers that name a kind (``@execute``): Gemini CLI's built-in
+    #: tools; a tool not listed (an MCP server's) is ``other``.
+    tool_kinds: ClassVar[Mapping[str, str]] = {
+        "run_shell_command": "execute",
+        "read_file": "read",
+        "read_many_files": "read",
+        "write_file": "edit",
+        "replace": "edit",
+        "glob": "search",
+        "search_file_content": "search",
+        "grep_search": "search",
+        "list_directory": "search",
+        "web_fetch": "fetch",
+        "google_web_search": "fetch",
+    }
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {

@@ -80,6 +80,23 @@ class OpencodeDialect(CommandLineDialect):
     name: ClassVar[str] = "opencode"
     usage_granularity: ClassVar[str | None] = "message"
     model_options: ClassVar[tuple[str, ...]] = ("-m", "--model")
+    #: What each tool does, for matchers that name a kind (``@execute``): opencode's built-in
+    #: tools; a tool not listed (an MCP server's) is ``other``.
+    tool_kinds: ClassVar[Mapping[str, str]] = {
+        "bash": "execute",
+        "read": "read",
+        "write": "edit",
+        "edit": "edit",
+        "patch": "edit",
+        "multiedit": "edit",
+        "apply_patch": "edit",
+        "glob": "search",
+        "grep": "search",
+        "list": "search",
+        "codesearch": "search",
+        "webfetch": "fetch",
+        "websearch": "fetch",
+    }
     default_grace: ClassVar[float] = GRACE
     default_settle_grace: ClassVar[float] = SETTLE_GRACE
     stop_reasons: ClassVar[Mapping[str, StopReason]] = {

@@ -88,6 +88,17 @@ SETTLE_GRACE = 0.2
 class PiDialect(DeltaDialect):
     name: ClassVar[str] = "pi"
     usage_granularity: ClassVar[str | None] = "message"
+    #: What each tool does, for matchers that name a kind (``@execute``): pi's built-in tools; a
+    #: tool not listed (an MCP server's) is ``other``.
+    tool_kinds: ClassVar[Mapping[str, str]] = {
+        "bash": "execute",
+        "read": "read",
+        "edit": "edit",
+        "write": "edit",
+        "grep": "search",
+        "find": "search",
+        "ls": "search",
+    }
     streaming_command: ClassVar[str] = "pi --mode json -p"
     #: pi runs extensions given with ``--extension`` (beside the user's own);
     #: a ``tool_call`` handler that returns ``{block: true}`` refuses the tool

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from wrapper.core.jsonout import dumps
+from wrapper.core.limits import REPLY_NONCE_MAX_CHARS
 from wrapper.files import artifacts
 from wrapper.files.artifacts import (
     RUN_FILE_MAX_BYTES,
@@ -150,9 +151,18 @@ def open_escalation(run_dir: Path, escalation: str, question: str | None) -> Non
 
 def close_escalation(run_dir: Path, escalation: str, run_id: str) -> None:
     """Stop waiting: an escalation nobody answered is answered ``closed``, so
-    a reply arriving later is told so instead of being left unread."""
+    a reply arriving later is told so instead of being left unread; a reply
+    that came and was not taken in time is told it was not."""
     with contextlib.suppress(OSError):
         answer(run_dir, escalation, "closed", run_id)
+    pending = answer_of(run_dir, escalation, run_id)
+    nonce = pending.get("nonce") if pending is not None else None
+    if isinstance(nonce, str) and _safe(nonce):
+        with contextlib.suppress(OSError):
+            _write_new(
+                _folder(run_dir, escalation) / f"verdict-{nonce}.json",
+                {"refused": "the run stopped waiting for an answer before it took this one"},
+            )
 
 
 def latest_escalation(run_dir: Path, warn: Warn | None = None) -> str | None:
@@ -162,12 +172,50 @@ def latest_escalation(run_dir: Path, warn: Warn | None = None) -> str | None:
     return escalation if isinstance(escalation, str) else None
 
 
-def answer(run_dir: Path, escalation: str, kind: str, run_id: str, text: str | None = None) -> bool:
-    """Answer ``escalation`` of run ``run_id``; False when it was already answered."""
+def answer(
+    run_dir: Path,
+    escalation: str,
+    kind: str,
+    run_id: str,
+    text: str | None = None,
+    *,
+    nonce: str | None = None,
+) -> bool:
+    """Answer ``escalation`` of run ``run_id``; False when it was already
+    answered. ``nonce``: the sender waits for the run's verdict on it
+    (``verdict_of``)."""
     if kind not in ANSWER_KINDS:
         raise MailboxError(f"unknown answer {kind!r}")
     record = {"kind": kind, "text": text, "runId": run_id, "at": time.time()}
+    if nonce is not None:
+        record["nonce"] = nonce
     return _write_new(_folder(run_dir, escalation) / "answer.json", record)
+
+
+def settle_answer(
+    run_dir: Path, escalation: str, record: dict[str, Any], refused: str | None
+) -> None:
+    """The run took ``record``, the answer to ``escalation`` (``refused``
+    None), or refused it: the answer is taken back first, so that the
+    question is open again when its sender hears of it."""
+    folder = _folder(run_dir, escalation)
+    if refused is not None:
+        with contextlib.suppress(OSError):
+            (folder / "answer.json").unlink()
+    nonce = record.get("nonce")
+    if isinstance(nonce, str) and _safe(nonce):
+        with contextlib.suppress(OSError):
+            _write_new(folder / f"verdict-{nonce}.json", {"refused": refused})
+
+
+def verdict_of(run_dir: Path, escalation: str, nonce: str) -> dict[str, Any] | None:
+    """Whether the run took the answer sent with ``nonce``: ``{"refused":
+    None}`` when it did, ``{"refused": WHY}`` when not, None while undecided."""
+    return read_json(_folder(run_dir, escalation) / f"verdict-{nonce}.json")
+
+
+def _safe(nonce: str) -> bool:
+    return nonce.isalnum() and len(nonce) <= REPLY_NONCE_MAX_CHARS
 
 
 def answer_of(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,17 +112,39 @@ async def _summary(
     return text[:SUMMARY_CHARS]
 
 
+#: Why an answer to an escalation is refused (the question stays open), or
+#: None to take it: given the escalation's id and the answer.
+AnswerCheck = Callable[[str, dict[str, Any]], Awaitable[str | None]]
+
+
 async def wait_for_answer(
-    run_dir: Path, escalation: str, timeout: float, run_id: str, warn: mailbox.Warn | None = None
+    run_dir: Path,
+    escalation: str,
+    timeout: float,
+    run_id: str,
+    warn: mailbox.Warn | None = None,
+    *,
+    check: AnswerCheck | None = None,
 ) -> dict[str, Any]:
     """The escalation's answer; at the timeout the wrapper answers ``timeout``
-    itself (unless a reply got there first)."""
+    itself (unless a reply got there first). An answer ``check`` refuses is
+    taken back (the question stays open) and its sender told why; every
+    answer a sender waits on (``reply``) is told whether it was taken."""
     with trio.move_on_after(timeout):
         while True:
             answer = mailbox.answer_of(run_dir, escalation, run_id, warn)
             if answer is not None:
-                return answer
+                why = await check(escalation, answer) if check is not None else None
+                if why is None:
+                    mailbox.settle_answer(run_dir, escalation, answer, None)
+                    return answer
+                mailbox.settle_answer(run_dir, escalation, answer, why)
             await trio.sleep(REPLY_POLL)
     with contextlib.suppress(OSError):
         mailbox.answer(run_dir, escalation, "timeout", run_id)
-    return mailbox.answer_of(run_dir, escalation, run_id) or {"kind": "timeout", "text": None}
+    found = mailbox.answer_of(run_dir, escalation, run_id)
+    if found is None or found.get("nonce") is not None:
+        # A reply that came as the time ran out was never checked: not taken
+        # (``close_escalation`` tells its sender).
+        return {"kind": "timeout", "text": None}
+    return found

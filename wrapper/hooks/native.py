@@ -47,21 +47,28 @@ RECORD_BYTES = 256 * 1024
 
 
 def agent_settings(
-    user: Mapping[str, Any], settings: Settings, wrapper_bin: str, files: Sequence[str]
+    user: Mapping[str, Any],
+    settings: Settings,
+    wrapper_bin: str,
+    files: Sequence[str],
+    agent: str = "claude",
 ) -> dict[str, Any]:
     """``user`` (the agent's settings from its command line, or empty) with a
     relayed hook for each PreToolUse handler of ``settings`` (read from
-    ``files``, absolute), after the user's own."""
+    ``files``, absolute), after the user's own. A matcher that names a tool
+    kind (``@execute``) means nothing to the agent: its hooks run for every
+    tool, and the relay (told the ``agent``, whose dialect knows its tools'
+    kinds) applies the matcher itself."""
     merged = dict(user)
     hooks = dict(merged["hooks"]) if isinstance(merged.get("hooks"), dict) else {}
     groups = list(hooks["PreToolUse"]) if isinstance(hooks.get("PreToolUse"), list) else []
     for g, group in enumerate(settings.pre_tool_use):
         relayed = [
-            relay_hook(wrapper_bin, files, g, h, handler)
+            relay_hook(wrapper_bin, files, g, h, handler, agent=agent)
             for h, handler in enumerate(group.handlers)
         ]
         entry: dict[str, Any] = {"hooks": relayed}
-        if group.matcher:
+        if group.matcher and not group.names_kinds:
             entry["matcher"] = group.matcher
         groups.append(entry)
     hooks["PreToolUse"] = groups
@@ -69,12 +76,14 @@ def agent_settings(
     return merged
 
 
-def pi_extension(settings: Settings, wrapper_bin: str, files: Sequence[str]) -> str:
+def pi_extension(
+    settings: Settings, wrapper_bin: str, files: Sequence[str], agent: str = "pi"
+) -> str:
     """pi's extension that relays each tool call to the run's PreToolUse
     handlers: a refusal (``deny``, ``ask``, exit 2, ``continue: false``)
     blocks the tool with its reason; anything else, the relay's failure
     included, lets it run."""
-    argv = [wrapper_bin, "hook-relay", "--handler", *WHOLE_CHAIN]
+    argv = [wrapper_bin, "hook-relay", "--agent", agent, "--handler", *WHOLE_CHAIN]
     for path in files:
         argv += ["--settings", path]
     limit = sum(h.timeout for g in settings.pre_tool_use for h in g.handlers) + RELAY_MARGIN
@@ -130,13 +139,20 @@ export default function (pi) {
 
 
 def relay_hook(
-    wrapper_bin: str, files: Sequence[str], group: int, index: int, handler: Handler
+    wrapper_bin: str,
+    files: Sequence[str],
+    group: int,
+    index: int,
+    handler: Handler,
+    *,
+    agent: str = "claude",
 ) -> dict[str, Any]:
     """The agent's hook that runs ``handler`` through the relay."""
     # The handler's place in its file, to check it is still there: the file
     # itself is given by its absolute path, and was perhaps named otherwise.
     where = handler.origin.rsplit(": ", 1)[-1]
-    argv = [wrapper_bin, "hook-relay", "--handler", str(group), str(index), where]
+    argv = [wrapper_bin, "hook-relay", "--agent", agent]
+    argv += ["--handler", str(group), str(index), where]
     for path in files:
         argv += ["--settings", path]
     return {

@@ -17,6 +17,7 @@ from wrapper.core.hook_protocol import plain_text
 from wrapper.core.limits import OBSERVER_CONCURRENCY, OBSERVER_QUEUE
 from wrapper.core.settings import OBSERVED_EVENTS, Handler, Settings
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
+from wrapper.hooks.stop_gate import StopGate
 
 _Job = tuple[str, list[Handler], dict[str, Any]]
 
@@ -26,11 +27,15 @@ class Observers:
         self,
         settings: Settings,
         ctx: HookContext,
-        common: Callable[[str], dict[str, Any]],
+        gate: StopGate,
     ) -> None:
+        """``gate``: the run's stop gate, which gives every hook's common
+        input, and whose dialect knows what each of the agent's tools does
+        (for matchers that name a kind)."""
         self.settings = settings
         self.ctx = ctx
-        self.common = common
+        self.common: Callable[[str], dict[str, Any]] = gate.hook_input
+        self.kind_of = gate.dialect.tool_kind
         #: Whether any observer is configured at all (the run skips them otherwise).
         self.wanted = any(settings.hooks.get(event) for event in OBSERVED_EVENTS)
         self.dropped = 0
@@ -54,7 +59,8 @@ class Observers:
             }
             result = plain_text(event.result) if event.result is not None else None
             extra["error" if event.is_error else "tool_response"] = result
-            self._queue(name, self.settings.handlers(name, event.tool), extra)
+            kind = self.kind_of(event.tool)
+            self._queue(name, self.settings.handlers(name, event.tool, kind), extra)
         elif type(event) is Compaction and event.phase == "start":
             extra = {"trigger": "auto", "custom_instructions": None, "reason": event.reason}
             self._queue("PreCompact", self.settings.handlers("PreCompact"), extra)

@@ -13,6 +13,7 @@ from wrapper.core.config import RunConfig
 from wrapper.core.events import Event, WarningEvent
 from wrapper.core.hook_protocol import Decision
 from wrapper.core.limits import PERMISSION_HOOK_CONCURRENCY
+from wrapper.core.settings import Handler
 from wrapper.hooks.runner import HookContext, run_chain
 from wrapper.hooks.stop_gate import StopGate
 
@@ -40,9 +41,14 @@ class PermissionGate:
     def decided_now(self, tool: ToolInfo) -> tuple[bool, str | None] | None:
         """The decision on ``tool`` when no PreToolUse handler takes part
         (the permissions setting alone), else None: the handlers decide."""
-        if self._config.settings.pre_tool_use_handlers(tool.name):
+        if self._handlers(tool):
             return None
         return self._by_setting()
+
+    def _handlers(self, tool: ToolInfo) -> list[Handler]:
+        """The PreToolUse handlers whose matcher takes ``tool`` (by its name or kind)."""
+        kind = self._gate.dialect.tool_kind(tool.name)
+        return self._config.settings.pre_tool_use_handlers(tool.name, kind)
 
     def _by_setting(self) -> tuple[bool, str | None]:
         if self._config.permissions == "deny":
@@ -53,7 +59,7 @@ class PermissionGate:
         """A live session's agent asks before running ``tool``: its PreToolUse
         handlers decide (Claude's protocol), else the permissions setting.
         Returns (allow, the reason of a refusal)."""
-        handlers = self._config.settings.pre_tool_use_handlers(tool.name)
+        handlers = self._handlers(tool)
         if handlers:
             payload = self._gate.hook_input(
                 "PreToolUse",

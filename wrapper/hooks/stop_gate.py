@@ -3,20 +3,26 @@
 At a stop the built-in error retry and the Stop hooks go first; when they
 allow it, the ``onStop`` policy decides (escalating to a person if need be).
 A block becomes a steer: the agent's session resumed with the reason as its
-next prompt. Before every prompt (the task, each steer) the
-``UserPromptSubmit`` (and for a subagent's task ``SubagentStart``) handlers
-may add context or refuse it; before the first prompt of an agent session
-(the task, each steer that resumes the agent) ``SessionStart`` handlers may
-add context. A turn that failed on an API error fires ``StopFailure`` before
-the Stop handlers, and the run's end ``SessionEnd``: both only observe. The
-decisions are pure (``steering``, ``policy``, ``protocol``); this class
-carries them out.
+next prompt. Before every prompt (the task, a Stop hook's steer, a steer
+from outside, a person's reply: its ``source``) the ``UserPromptSubmit``
+(and for a subagent's task ``SubagentStart``) handlers may add context or
+refuse it, and a refusal refuses that prompt only (a refused Stop-hook
+steer lets the stop go ahead, as at the steer limit); before the first
+prompt of an agent session (the task, each steer that resumes the agent)
+``SessionStart`` handlers may add context. A turn that failed on an API
+error fires ``StopFailure`` before the Stop handlers, and the run's end
+``SessionEnd``: both only observe. The decisions are pure (``steering``,
+``policy``, ``protocol``); this class carries them out.
+
+One module, though long: a stop, the steer it becomes, the prompt handlers
+that may refuse it and the person who may be asked instead are one story,
+told in the order a run lives it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +43,11 @@ from wrapper.core.policy import (
     StopPolicy,
 )
 from wrapper.core.settings import Handler
-from wrapper.core.steering import AllowedBy, Block, Steering
+from wrapper.core.steering import AllowedBy, Block, Steering, with_context
 from wrapper.core.summary import RunSummary
 from wrapper.dialects import CannotResume, Dialect, Launch, UsageError
 from wrapper.files import mailbox
-from wrapper.hooks.escalation import notify_person, signal_help, wait_for_answer
+from wrapper.hooks.escalation import AnswerCheck, notify_person, signal_help, wait_for_answer
 from wrapper.hooks.native import RECORDS, NativeRecords
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 from wrapper.sinks.stream import EventStream, StatusWriter
@@ -85,6 +91,8 @@ class StopGate:
         self.policy = StopPolicy(on_stop=config.on_stop, idle=config.settings.idle)
         #: The SessionEnd handlers' scope, once they run: a signal cuts them.
         self._ending: trio.CancelScope | None = None
+        #: The context the prompt handlers added to the reply being steered with.
+        self._reply_context: list[str] = []
         #: What the PreToolUse handlers the agent runs itself decided.
         self._native = NativeRecords(config.run_dir / RECORDS)
 
@@ -274,9 +282,20 @@ class StopGate:
             return None
         self._warn_failed(event, handlers, results, "the stop was allowed")
         if at_limit:
-            self._gate_at_limit(
-                event, steering.decide_at_limit(results, [h.name for h in handlers])
-            )
+            names = [h.name for h in handlers]
+            self._gate_at_limit(event, steering.decide_at_limit(results, names))
+            context = with_context(results, names)
+            if context is not None and steering.allowed_by is AllowedBy.HANDLERS:
+                steering.allow(AllowedBy.MAX_STEERS)
+                self.stream.emit(
+                    WarningEvent(
+                        code="max_steers_reached",
+                        message=f"the steer limit ({steering.max_steers}) is reached: the "
+                        f"context {context.handler} added at the stop "
+                        f"({_quote(context.reason)}) was not given to the agent, and the "
+                        "stop was allowed",
+                    )
+                )
             return None
         return steering.decide(results, [h.name for h in handlers])
 
@@ -328,23 +347,46 @@ class StopGate:
         if action.cooldown:
             self.status.update(trio.current_time(), force=True, state="stopping")
             await trio.sleep(action.cooldown)
-        return await self._steer(Block(action.handler, action.reason), number + 1)
+        source = "reply" if action.handler == REPLY_HANDLER else "stop_hook"
+        return await self._steer(Block(action.handler, action.reason), number + 1, source)
 
     async def _escalate(self, question: str | None) -> Allow | Nudge:
         """Ask a person and wait for the answer (or the escalation timeout)."""
-        record = await self.ask_person(question)
-        if record.answer == "text":
-            return Nudge(REPLY_HANDLER, f"User answered: {record.text}")
-        if record.answer == "continue":
-            return Nudge(REPLY_HANDLER, "User wants you to continue")
+        record = await self.ask_person(question, check=self._check_reply)
+        prompt = _reply_prompt(record.answer, record.text)
+        if prompt is not None:
+            return Nudge(REPLY_HANDLER, prompt)
         if record.answer == "stop":
             return Allow(AllowedBy.REPLY)
         return Allow(AllowedBy.ESCALATION_TIMEOUT)
 
-    async def ask_person(self, question: str | None, *, then: str = "stopping") -> EscalationRecord:
+    async def _check_reply(self, escalation: str, answer: dict[str, Any]) -> str | None:
+        """The prompt handlers on a person's reply that becomes the agent's
+        prompt: why it was refused (the question stays open), or None."""
+        prompt = _reply_prompt(answer.get("kind"), answer.get("text"))
+        self._reply_context = []
+        if prompt is None:
+            return None
+        contexts, refused = await self.check_prompt(prompt, "reply")
+        if refused is None:
+            self._reply_context = contexts
+            return None
+        self.stream.emit(
+            WarningEvent(
+                code="reply_refused",
+                message=f"a reply to {escalation} was refused: the prompt {refused}; "
+                "the question stays open",
+            )
+        )
+        return f"the prompt {refused}"
+
+    async def ask_person(
+        self, question: str | None, *, then: str = "stopping", check: AnswerCheck | None = None
+    ) -> EscalationRecord:
         """Open an escalation, tell a person and wait for the reply (or the
         escalation timeout); the record holds the answer (None: none came).
-        status.json's state is ``then`` once it is answered.
+        status.json's state is ``then`` once it is answered. ``check``: why
+        an answer is refused (the question stays open), or None.
 
         One question at a time: another one (an ACP agent asking about two
         tools at once) waits until this one is answered, then is asked in
@@ -352,9 +394,11 @@ class StopGate:
         latest; two open at once would leave one unseen to wait out its
         timeout."""
         async with self._asking:
-            return await self._ask_person(question, then)
+            return await self._ask_person(question, then, check)
 
-    async def _ask_person(self, question: str | None, then: str) -> EscalationRecord:
+    async def _ask_person(
+        self, question: str | None, then: str, check: AnswerCheck | None
+    ) -> EscalationRecord:
         record = self.policy.open_escalation(question)
         run_dir = self.config.run_dir
         mailbox.open_escalation(run_dir, record.id, question)
@@ -378,6 +422,7 @@ class StopGate:
                 self.config.escalation_timeout,
                 self.config.run_id,
                 self._ignored_file,
+                check=check,
             )
         except trio.Cancelled:
             # Nobody needs the answer any more (the question was withdrawn,
@@ -398,7 +443,11 @@ class StopGate:
         )
         return record
 
-    async def _steer(self, block: Block, number: int) -> Launch | None:
+    async def _steer(self, block: Block, number: int, source: str = "stop_hook") -> Launch | None:
+        """Resume the agent with ``block``'s reason (``source``: a Stop
+        hook's or a policy's steer, or a person's reply, which passed the
+        prompt handlers when it came), with the steers from outside that
+        wait; None when the stop goes ahead after all."""
         config, steering = self.config, self.steering
         blocked_by = f"the stop was blocked by {block.handler} ({_quote(block.reason)})"
         if config.task is None:
@@ -408,25 +457,26 @@ class StopGate:
                 "the prompt, so it cannot steer the agent",
             )
             return None
-        text = self.with_steers(block) if self.with_steers is not None else block.reason
         try:
             launch = self.dialect.resume(
-                config.command, text, config.run_dir, self.summary.session_id
+                config.command, block.reason, config.run_dir, self.summary.session_id
             )
         except (CannotResume, UsageError) as exc:
             steering.allow(AllowedBy.CANNOT_STEER, f"{blocked_by}, but it cannot steer: {exc}")
             return None
         # A live session goes on in the same process: no new session starts.
         resumed = "resume" if launch.prompt is None else None
-        prompt, refused = await self.before_prompt(text, first=False, session=resumed)
+        checked = self._reply_context if source == "reply" else None
+        preamble, contexts, refused = await self.prompt_parts(
+            block.reason, first=False, source=source, session=resumed, checked=checked
+        )
         if refused is not None:
-            steering.allow(
-                AllowedBy.PROMPT_BLOCKED,
-                f"{blocked_by}; the steer prompt {refused}",
-                ErrorKind.PROMPT_BLOCKED,
-            )
+            self._steer_refused(block, refused)
             return None
-        if prompt != text:
+        own = Block(block.handler, "\n\n".join([block.reason, *contexts]))
+        text = self.with_steers(own) if self.with_steers is not None else own.reason
+        prompt = "\n\n".join([*preamble, text])
+        if prompt != block.reason:
             try:
                 launch = self.dialect.resume(
                     config.command, prompt, config.run_dir, self.summary.session_id
@@ -438,19 +488,70 @@ class StopGate:
         self.stream.emit(Steer(next_attempt=number, handler=block.handler, reason=block.reason))
         return launch
 
+    def _steer_refused(self, block: Block, refused: str) -> None:
+        """The prompt handlers refused the steer a stop was blocked with: the
+        stop goes ahead, as at the steer limit (the gate did not pass: a
+        failure with ``failOnMaxSteers``, else one warning that also reaches
+        stderr, since the run stays ``ok``)."""
+        what = (
+            f"the Stop gate did not pass: {block.handler} blocked the stop "
+            f"({_quote(block.reason)}), but the steer prompt {refused}"
+        )
+        if self.config.fail_on_max_steers:
+            self.steering.allow(AllowedBy.PROMPT_BLOCKED, what, ErrorKind.GATE_NOT_PASSED)
+            return
+        self.steering.allow(AllowedBy.PROMPT_BLOCKED)
+        self.stream.emit(
+            WarningEvent(
+                code="steer_prompt_blocked",
+                message=f"{what}; the stop was allowed, and this alone does not fail the run "
+                "(--fail-on-max-steers or stop.failOnMaxSteers makes it a failure)",
+            )
+        )
+
     async def before_prompt(
-        self, prompt: str, *, first: bool, session: str | None = None, room: int | None = None
+        self,
+        prompt: str,
+        *,
+        first: bool,
+        source: str = "task",
+        session: str | None = None,
+        room: int | None = None,
+        checked: Sequence[str] | None = None,
     ) -> tuple[str, str | None]:
         """``SessionStart`` (the first prompt of an agent session: ``session``
         says how it starts, ``startup`` for the ``first``), ``SubagentStart``
         (first prompt of a subagent) and ``UserPromptSubmit`` handlers: the
         context of ``SessionStart`` goes before the prompt, that of the others
-        after it; a block refuses the prompt. ``room``: the most bytes the
-        context may add (a steer on the agent's command line); what is over
-        is cut, with a ``hook_context_cut`` warning."""
+        after it; a block refuses the prompt. ``source``: what the prompt is
+        (``PROMPT_SOURCES``). ``checked``: the prompt already passed the
+        ``UserPromptSubmit`` handlers (a steer, when it came), which added
+        this context. ``room``: the most bytes the context may add (a steer on
+        the agent's command line); what is over is cut, with a
+        ``hook_context_cut`` warning."""
+        preamble, contexts, refused = await self.prompt_parts(
+            prompt, first=first, source=source, session=session, checked=checked
+        )
+        if refused is not None:
+            return prompt, refused
+        if room is not None:
+            preamble, contexts = self._fit_context(preamble, contexts, room)
+        return "\n\n".join([*preamble, prompt, *contexts]), None
+
+    async def prompt_parts(
+        self,
+        prompt: str,
+        *,
+        first: bool,
+        source: str,
+        session: str | None = None,
+        checked: Sequence[str] | None = None,
+    ) -> tuple[list[str], list[str], str | None]:
+        """What ``before_prompt`` adds before and after ``prompt``, or why
+        it was refused."""
         settings, contexts = self.config.settings, []
-        source = "startup" if first else session
-        preamble = await self.session_start(source) if source is not None else []
+        kind = "startup" if first else session
+        preamble = await self.session_start(kind) if kind is not None else []
         if first and self.config.subagent:
             handlers = settings.handlers("SubagentStart")
             payload = self.hook_input("SubagentStart")
@@ -459,22 +560,30 @@ class StopGate:
             )
             self._warn_failed("SubagentStart", handlers, results, "it was skipped")
             contexts += [r.context for r in results if r.context]
-        handlers = settings.handlers("UserPromptSubmit")
-        if handlers:
-            payload = self.hook_input("UserPromptSubmit", prompt=prompt)
-            results = await run_chain(
-                handlers, "UserPromptSubmit", payload, self.hook_ctx, blocking=True
-            )
-            self._warn_failed("UserPromptSubmit", handlers, results, "the prompt was sent")
-            for handler, result in zip(handlers, results, strict=False):
-                if result.decision is not Decision.ALLOW:
-                    why = f": {_quote(result.reason)}" if result.reason else ""
-                    return prompt, f"was blocked by UserPromptSubmit handler {handler.name}{why}"
-                if result.context:
-                    contexts.append(result.context)
-        if room is not None:
-            preamble, contexts = self._fit_context(preamble, contexts, room)
-        return "\n\n".join([*preamble, prompt, *contexts]), None
+        if checked is not None:
+            return preamble, [*contexts, *checked], None
+        added, refused = await self.check_prompt(prompt, source)
+        return preamble, [*contexts, *added], refused
+
+    async def check_prompt(self, prompt: str, source: str) -> tuple[list[str], str | None]:
+        """The ``UserPromptSubmit`` handlers on ``prompt`` (``source``: what
+        it is): the context they add, or why they refused it."""
+        handlers = self.config.settings.handlers("UserPromptSubmit")
+        if not handlers:
+            return [], None
+        payload = self.hook_input("UserPromptSubmit", prompt=prompt, source=source)
+        results = await run_chain(
+            handlers, "UserPromptSubmit", payload, self.hook_ctx, blocking=True
+        )
+        self._warn_failed("UserPromptSubmit", handlers, results, "the prompt was sent")
+        contexts = []
+        for handler, result in zip(handlers, results, strict=False):
+            if result.decision is not Decision.ALLOW:
+                why = f": {_quote(result.reason)}" if result.reason else ""
+                return [], f"was blocked by UserPromptSubmit handler {handler.name}{why}"
+            if result.context:
+                contexts.append(result.context)
+        return contexts, None
 
     def _fit_context(
         self, before: list[str], after: list[str], room: int
@@ -565,6 +674,15 @@ class StopGate:
 
 #: A blocked stop's reason, quoted in messages, is cut to this length.
 QUOTE_CHARS = 200
+
+
+def _reply_prompt(kind: object, text: object) -> str | None:
+    """The prompt a person's answer becomes, or None (it is no prompt)."""
+    if kind == "text":
+        return f"User answered: {text}"
+    if kind == "continue":
+        return "User wants you to continue"
+    return None
 
 
 def _quote(text: str | None) -> str:

@@ -9,6 +9,7 @@ serves), a reply through the run's mailbox.
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from wrapper.core.limits import (
     MCP_WAIT_DEFAULT,
     MCP_WAIT_MAX,
     MCP_WAIT_PROGRESS_EVERY,
+    REPLY_POLL,
+    REPLY_VERDICT_TIMEOUT,
     STEER_MAX_BYTES,
 )
 from wrapper.core.timefmt import iso
@@ -365,14 +368,30 @@ class Tools:
         earlier = mailbox.answer_of(folder, target, entry.run_id)
         if earlier is None and entry.ended:
             raise ToolError(f"{target} can no longer be answered: {_not_running(entry)}")
+        nonce = secrets.token_hex(16)
         try:
-            first = earlier is None and mailbox.answer(folder, target, kind, entry.run_id, text)
+            first = earlier is None and mailbox.answer(
+                folder, target, kind, entry.run_id, text, nonce=nonce
+            )
         except (OSError, mailbox.MailboxError) as exc:
             raise ToolError(f"could not write the answer: {exc}") from None
         if not first:
             earlier = earlier or mailbox.answer_of(folder, target, None)
             said = (earlier or {}).get("kind")
             raise ToolError(f"{target} was already answered ({said}): see status")
+        # The run's prompt handlers may refuse a reply the agent would be
+        # given (a stop is given to nobody: it is taken as it is).
+        verdict = None
+        with trio.move_on_after(REPLY_VERDICT_TIMEOUT if kind != "stop" else 0):
+            while (verdict := mailbox.verdict_of(folder, target, nonce)) is None:
+                if entry.ended:
+                    break
+                await trio.sleep(REPLY_POLL)
+        refused = verdict.get("refused") if verdict is not None else None
+        if refused is not None:
+            raise ToolError(
+                f"{target}: the answer was not taken: {refused}; the question is still open"
+            )
         return {"run_id": entry.run_id, "escalation_id": target, "answered": kind}
 
     # -- result -------------------------------------------------------------------

@@ -142,6 +142,12 @@ class ExternalControl:
         self._delivering = False
         #: The steers on their way into the running turn (their prompt hooks run).
         self.joining: list[ExternalSteer] = []
+        #: The steers whose prompt handlers run, by id (not queued yet), and
+        #: an event set (and replaced) whenever a check ends.
+        self._checking: set[str] = set()
+        self._checked = trio.Event()
+        #: The context the prompt handlers added to each steer, by id.
+        self._contexts: dict[str, list[str]] = {}
 
     async def start(self, nursery: trio.Nursery, enabled: bool) -> None:
         """Listen on the run's socket (``enabled``: the run directory is usable)."""
@@ -189,13 +195,48 @@ class ExternalControl:
                 "the run has no --task: the wrapper does not own the agent's prompt, "
                 "so it cannot give it a steer",
             )
-        else:
+        elif self.config.settings.handlers("UserPromptSubmit") and self._nursery is not None:
+            # Checked before anything is interrupted for it: one the prompt
+            # handlers refuse leaves the agent alone.
+            self._checking.add(steer.id)
             self._pending_changed()
-            if self._joins_turn():
-                self._deliver_live_soon()
-            elif steer.when == "now":
-                self._interrupt_for(steer)
+            self._nursery.start_soon(self._check, steer)
+        else:
+            self._admit(steer)
         return steer
+
+    def _admit(self, steer: ExternalSteer) -> None:
+        """``steer`` goes into the live turn, ends the attempt (``now``) or waits."""
+        self._pending_changed()
+        if self._joins_turn():
+            self._deliver_live_soon()
+        elif steer.when == "now":
+            self._interrupt_for(steer)
+
+    async def _check(self, steer: ExternalSteer) -> None:
+        """The prompt handlers on a steer that just came (``source``: a
+        steer, or a follow-up for ``next-stop``): refused, or admitted with
+        the context they add."""
+        try:
+            contexts, refused = await self.gate.check_prompt(steer.text, _source([steer]))
+        finally:
+            self._checking.discard(steer.id)
+            self._checked.set()
+            self._checked = trio.Event()
+        if steer.state != "queued":  # the run ended meanwhile: ``end`` refused it
+            return
+        if refused is not None:
+            self.refuse([steer], f"the steer prompt {refused}")
+            return
+        self._contexts[steer.id] = contexts
+        self._admit(steer)
+
+    async def _checks_done(self) -> None:
+        while self._checking:  # the stop carries the steers that came
+            await self._checked.wait()
+
+    def _contexts_of(self, steers: Sequence[ExternalSteer]) -> list[str]:
+        return [text for steer in steers for text in self._contexts.get(steer.id, ())]
 
     async def changed(self, steer: ExternalSteer, state: str) -> dict[str, Any] | None:
         while (said := self._said.get(steer.id, steer.receipt()))["state"] == state:
@@ -228,11 +269,12 @@ class ExternalControl:
 
     @property
     def queued(self) -> list[ExternalSteer]:
-        return self.ledger.queued
+        """The steers that wait for delivery (those still being checked do not)."""
+        return [steer for steer in self.ledger.queued if steer.id not in self._checking]
 
     def take(self) -> list[ExternalSteer]:
         """The steers that wait, now carried by the launch being made."""
-        taken = self.ledger.queued
+        taken = self.queued
         self.in_flight = [*self.in_flight, *taken]
         for steer in taken:
             steer.state = "delivered"  # not queued any more; settled by ``delivered``
@@ -339,7 +381,11 @@ class ExternalControl:
                     steer.state = "delivered"  # not queued any more; settled below
                 self.joining = steers
                 prompt, refused = await self.gate.before_prompt(
-                    message(steers), first=False, session=None
+                    message(steers),
+                    first=False,
+                    source=_source(steers),
+                    session=None,
+                    checked=self._contexts_of(steers),
                 )
                 self.joining = []
                 if self.closing is not None:
@@ -493,6 +539,8 @@ class ExternalControl:
     async def after_stop(self, facts: RunFacts, number: int) -> Launch | None:
         """The agent stopped (or was ended for a steer): what it resumes
         with, or None to end the run."""
+        with self.between():
+            await self._checks_done()
         if self.queued:
             launch = await self._launch()
             if launch is not None or self.ended():
@@ -510,6 +558,8 @@ class ExternalControl:
         """A live session's turn ``number`` ended: the next prompt, or None."""
         if self._sent:
             await self._answers_in()
+        with self.between():
+            await self._checks_done()
         if self._turn_coming() and not self.ended():
             # A steer the agent took too late for this turn is a turn of its
             # own: waited for; the stop gate runs at its end.
@@ -560,7 +610,12 @@ class ExternalControl:
             added = len(text.encode()) - len(message(steers).encode())
             room = None if self.live else max(0, STEER_PROMPT_RESERVE_BYTES - added)
             prompt, refused = await self.gate.before_prompt(
-                text, first=False, session=session, room=room
+                text,
+                first=False,
+                source=_source(steers),
+                session=session,
+                room=room,
+                checked=self._contexts_of(steers),
             )
         if refused is not None or prompt is None or self.ended():
             self.refuse(steers, f"the steer prompt {refused or 'was not sent: the run is ending'}")
@@ -598,7 +653,10 @@ class ExternalControl:
     def with_steers(self, block: Block) -> str:
         """A Stop handler's block as the next prompt, with the steers that wait."""
         steers = self.take()
-        return message(steers, (block.handler, block.reason)) if steers else block.reason
+        if not steers:
+            return block.reason
+        joined = message(steers, (block.handler, block.reason))
+        return "\n\n".join([joined, *self._contexts_of(steers)])
 
     def spawned(self, number: int) -> None:
         """Attempt ``number`` started: the steers it carries are delivered;
@@ -635,3 +693,8 @@ class ExternalControl:
             label = f"{self.config.label}: " if self.config.label else ""
             with contextlib.suppress(OSError, ValueError):
                 print(f"agent-wrapper: warning: {label}{message}", file=sys.stderr, flush=True)
+
+
+def _source(steers: Sequence[ExternalSteer]) -> str:
+    """What a prompt carrying ``steers`` is to the prompt handlers."""
+    return "steer" if any(steer.when == "now" for steer in steers) else "follow_up"

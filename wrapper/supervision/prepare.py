@@ -342,7 +342,9 @@ def native_hooks(
     # as the settings were read: relative to this process's directory
     files = [os.path.abspath(path) for path in settings.files]
     if dialect.native_hooks_kind == "extension":
-        return config.run_dir / EXTENSION_FILE, pi_extension(settings, wrapper_bin, files)
+        return config.run_dir / EXTENSION_FILE, pi_extension(
+            settings, wrapper_bin, files, dialect.name
+        )
     home = Path(environ.get("CLAUDE_CONFIG_DIR") or Path(environ.get("HOME", "~")) / ".claude")
     own = {cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"}
     own.add(home.expanduser() / "settings.json")
@@ -369,6 +371,6 @@ def native_hooks(
             raise RunUsageError(f"run: COMMAND's {option} {value}: expected a JSON object")
         if shared and isinstance(user.get("hooks"), dict):
             user["hooks"] = {k: v for k, v in user["hooks"].items() if k != "PreToolUse"}
-    merged = agent_settings(user, settings, wrapper_bin, files)
+    merged = agent_settings(user, settings, wrapper_bin, files, dialect.name)
     text = orjson.dumps(merged, option=orjson.OPT_INDENT_2).decode()
     return config.run_dir / SETTINGS_FILE, text

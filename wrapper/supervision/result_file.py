@@ -22,6 +22,7 @@ WARNINGS_AT_END = frozenset(
         "settings_note",
         "hook_failed",
         "max_steers_reached",
+        "steer_prompt_blocked",
         "hook_observers_cut",
         "hook_observers_dropped",
         "hook_context_dropped",

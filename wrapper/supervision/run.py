@@ -265,7 +265,7 @@ class Run:
             on_abort=self.abort,
             say_on_stderr=self.view is None,
         )
-        self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
+        self.observers = Observers(config.settings, self.hook_ctx, self.gate)
         self.spending = Spending(
             config, dialect, environ, self.stream, self.over_budget, say_on_stderr=self.view is None
         )

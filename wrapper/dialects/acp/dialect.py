@@ -61,6 +61,21 @@ CANCEL_FORGETS_TURN = frozenset({"gemini", "gemini-cli"})
 
 class AcpDialect(Dialect):
     name: ClassVar[str] = "acp"
+    #: What each tool does, for matchers that name a kind (``@execute``): an ACP tool's name is its
+    #: kind; ``delete`` and ``move`` change files; a tool not listed (an MCP server's) is
+    #: ``other``.
+    tool_kinds: ClassVar[Mapping[str, str]] = {
+        "execute": "execute",
+        "read": "read",
+        "edit": "edit",
+        "delete": "edit",
+        "move": "edit",
+        "search": "search",
+        "fetch": "fetch",
+        "think": "other",
+        "switch_mode": "other",
+        "other": "other",
+    }
     stop_reasons: ClassVar[Mapping[str, StopReason]] = STOP_REASONS
     streaming_command: ClassVar[str] = "AGENT --acp (or its acp subcommand)"
     default_grace: ClassVar[float] = CLOSE_GRACE
