@@ -21,15 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from wrapper.core import matchers
 from wrapper.core.cost import caps_settings
-from wrapper.core.matchers import (
-    KIND_MARK,
-    MATCHER_LIST,
-    MatcherError,
-    check_kinds,
-    takes,
-    valid_matcher,
-)
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.core.spelling import closest
 from wrapper.core.urls import url_without_secrets
@@ -166,13 +159,13 @@ class MatcherGroup:
     handlers: tuple[Handler, ...]
 
     def matches(self, tool: str | None, kind: str | None = None) -> bool:
-        return takes(self.matcher, tool, kind)
+        return matchers.takes(self.matcher, tool, kind)
 
     @property
     def names_kinds(self) -> bool:
         """Whether the matcher names a tool kind (which the agent's own
         matchers cannot: the wrapper applies it)."""
-        return KIND_MARK in (self.matcher or "")
+        return matchers.KIND_MARK in (self.matcher or "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -308,7 +301,7 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
             key = "hooks.PreToolUse"
             for i, value in enumerate(raw_hooks["PreToolUse"]):
                 group = _group(where, f"{key}[{i}]", "PreToolUse", value, notes)
-                if valid_matcher(group.matcher):
+                if matchers.valid_matcher(group.matcher):
                     pre_tool_use.append(group)
                 else:
                     notes.append(f"{where}: {key}[{i}].matcher: not a valid pattern; skipped")
@@ -423,12 +416,13 @@ def _group(
     matcher = value.get("matcher")
     if matcher is not None and not isinstance(matcher, str):
         raise SettingsError(f"{where}: {key}.matcher: expected a string")
-    if matcher and KIND_MARK in matcher:
+    if matcher and matchers.KIND_MARK in matcher:
         try:
-            check_kinds(matcher)
-        except MatcherError as exc:
+            matchers.check_kinds(matcher)
+        except matchers.MatcherError as exc:
             raise SettingsError(f"{where}: {key}.matcher: {exc}") from None
-    if matcher and matcher != "*" and event in TOOL_EVENTS and not MATCHER_LIST.fullmatch(matcher):
+    plain = not matcher or matcher == "*" or matchers.MATCHER_LIST.fullmatch(matcher)
+    if matcher and not plain and event in TOOL_EVENTS:
         try:
             re.compile(matcher)
         except re.error as exc:
