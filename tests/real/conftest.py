@@ -15,5 +15,6 @@ collect_ignore = (
         "test_conformance_hooks.py",
         "test_conformance_steer.py",
         "test_conformance_live.py",
+        "test_conformance_mcp.py",
     ]
 )
