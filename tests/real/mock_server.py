@@ -61,6 +61,10 @@ LONG_FILE = "long-out.txt"
 #: How long the think scenario's model request takes before it answers.
 THINK_SECONDS = 4
 
+#: Between a Responses namespace and a tool's name in the names the mock
+#: uses (a tool's own name has no dot).
+NAMESPACE_SEP = "."
+
 #: Names of the CLIs' own shell tools, in order of preference.
 SHELL_TOOL_NAMES = ("bash", "Bash", "run_shell_command", "shell", "exec_command", "shell_command")
 
@@ -159,6 +163,15 @@ def _tools(body: dict[str, Any]) -> dict[str, Any]:
             found[decl.get("name", "")] = (
                 decl.get("parameters") or decl.get("parametersJsonSchema") or {}
             )
+        if tool.get("type") == "namespace":
+            # Codex groups an MCP server's tools in a Responses namespace
+            # (``mcp__agent_wrapper``); a call names the namespace and the tool.
+            for inner in tool.get("tools") or []:
+                if isinstance(inner, dict) and "name" in inner:
+                    found[f"{tool.get('name')}{NAMESPACE_SEP}{inner['name']}"] = (
+                        inner.get("parameters") or {}
+                    )
+            continue
         function = tool.get("function")
         if isinstance(function, dict):
             found[function.get("name", "")] = function.get("parameters") or {}
@@ -249,7 +262,10 @@ def conversation_calls(body: Any) -> list[Call]:
         elif kind == "tool_result":
             answered(by_id.get(str(value.get("tool_use_id"))), value.get("content"), value)
         elif kind == "function_call":
-            call = Call(str(value.get("name")), _args(value.get("arguments")))
+            name = str(value.get("name"))
+            if value.get("namespace"):
+                name = f"{value['namespace']}{NAMESPACE_SEP}{name}"
+            call = Call(name, _args(value.get("arguments")))
             calls.append(call)
             by_id[str(value.get("call_id"))] = call
         elif kind == "function_call_output":
@@ -723,10 +739,12 @@ def responses_events(req: Request, reply: Reply) -> Iterator[bytes]:
         )
     if reply.tool:
         name, args = reply.tool
+        namespace, _, name = name.rpartition(NAMESPACE_SEP)
         call = {
             "type": "function_call",
             "id": f"fc_{_tool_id(reply)}",
             "call_id": f"call_{_tool_id(reply)}",
+            **({"namespace": namespace} if namespace else {}),
             "name": name,
             "arguments": json.dumps(args),
             "status": "completed",

@@ -36,10 +36,11 @@ from tests.real.test_conformance_steer import SCHEMA, check_installed, mock, pro
 
 __all__ = ["mock"]  # the module's fixture, shared
 
-#: The parent: the Claude Code release whose MCP client this was written on.
+#: The Claude Code release whose MCP client the parent cases were written on.
 PARENT_VERSION = "2.1.332"
-#: The server's name in the client's configuration; Claude Code shows its
-#: tools to the model as ``mcp__agent-wrapper__<tool>``.
+#: The server's name in each client's configuration. Claude Code shows its
+#: tools to the model as ``mcp__agent-wrapper__<tool>``; Codex as the tools
+#: of a Responses namespace ``mcp__agent_wrapper``.
 SERVER = "agent-wrapper"
 #: A parent case normally takes 5-20 s; this only catches a hang.
 PARENT_LIMIT = 120.0
@@ -51,11 +52,37 @@ ORPHAN_WAIT = 30.0
 #: Where the captured tool results go (under AGENT_WRAPPER_TIER_CAPTURE).
 CAPTURE_DIR = "mcp"
 
+#: What Claude Code appends to each tool result (the context left).
+REMINDER = re.compile(r"\n*<system-reminder>.*?</system-reminder>\s*$", re.DOTALL)
+#: What Codex puts before each MCP tool's result.
+WALL_TIME = re.compile(r"^Wall time: [0-9.]+ seconds\nOutput:\n?")
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """A real MCP client CLI as the parent: how its model names our tools,
+    and what it wraps around a tool's result before the model reads it."""
+
+    cli: str
+    version: str
+    #: Our tool's name as the mock sees the model call it, less the tool.
+    prefix: str
+    #: The additions the client makes to a result's text.
+    wrapping: re.Pattern[str]
+
+    def tool(self, name: str) -> str:
+        return self.prefix + name
+
+
+CLAUDE = Client("claude", PARENT_VERSION, f"mcp__{SERVER}__", REMINDER)
+CODEX = Client("codex", CLIS["codex"].version, f"mcp__{SERVER.replace('-', '_')}.", WALL_TIME)
+
 
 @dataclass
 class Parent:
     """One parent case: where it runs and what it left."""
 
+    client: Client
     base: Path
     work: Path
     runs_dir: Path
@@ -69,11 +96,18 @@ class Parent:
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def final(self) -> dict[str, Any]:
-        """Claude Code's closing ``result`` line."""
-        found = [e for e in self.events if e.get("type") == "result"]
-        assert found, f"no result line from the parent:\n{self.stdout[-2000:]}\n{self.stderr}"
-        return found[-1]
+    def answer(self) -> str | None:
+        """The parent's final answer, as its JSON stream says it."""
+        if self.client is CLAUDE:
+            found = [e for e in self.events if e.get("type") == "result"]
+            return str(found[-1].get("result")) if found else None
+        said = [
+            e["item"].get("text")
+            for e in self.events
+            if e.get("type") == "item.completed"
+            and (e.get("item") or {}).get("type") == "agent_message"
+        ]
+        return said[-1] if said else None
 
     def runs(self) -> dict[str, dict[str, Any]]:
         """Each subagent's result.json by its label."""
@@ -84,21 +118,17 @@ class Parent:
         return found
 
     def where(self) -> str:
-        return f"parent exit {self.returncode}; stderr:\n{self.stderr[-2000:]}"
+        return (
+            f"{self.client.cli} parent exit {self.returncode}; stdout:\n{self.stdout[-1500:]}\n"
+            f"stderr:\n{self.stderr[-1500:]}"
+        )
 
 
-def parent_setup(scenario: str, base: Path, mock: Mock) -> Parent:
-    """Claude Code as the parent with our server in its ``--mcp-config``:
-    the server's environment finds pi on PATH and points pi at the mock (its
-    ``defaultProvider``), so ``start`` with ``agent: pi`` runs offline."""
-    check_installed("claude", PARENT_VERSION)
-    check_installed("pi", CLIS["pi"].version)
-    home, work, runs_dir = base / "home", base / "work", base / "runs"
-    for folder in (home, work):
-        folder.mkdir(parents=True, exist_ok=True)
-    claude = CLIS["claude"]
-    exe = claude.executable(cache_dir(), PARENT_VERSION)
-    setup = claude.configure(home, mock.url, str(exe))
+def server_entry(home: Path, mock: Mock, runs_dir: Path) -> dict[str, Any]:
+    """Our server as an MCP client starts it: its environment finds pi on
+    PATH and points pi at the mock (its ``defaultProvider``), so ``start``
+    with ``agent: pi`` runs offline. The whole environment is given, since
+    Codex passes a server only a few variables of its own."""
     pi = CLIS["pi"].configure(home, mock.url, "pi")
     pi_settings = Path(pi.env["PI_CODING_AGENT_DIR"]) / "settings.json"
     pi_settings.write_text(
@@ -107,42 +137,75 @@ def parent_setup(scenario: str, base: Path, mock: Mock) -> Parent:
         )
     )
     pi_bin = CLIS["pi"].executable(cache_dir()).parent
-    server_env = pi.env | {
+    env = pi.env | {
+        "HOME": str(home),
         "PATH": f"{pi_bin}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONPATH": str(ROOT),
     }
-    config = {
-        "mcpServers": {
-            SERVER: {
-                "command": sys.executable,
-                "args": ["-m", "wrapper", "mcp", "--runs-dir", str(runs_dir)],
-                "env": server_env,
-            }
-        }
-    }
-    (base / "mcp.json").write_text(json.dumps(config, indent=2))
+    args = ["-m", "wrapper", "mcp", "--runs-dir", str(runs_dir)]
+    return {"command": sys.executable, "args": args, "env": env}
+
+
+def parent_setup(
+    scenario: str, base: Path, mock: Mock, client: Client = CLAUDE, tool_timeout: int | None = None
+) -> Parent:
+    """``client`` as the parent with our server in its configuration, its
+    every tool allowed to run unasked."""
+    check_installed(client.cli, client.version)
+    check_installed("pi", CLIS["pi"].version)
+    home, work, runs_dir = base / "home", base / "work", base / "runs"
+    for folder in (home, work):
+        folder.mkdir(parents=True, exist_ok=True)
+    cli = CLIS[client.cli]
+    exe = cli.executable(cache_dir(), client.version)
+    setup = cli.configure(home, mock.url, str(exe))
+    entry = server_entry(home, mock, runs_dir)
     env = base_env(home) | setup.env
-    # Else Claude Code 2.1.332 offers MCP tools through its ToolSearch tool
-    # and the model would have to search for them first.
-    env["ENABLE_TOOL_SEARCH"] = "false"
     nonce = secrets.token_hex(6)
-    argv = [
-        str(exe),
-        "-p",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--model",
-        "claude-sonnet-4-5",
-        "--mcp-config",
-        str(base / "mcp.json"),
-        # The server's every tool runs unasked; nothing else is allowed.
-        "--allowedTools",
-        f"mcp__{SERVER}",
-        "--",
-        f"[scenario:{scenario}:{nonce}] Delegate the scripted task.",
-    ]
-    return Parent(base, work, runs_dir, nonce, argv, env)
+    prompt = f"[scenario:{scenario}:{nonce}] Delegate the scripted task."
+    if client is CLAUDE:
+        if tool_timeout is not None:
+            env["MCP_TOOL_TIMEOUT"] = str(tool_timeout * 1000)
+        (base / "mcp.json").write_text(json.dumps({"mcpServers": {SERVER: entry}}, indent=2))
+        # Else Claude Code 2.1.332 offers MCP tools through its ToolSearch
+        # tool and the model would have to search for them first.
+        env["ENABLE_TOOL_SEARCH"] = "false"
+        argv = [
+            str(exe),
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            "claude-sonnet-4-5",
+            "--mcp-config",
+            str(base / "mcp.json"),
+            # The server's every tool runs unasked; nothing else is allowed.
+            "--allowedTools",
+            f"mcp__{SERVER}",
+            "--",
+            prompt,
+        ]
+    else:
+        config = Path(setup.env["CODEX_HOME"]) / "config.toml"
+        table = [
+            "",
+            f"[mcp_servers.{SERVER}]",
+            f"command = {json.dumps(entry['command'])}",
+            f"args = {json.dumps(entry['args'])}",
+            # Else codex exec 0.169.0 sends its first model request without
+            # waiting for the server to start, and the model has no such
+            # tools (seen 2 times in 6 warm; every time with a 3 s start).
+            "required = true",
+        ]
+        if tool_timeout is not None:
+            table.append(f"tool_timeout_sec = {tool_timeout}")
+        table += ["", f"[mcp_servers.{SERVER}.env]"]
+        table += [f"{key} = {json.dumps(value)}" for key, value in entry["env"].items()]
+        config.write_text(config.read_text() + "\n".join(table) + "\n")
+        # The tier's exec flags run every tool unasked, MCP tools included.
+        argv = [*setup.argv, prompt]
+    return Parent(client, base, work, runs_dir, nonce, argv, env)
 
 
 def run_parent(parent: Parent, during: Callable[[subprocess.Popen[bytes]], None] | None) -> None:
@@ -179,48 +242,57 @@ def parent_requests(mock: Mock, parent: Parent) -> list[dict[str, Any]]:
     return mock.requests(parent.nonce)
 
 
-def tool_results_seen(mock: Mock, parent: Parent) -> list[dict[str, Any]]:
-    """What the parent's model was given for each of our tools, from the
-    last model request (it holds the whole conversation): the tool, its
-    arguments and the result block as Claude Code wrote it."""
-    last = parent_requests(mock, parent)[-1]["body"]
-    req = m.read_request("anthropic", last, "", stream=True)
-    ours = [c for c in req.calls if c.name.startswith(f"mcp__{SERVER}__")]
-    return [
-        {"tool": c.name.removeprefix(f"mcp__{SERVER}__"), "args": c.args, "result": c.raw}
-        for c in ours
-    ]
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One call of our tools and what the parent's model was given for it."""
+
+    tool: str
+    args: dict[str, Any]
+    #: The result as the client wrote it into the model request.
+    raw: Any
+    #: Its text, less the client's own additions, decoded when it is JSON.
+    content: Any
+
+    @property
+    def is_error(self) -> bool:
+        return isinstance(self.raw, dict) and self.raw.get("is_error") is True
 
 
-#: What Claude Code appends to each tool result (the context left).
-REMINDER = re.compile(r"\n*<system-reminder>.*?</system-reminder>\s*$", re.DOTALL)
+def tool_results_seen(mock: Mock, parent: Parent) -> list[Seen]:
+    """What the parent's model was given for each call of our tools, from
+    the last model request (it holds the whole conversation)."""
+    last = parent_requests(mock, parent)[-1]
+    req = m.read_request(last["wire"], last["body"], "", stream=True)
+    found = []
+    for call in req.calls:
+        if not call.name.startswith(parent.client.prefix):
+            continue
+        text = parent.client.wrapping.sub("", call.result or "")
+        try:
+            content: Any = json.loads(text)
+        except ValueError:
+            content = text
+        tool = call.name.removeprefix(parent.client.prefix)
+        found.append(Seen(tool, call.args, call.raw, content))
+    return found
 
 
-def model_saw(block: dict[str, Any]) -> Any:
-    """A tool result's content as the model read it, less the reminder
-    Claude Code appends, decoded when it is JSON."""
-    content = block["content"]
-    assert isinstance(content, str), f"a tool result that is not one text: {block}"
-    text = REMINDER.sub("", content)
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def save_capture(name: str, parent: Parent, seen: list[dict[str, Any]]) -> None:
-    """The tool results the model got, with this run's ids and paths made
-    stable, for tests/data/real/mcp/ (AGENT_WRAPPER_TIER_CAPTURE)."""
+def save_capture(name: str, parent: Parent, seen: list[Seen]) -> None:
+    """The tool results the model got, with this run's ids, paths and
+    timings made stable, for tests/data/real/mcp/ (AGENT_WRAPPER_TIER_CAPTURE)."""
     capture = os.environ.get(CAPTURE_ENV)
     if not capture:
         return
-    text = json.dumps(seen, indent=2)
+    entries = [{"tool": s.tool, "args": s.args, "result": s.raw} for s in seen]
+    text = json.dumps(entries, indent=2)
     text = text.replace(str(parent.runs_dir), "RUNS_DIR")
     text = re.sub(r"\d{8}T\d{6}Z-[0-9a-f]{6}", "RUN_ID", text)
     text = re.sub(r"\d+ tokens left", "N tokens left", text)
-    text = re.sub(r"toolu_[0-9a-f]+", "toolu_ID", text)
+    text = re.sub(r"Wall time: [0-9.]+ seconds", "Wall time: T seconds", text)
+    text = re.sub(r"(toolu|call|fco)_[0-9a-f-]+", r"\1_ID", text)
     text = re.sub(r"(\[scenario:[a-z_]+:)[0-9a-f]+", r"\1NONCE", text)
-    target = Path(capture) / CAPTURE_DIR / f"claude-{PARENT_VERSION}-{name}.json"
+    client = parent.client
+    target = Path(capture) / CAPTURE_DIR / f"{client.cli}-{client.version}-{name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text + "\n")
 
@@ -247,22 +319,27 @@ def wait_until(predicate: Callable[[], bool], limit: float) -> bool:
 
 def replied_with(mock: Mock, parent: Parent, tool: str) -> bool:
     """Whether the parent's model has called ``tool`` (the mock answered so)."""
-    full = f"mcp__{SERVER}__{tool}"
+    full = parent.client.tool(tool)
     return any(
         ((r.get("reply") or {}).get("tool") or [None])[0] == full
         for r in parent_requests(mock, parent)
     )
 
 
-def report(what: str) -> None:
+def report(parent: Parent, what: str) -> None:
     """A measured fact, printed for tests/real/README.md (pytest -s)."""
-    sys.stdout.write(f"\n[claude-{PARENT_VERSION} parent] {what}\n")
+    sys.stdout.write(f"\n[{parent.client.cli}-{parent.client.version} parent] {what}\n")
 
 
+#: The parents of the delegation case: Claude Code, and one more real MCP client.
+DELEGATING = [CLAUDE, CODEX]
+
+
+@pytest.mark.parametrize("client", DELEGATING, ids=[f"{c.cli}-{c.version}" for c in DELEGATING])
 def test_the_parent_delegates_and_answers_with_the_subagents_final_text(
-    mock: Mock, tmp_path: Path
+    client: Client, mock: Mock, tmp_path: Path
 ) -> None:
-    parent = parent_setup("mcp_delegate", tmp_path, mock)
+    parent = parent_setup("mcp_delegate", tmp_path, mock, client)
     run_parent(parent, None)
     where = parent.where()
     assert parent.returncode == 0, where
@@ -272,19 +349,20 @@ def test_the_parent_delegates_and_answers_with_the_subagents_final_text(
     jsonschema.validate(sub, SCHEMA)
     assert (sub["outcome"], sub["finalText"]) == ("ok", m.PLAIN_ANSWER), where
     # The parent's answer is the subagent's final text, read with result.
-    assert parent.final["result"] == sub["finalText"], where
-    assert parent.final["is_error"] is False, where
+    assert parent.answer == sub["finalText"], where
 
     seen = tool_results_seen(mock, parent)
-    assert [s["tool"] for s in seen] == ["status", "start", "wait", "result"], seen
-    # A refused call: the model gets the server's sentence as an error.
-    refused = seen[0]["result"]
-    assert refused.get("is_error") is True, refused
-    assert f"no run '{m.UNKNOWN_RUN}'" in model_saw(refused), refused
+    assert [s.tool for s in seen] == ["status", "start", "wait", "result"], seen
+    # A refused call: the model gets the server's sentence (Claude Code
+    # marks it an error; Codex gives the text alone).
+    refused = seen[0]
+    assert f"no run '{m.UNKNOWN_RUN}'" in refused.content, refused
+    assert refused.is_error is (client is CLAUDE), refused
     # What the model reads of each answer: the structured content as compact
     # JSON, not the server's text content (whose first line is a summary),
-    # followed by Claude Code's own reminder.
-    start, wait, result = (model_saw(s["result"]) for s in seen[1:])
+    # inside what the client adds (Claude Code a reminder after it, Codex
+    # the call's wall time before it).
+    start, wait, result = (s.content for s in seen[1:])
     assert start == {
         "run_id": sub["runId"],
         "run_dir": str(parent.runs_dir / sub["runId"]),
@@ -295,15 +373,14 @@ def test_the_parent_delegates_and_answers_with_the_subagents_final_text(
     assert wait["ended"][0]["outcome"] == "ok", wait
     assert result["final_text"] == m.PLAIN_ANSWER, result
     assert (result["outcome"], result["final_text_truncated"]) == ("ok", False), result
-    raw = seen[3]["result"]["content"]
-    assert raw.startswith('{"run_id":'), raw
-    assert "ended ok" not in raw, "the model got the text content's summary line"
+    text = json.dumps([s.raw for s in seen])
+    assert "ended ok" not in text, "the model got the text content's summary line"
     save_capture("delegate", parent, seen)
 
     assert _processes_of(sub["runId"]) == [], where
-    # Claude Code ends its server as it exits; nothing of it is left.
+    # The client ends its server as it exits; nothing of it is left.
     assert wait_until(lambda: servers_of(parent) == [], 10), where
-    report(f"delegate: parent took {parent.elapsed:.1f} s, {len(seen)} tool calls")
+    report(parent, f"delegate: parent took {parent.elapsed:.1f} s, {len(seen)} tool calls")
 
 
 def test_the_parent_steers_one_subagent_and_aborts_another(mock: Mock, tmp_path: Path) -> None:
@@ -321,7 +398,7 @@ def test_the_parent_steers_one_subagent_and_aborts_another(mock: Mock, tmp_path:
     assert steered["outcome"] == "ok", where
     assert steered["finalText"].endswith("SAW:PARENT"), steered["finalText"]
     assert steered["externalSteerCount"] == 1, steered
-    assert parent.final["result"] == steered["finalText"], where
+    assert parent.answer == steered["finalText"], where
     # The other was aborted mid-tool, with the parent's reason.
     assert aborted["outcome"] == "aborted", aborted
     assert (aborted["error"] or {}).get("kind") == "abort_requested", aborted
@@ -329,13 +406,13 @@ def test_the_parent_steers_one_subagent_and_aborts_another(mock: Mock, tmp_path:
     assert not (parent.work / m.LONG_FILE).exists(), where
 
     seen = tool_results_seen(mock, parent)
-    by_tool = {s["tool"]: model_saw(s["result"]) for s in seen}
+    by_tool = {s.tool: s.content for s in seen}
     assert by_tool["steer"]["state"] == "delivered", by_tool["steer"]
     assert (by_tool["abort"]["state"], by_tool["abort"]["outcome"]) == ("ended", "aborted"), (
         by_tool["abort"]
     )
     # The status polls showed the subagent in its shell tool.
-    polls = [model_saw(s["result"]) for s in seen if s["tool"] == "status"]
+    polls = [s.content for s in seen if s.tool == "status"]
     assert any(p.get("current_tool") for p in polls), polls
     save_capture("steer-abort", parent, seen)
 
@@ -344,8 +421,9 @@ def test_the_parent_steers_one_subagent_and_aborts_another(mock: Mock, tmp_path:
     assert processes_in(parent.work) == [], where
     assert wait_until(lambda: servers_of(parent) == [], 10), where
     report(
+        parent,
         f"steer and abort: parent took {parent.elapsed:.1f} s; steer receipt "
-        f"{by_tool['steer']}; abort receipt {by_tool['abort']}"
+        f"{by_tool['steer']}; abort receipt {by_tool['abort']}",
     )
 
 
@@ -378,7 +456,7 @@ def test_the_parent_killed_mid_run_leaves_its_subagents_aborted_with_results(
     # The server, and the guardian it forked (the same command line).
     assert seen["servers"], seen
     assert seen["tool"], "the subagent's tool was not running when the parent was killed"
-    # The server sees its stdin close and aborts the run: result.json written.
+    # The server aborts the run: its result.json is written.
     assert wait_until(lambda: "k" in parent.runs(), ORPHAN_WAIT), "no result.json"
     ended = time.monotonic() - seen["at"]
     sub = parent.runs()["k"]
@@ -391,7 +469,8 @@ def test_the_parent_killed_mid_run_leaves_its_subagents_aborted_with_results(
     assert processes_in(parent.work) == [], "the subagent's tool outlived it"
     assert not (parent.work / m.LONG_FILE).exists()
     report(
+        parent,
         f"parent {signame}: exit {parent.returncode}; the subagent's result.json "
         f"{ended:.1f} s after (outcome {sub['outcome']}, error {sub['error']}); "
-        f"server gone {gone:.1f} s after"
+        f"server gone {gone:.1f} s after",
     )
