@@ -280,7 +280,11 @@ def conversation_calls(body: Any) -> list[Call]:
             match = next((c for c in unanswered if c.name == spec.get("name")), None)
             if match is not None:
                 unanswered.remove(match)
-            answered(match, spec.get("response"), spec)
+            response = spec.get("response")
+            if isinstance(response, dict) and list(response) == ["output"]:
+                # Gemini CLI's wrapping of a tool's text.
+                response = response["output"]
+            answered(match, response, spec)
         elif value.get("role") == "tool":
             answered(by_id.get(str(value.get("tool_call_id"))), value.get("content"), value)
         if value.get("role") == "assistant" and isinstance(value.get("tool_calls"), list):
@@ -400,6 +404,9 @@ PARENT_PREFIX = "mcp_"
 #: The server's tools; a CLI shows them to its model under its own prefix
 #: (Claude Code ``mcp__agent-wrapper__start``).
 MCP_TOOLS = ("start", "wait", "status", "events", "steer", "reply", "abort", "result", "list")
+#: One of them under a client's prefix (``mcp__agent-wrapper__start``,
+#: ``mcp__agent_wrapper.start``, ``agent-wrapper_start``, ...).
+OUR_TOOL = re.compile(r"(?:__|_|\.)(" + "|".join(MCP_TOOLS) + r")$")
 #: What the parent steers its subagent with, and what it aborts the other for.
 PARENT_STEER = "Also say who steered you. [inject:PARENT]"
 ABORT_REASON = "the parent needs only one"
@@ -418,10 +425,9 @@ def mcp_tool_names(tools: dict[str, Any]) -> dict[str, str]:
     """Our tool's name -> the name the CLI gave it."""
     found: dict[str, str] = {}
     for name in tools:
-        short = re.split(r"__|\.", name)[-1]
-        ours = short in MCP_TOOLS and ("agent" in name.lower() or name == short)
-        if ours and (short not in found or name != short):
-            found[short] = name
+        match = OUR_TOOL.search(name)
+        if match and "wrapper" in name.lower():
+            found[match.group(1)] = name
     return found
 
 

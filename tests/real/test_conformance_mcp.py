@@ -76,6 +76,12 @@ class Client:
 
 CLAUDE = Client("claude", PARENT_VERSION, f"mcp__{SERVER}__", REMINDER)
 CODEX = Client("codex", CLIS["codex"].version, f"mcp__{SERVER.replace('-', '_')}.", WALL_TIME)
+#: What Gemini CLI puts around each MCP tool's result.
+UNTRUSTED = re.compile(r"^<untrusted_context>\n|\n</untrusted_context>$")
+GEMINI = Client("gemini", CLIS["gemini"].version, f"mcp_{SERVER}_", UNTRUSTED)
+#: opencode gives the model a tool's text as it is.
+NOTHING = re.compile(r"(?!)")
+OPENCODE = Client("opencode", CLIS["opencode"].version, f"{SERVER}_", NOTHING)
 
 
 @dataclass
@@ -101,6 +107,22 @@ class Parent:
         if self.client is CLAUDE:
             found = [e for e in self.events if e.get("type") == "result"]
             return str(found[-1].get("result")) if found else None
+        if self.client is GEMINI:
+            # The assistant's text after its last tool call.
+            text = ""
+            for e in self.events:
+                if e.get("type") in ("tool_use", "tool_result"):
+                    text = ""
+                elif e.get("type") == "message" and e.get("role") == "assistant":
+                    text += str(e.get("content") or "")
+            return text or None
+        if self.client is OPENCODE:
+            texts = [
+                str(e["part"].get("text"))
+                for e in self.events
+                if e.get("type") == "text" and isinstance(e.get("part"), dict)
+            ]
+            return texts[-1] if texts else None
         said = [
             e["item"].get("text")
             for e in self.events
@@ -186,6 +208,29 @@ def parent_setup(
             "--",
             prompt,
         ]
+    elif client is GEMINI:
+        settings_path = home / ".gemini" / "settings.json"
+        settings = json.loads(settings_path.read_text())
+        server = dict(entry)
+        if tool_timeout is not None:
+            server["timeout"] = tool_timeout * 1000
+        settings["mcpServers"] = {SERVER: server}
+        settings_path.write_text(json.dumps(settings, indent=2))
+        argv = [*setup.argv, "-p", prompt]
+    elif client is OPENCODE:
+        config_path = Path(setup.env["OPENCODE_CONFIG"])
+        config = json.loads(config_path.read_text())
+        server = {
+            "type": "local",
+            "command": [entry["command"], *entry["args"]],
+            "environment": entry["env"],
+            "enabled": True,
+        }
+        if tool_timeout is not None:
+            server["timeout"] = tool_timeout * 1000
+        config["mcp"] = {SERVER: server}
+        config_path.write_text(json.dumps(config, indent=2))
+        argv = [*setup.argv, prompt]
     else:
         config = Path(setup.env["CODEX_HOME"]) / "config.toml"
         table = [
@@ -255,7 +300,13 @@ class Seen:
 
     @property
     def is_error(self) -> bool:
-        return isinstance(self.raw, dict) and self.raw.get("is_error") is True
+        """Whether the client told its model the call failed, besides the text."""
+        if not isinstance(self.raw, dict):
+            return False
+        response = self.raw.get("response")
+        return self.raw.get("is_error") is True or (
+            isinstance(response, dict) and "error" in response
+        )
 
 
 def tool_results_seen(mock: Mock, parent: Parent) -> list[Seen]:
@@ -268,10 +319,13 @@ def tool_results_seen(mock: Mock, parent: Parent) -> list[Seen]:
         if not call.name.startswith(parent.client.prefix):
             continue
         text = parent.client.wrapping.sub("", call.result or "")
-        try:
-            content: Any = json.loads(text)
-        except ValueError:
-            content = text
+        content: Any = text
+        # The structured content alone, or the server's text content: a
+        # summary line, then the same JSON.
+        for candidate in (text, text.partition("\n")[2]):
+            with contextlib.suppress(ValueError):
+                content = json.loads(candidate)
+                break
         tool = call.name.removeprefix(parent.client.prefix)
         found.append(Seen(tool, call.args, call.raw, content))
     return found
@@ -332,7 +386,7 @@ def report(parent: Parent, what: str) -> None:
 
 
 #: The parents of the delegation case: Claude Code, and one more real MCP client.
-DELEGATING = [CLAUDE, CODEX]
+DELEGATING = [CLAUDE, CODEX, GEMINI, OPENCODE]
 
 
 @pytest.mark.parametrize("client", DELEGATING, ids=[f"{c.cli}-{c.version}" for c in DELEGATING])
@@ -353,15 +407,17 @@ def test_the_parent_delegates_and_answers_with_the_subagents_final_text(
 
     seen = tool_results_seen(mock, parent)
     assert [s.tool for s in seen] == ["status", "start", "wait", "result"], seen
-    # A refused call: the model gets the server's sentence (Claude Code
-    # marks it an error; Codex gives the text alone).
+    # A refused call: the model gets the server's sentence (Claude Code and
+    # Gemini CLI mark it an error; Codex and opencode give the text alone).
     refused = seen[0]
-    assert f"no run '{m.UNKNOWN_RUN}'" in refused.content, refused
-    assert refused.is_error is (client is CLAUDE), refused
-    # What the model reads of each answer: the structured content as compact
-    # JSON, not the server's text content (whose first line is a summary),
-    # inside what the client adds (Claude Code a reminder after it, Codex
-    # the call's wall time before it).
+    said = refused.content if isinstance(refused.content, str) else json.dumps(refused.content)
+    assert f"no run '{m.UNKNOWN_RUN}'" in said, refused
+    assert refused.is_error is (client in (CLAUDE, GEMINI)), refused
+    # What the model reads of each answer: Claude Code and Codex give it
+    # the structured content as compact JSON, Gemini CLI and opencode the
+    # server's text content (a summary line, then the same JSON); inside
+    # what the client adds (Claude Code a reminder after it, Codex the
+    # call's wall time before it, Gemini CLI an <untrusted_context> tag).
     start, wait, result = (s.content for s in seen[1:])
     assert start == {
         "run_id": sub["runId"],
@@ -373,8 +429,8 @@ def test_the_parent_delegates_and_answers_with_the_subagents_final_text(
     assert wait["ended"][0]["outcome"] == "ok", wait
     assert result["final_text"] == m.PLAIN_ANSWER, result
     assert (result["outcome"], result["final_text_truncated"]) == ("ok", False), result
-    text = json.dumps([s.raw for s in seen])
-    assert "ended ok" not in text, "the model got the text content's summary line"
+    summary = f"run {sub['runId']} ended ok"
+    assert (summary in str(seen[3].raw)) is (client in (GEMINI, OPENCODE)), seen[3].raw
     save_capture("delegate", parent, seen)
 
     assert _processes_of(sub["runId"]) == [], where
