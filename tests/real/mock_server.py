@@ -58,6 +58,9 @@ SLOW_SECONDS = 3
 #: How long the long scenario's command runs: time to interrupt it.
 LONG_SECONDS = 20
 LONG_FILE = "long-out.txt"
+#: How long the hold scenario's command runs: longer than any client's
+#: default tool timeout a parent's wait is measured against (Codex 60 s).
+HOLD_SECONDS = 150
 #: How long the think scenario's model request takes before it answers.
 THINK_SECONDS = 4
 
@@ -373,7 +376,7 @@ def _decide(req: Request, state: State) -> Reply:
                 )
             return reply
         return Reply(text=TOOL_ANSWER)
-    if name in ("tool", "slow", "long"):
+    if name in ("tool", "slow", "long", "hold"):
         if req.tool_results == 0:
             if name == "tool":
                 command = f"printf tool-ok > {TOOL_FILE}"
@@ -381,8 +384,10 @@ def _decide(req: Request, state: State) -> Reply:
                 # Not starting with sleep: Qwen Code refuses a command that
                 # does ("run blocking commands in the background").
                 command = f"true && sleep {SLOW_SECONDS} && printf slow-ok > {SLOW_FILE}"
-            else:
+            elif name == "long":
                 command = f"true && sleep {LONG_SECONDS} && printf long-ok > {LONG_FILE}"
+            else:
+                command = f"true && sleep {HOLD_SECONDS}"
             return tool_reply(req, command)
         return Reply(text=TOOL_ANSWER)
     if name in ("steer", "steer_tool"):
@@ -578,7 +583,7 @@ def parent_reply(req: Request) -> Reply:
         # One wait longer than the client's tool timeout: does the call
         # stay open while the server sends progress? The answer is the
         # wait's result as the model got it.
-        if (step := started("p", "long")) is not None:
+        if (step := started("p", "hold")) is not None:
             return step
         rid = run_id("p")
         if rid is None:

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -146,11 +147,14 @@ class Parent:
         )
 
 
-def server_entry(home: Path, mock: Mock, runs_dir: Path) -> dict[str, Any]:
+def server_entry(
+    home: Path, mock: Mock, runs_dir: Path, record_stdin: Path | None = None
+) -> dict[str, Any]:
     """Our server as an MCP client starts it: its environment finds pi on
     PATH and points pi at the mock (its ``defaultProvider``), so ``start``
     with ``agent: pi`` runs offline. The whole environment is given, since
-    Codex passes a server only a few variables of its own."""
+    Codex passes a server only a few variables of its own. ``record_stdin``:
+    a file the client's messages to the server are copied to on the way."""
     pi = CLIS["pi"].configure(home, mock.url, "pi")
     pi_settings = Path(pi.env["PI_CODING_AGENT_DIR"]) / "settings.json"
     pi_settings.write_text(
@@ -165,14 +169,25 @@ def server_entry(home: Path, mock: Mock, runs_dir: Path) -> dict[str, Any]:
         "PYTHONPATH": str(ROOT),
     }
     args = ["-m", "wrapper", "mcp", "--runs-dir", str(runs_dir)]
+    if record_stdin is not None:
+        server = shlex.join([sys.executable, *args])
+        tee = f"tee {shlex.quote(str(record_stdin))} | exec {server}"
+        return {"command": "/bin/sh", "args": ["-c", tee], "env": env}
     return {"command": sys.executable, "args": args, "env": env}
 
 
 def parent_setup(
-    scenario: str, base: Path, mock: Mock, client: Client = CLAUDE, tool_timeout: int | None = None
+    scenario: str,
+    base: Path,
+    mock: Mock,
+    client: Client = CLAUDE,
+    *,
+    tool_timeout: int | None = None,
+    record_stdin: Path | None = None,
 ) -> Parent:
     """``client`` as the parent with our server in its configuration, its
-    every tool allowed to run unasked."""
+    every tool allowed to run unasked; ``tool_timeout`` (seconds) is the
+    client's own timeout of a tool call, set as each client sets it."""
     check_installed(client.cli, client.version)
     check_installed("pi", CLIS["pi"].version)
     home, work, runs_dir = base / "home", base / "work", base / "runs"
@@ -181,7 +196,7 @@ def parent_setup(
     cli = CLIS[client.cli]
     exe = cli.executable(cache_dir(), client.version)
     setup = cli.configure(home, mock.url, str(exe))
-    entry = server_entry(home, mock, runs_dir)
+    entry = server_entry(home, mock, runs_dir, record_stdin)
     env = base_env(home) | setup.env
     nonce = secrets.token_hex(6)
     prompt = f"[scenario:{scenario}:{nonce}] Delegate the scripted task."

@@ -1,0 +1,103 @@
+"""Which MCP client keeps a tool call open past its tool timeout while the
+server sends progress: each real client CLI as the parent (as in
+test_conformance_mcp.py) calls ``wait`` for longer than the tool timeout it
+was configured with, on a subagent busy in a 20 s command. The server
+sends ``notifications/progress`` every ``MCP_WAIT_PROGRESS_EVERY`` seconds
+when the call carries a progress token.
+
+    AGENT_WRAPPER_CLIS=~/.cache/agent-wrapper/clis .venv/bin/python -m tests.real.mcp_progress
+
+Prints, per client: the tool timeout, the wait asked for, how long the call
+was open, whether the call carried a progress token (the server's stdin is
+recorded), and what the model was given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tests.real.harness import Mock, mock_server_running
+from tests.real.test_conformance_mcp import (
+    CLAUDE,
+    CODEX,
+    GEMINI,
+    OPENCODE,
+    Client,
+    parent_requests,
+    parent_setup,
+    run_parent,
+    tool_results_seen,
+)
+
+CLIENTS = {c.cli: c for c in (CLAUDE, CODEX, GEMINI, OPENCODE)}
+
+
+def measure(client: Client, timeout: int | None, wait: int, mock: Mock, base: Path) -> str:
+    # The server's stdin recorded on the way: did the call carry a progress token?
+    stdin_log = base / "server-stdin.jsonl"
+    parent = parent_setup(
+        f"mcp_progress_{wait}", base, mock, client, tool_timeout=timeout, record_stdin=stdin_log
+    )
+    run_parent(parent, None)
+    requests = parent_requests(mock, parent)
+    asked = next(
+        (
+            r["ts"]
+            for r in requests
+            if ((r.get("reply") or {}).get("tool") or [""])[0] == client.tool("wait")
+        ),
+        None,
+    )
+    if asked is None:
+        return f"{client.cli} {client.version}: no wait call; the parent said {parent.answer!r}"
+    answered = min((r["ts"] for r in requests if r["ts"] > asked), default=None)
+    token = any(
+        "progressToken" in json.dumps(message.get("params", {}))
+        for message in _messages(stdin_log)
+        if message.get("method") == "tools/call" and "wait" in json.dumps(message)
+    )
+    seen = [s for s in tool_results_seen(mock, parent) if s.tool == "wait"]
+    got = json.dumps(seen[-1].raw)[:300] if seen else parent.answer
+    open_for = f"{answered - asked:.1f} s" if answered is not None else "no answer"
+    return (
+        f"{client.cli} {client.version}: tool timeout {timeout or 'default'} s, wait {wait} s: "
+        f"the call was open {open_for}; progress token sent: {token}; the model got {got}"
+    )
+
+
+def _messages(path: Path) -> list[dict[str, Any]]:
+    found = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("clients", nargs="*", default=list(CLIENTS), help="client:timeout:wait ...")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="mcp-progress-") as tmp:
+        root = Path(tmp)
+        with mock_server_running(root / "requests.jsonl") as mock:
+            for n, spec in enumerate(args.clients):
+                name, _, rest = spec.partition(":")
+                timeout_text, _, wait_text = rest.partition(":")
+                timeout = int(timeout_text) if timeout_text else 8
+                wait = int(wait_text) if wait_text else 14
+                line = measure(CLIENTS[name], timeout or None, wait, mock, root / str(n))
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
