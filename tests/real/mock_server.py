@@ -579,6 +579,18 @@ def parent_reply(req: Request) -> Reply:
         if not of("wait"):
             return in_tool(rid) or call("wait", run_ids=[rid], timeout=PARENT_WAIT)
         return Reply(text="WAIT-RETURNED")
+    if name == "mcp_steer_busy":
+        # A steer on a subagent in its 150 s command: the call lasts until
+        # the steer is delivered or the server stops waiting, with no
+        # progress; the answer is what the model got.
+        if (step := started("b", "hold")) is not None:
+            return step
+        rid = run_id("b")
+        if rid is None:
+            return Reply(text=f"START-FAILED {of('start')[-1].result!r:.500}")
+        if not of("steer"):
+            return in_tool(rid) or call("steer", run_id=rid, text=PARENT_STEER)
+        return Reply(text=f"STEER-ANSWER {of('steer')[-1].result!r:.300}")
     if match := re.fullmatch(r"mcp_progress_(\d+)", name):
         # One wait longer than the client's tool timeout: does the call
         # stay open while the server sends progress? The answer is the
