@@ -30,6 +30,7 @@ from tests.real.test_conformance_mcp import (
     CODEX,
     GEMINI,
     OPENCODE,
+    PARENT_LIMIT,
     Client,
     parent_requests,
     parent_setup,
@@ -50,7 +51,8 @@ def measure(client: Client, timeout: int | None, wait: str, mock: Mock, base: Pa
     parent = parent_setup(
         scenario, base, mock, client, tool_timeout=timeout, record_stdin=stdin_log
     )
-    run_parent(parent, None)
+    # A parent that hangs is stopped a minute after its longest call.
+    run_parent(parent, None, limit=PARENT_LIMIT + (0 if tool == "steer" else int(wait)))
     requests = parent_requests(mock, parent)
     asked = next(
         (

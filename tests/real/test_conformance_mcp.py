@@ -268,8 +268,13 @@ def parent_setup(
     return Parent(client, base, work, runs_dir, nonce, argv, env)
 
 
-def run_parent(parent: Parent, during: Callable[[subprocess.Popen[bytes]], None] | None) -> None:
-    """The parent to its end; ``during``, when given, acts on it meanwhile."""
+def run_parent(
+    parent: Parent,
+    during: Callable[[subprocess.Popen[bytes]], None] | None,
+    limit: float = PARENT_LIMIT,
+) -> None:
+    """The parent to its end (killed past ``limit`` seconds); ``during``,
+    when given, acts on it meanwhile."""
     out, err = parent.base / "parent.stdout", parent.base / "parent.stderr"
     started = time.monotonic()
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
@@ -284,7 +289,7 @@ def run_parent(parent: Parent, during: Callable[[subprocess.Popen[bytes]], None]
         try:
             if during is not None:
                 during(child)
-            child.wait(PARENT_LIMIT)
+            child.wait(limit)
         finally:
             if child.poll() is None:
                 child.kill()
