@@ -226,12 +226,14 @@ def parent_setup(
     elif client is GEMINI:
         settings_path = home / ".gemini" / "settings.json"
         settings = json.loads(settings_path.read_text())
-        server = dict(entry)
+        # trust: its tools run unasked. Without it (and without --yolo)
+        # Gemini CLI offers the model none of them in a non-interactive run.
+        server = dict(entry, trust=True)
         if tool_timeout is not None:
             server["timeout"] = tool_timeout * 1000
         settings["mcpServers"] = {SERVER: server}
         settings_path.write_text(json.dumps(settings, indent=2))
-        argv = [*setup.argv, "-p", prompt]
+        argv = [*(word for word in setup.argv if word != "--yolo"), "-p", prompt]
     elif client is OPENCODE:
         config_path = Path(setup.env["OPENCODE_CONFIG"])
         config = json.loads(config_path.read_text())
@@ -257,14 +259,18 @@ def parent_setup(
             # waiting for the server to start, and the model has no such
             # tools (seen 2 times in 6 warm; every time with a 3 s start).
             "required = true",
+            # exec's approval policy is never: a tool call that needs an
+            # approval is refused ("MCP tool call requires approval, but
+            # approval policy is never"); this server's tools need none.
+            'default_tools_approval_mode = "approve"',
         ]
         if tool_timeout is not None:
             table.append(f"tool_timeout_sec = {tool_timeout}")
         table += ["", f"[mcp_servers.{SERVER}.env]"]
         table += [f"{key} = {json.dumps(value)}" for key, value in entry["env"].items()]
         config.write_text(config.read_text() + "\n".join(table) + "\n")
-        # The tier's exec flags run every tool unasked, MCP tools included.
-        argv = [*setup.argv, prompt]
+        bypass = "--dangerously-bypass-approvals-and-sandbox"
+        argv = [*(word for word in setup.argv if word != bypass), prompt]
     return Parent(client, base, work, runs_dir, nonce, argv, env)
 
 
@@ -365,6 +371,7 @@ def save_capture(name: str, parent: Parent, seen: list[Seen]) -> None:
     text = re.sub(r"Wall time: [0-9.]+ seconds", "Wall time: T seconds", text)
     text = re.sub(r"(toolu|call|fco)_[0-9a-f-]+", r"\1_ID", text)
     text = re.sub(r"(\[scenario:[a-z_]+:)[0-9a-f]+", r"\1NONCE", text)
+    text = re.sub(r"_\d{13}_(\d+)(?=\")", r"_TIME_\1", text)
     client = parent.client
     target = Path(capture) / CAPTURE_DIR / f"{client.cli}-{client.version}-{name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
