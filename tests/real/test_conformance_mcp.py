@@ -70,12 +70,16 @@ class Client:
     prefix: str
     #: The additions the client makes to a result's text.
     wrapping: re.Pattern[str]
+    #: Claude Code only: the server added with ``claude mcp add`` (user
+    #: scope) rather than given with ``--mcp-config``.
+    mcp_add: bool = False
 
     def tool(self, name: str) -> str:
         return self.prefix + name
 
 
 CLAUDE = Client("claude", PARENT_VERSION, f"mcp__{SERVER}__", REMINDER)
+CLAUDE_ADDED = Client("claude", PARENT_VERSION, f"mcp__{SERVER}__", REMINDER, mcp_add=True)
 CODEX = Client("codex", CLIS["codex"].version, f"mcp__{SERVER.replace('-', '_')}.", WALL_TIME)
 #: What Gemini CLI puts around each MCP tool's result.
 UNTRUSTED = re.compile(r"^<untrusted_context>\n|\n</untrusted_context>$")
@@ -105,10 +109,10 @@ class Parent:
     @property
     def answer(self) -> str | None:
         """The parent's final answer, as its JSON stream says it."""
-        if self.client is CLAUDE:
+        if self.client.cli == "claude":
             found = [e for e in self.events if e.get("type") == "result"]
             return str(found[-1].get("result")) if found else None
-        if self.client is GEMINI:
+        if self.client.cli == "gemini":
             # The assistant's text after its last tool call.
             text = ""
             for e in self.events:
@@ -117,7 +121,7 @@ class Parent:
                 elif e.get("type") == "message" and e.get("role") == "assistant":
                     text += str(e.get("content") or "")
             return text or None
-        if self.client is OPENCODE:
+        if self.client.cli == "opencode":
             texts = [
                 str(e["part"].get("text"))
                 for e in self.events
@@ -200,10 +204,40 @@ def parent_setup(
     env = base_env(home) | setup.env
     nonce = secrets.token_hex(6)
     prompt = f"[scenario:{scenario}:{nonce}] Delegate the scripted task."
-    if client is CLAUDE:
+    if client.cli == "claude":
         if tool_timeout is not None:
             env["MCP_TOOL_TIMEOUT"] = str(tool_timeout * 1000)
-        (base / "mcp.json").write_text(json.dumps({"mcpServers": {SERVER: entry}}, indent=2))
+        config_args = ["--mcp-config", str(base / "mcp.json")]
+        if client.mcp_add:
+            # What a user types once: the server in the user's configuration.
+            env_args = [
+                word for key, value in entry["env"].items() for word in ("-e", f"{key}={value}")
+            ]
+            added = subprocess.run(
+                [
+                    str(exe),
+                    "mcp",
+                    "add",
+                    "--scope",
+                    "user",
+                    SERVER,
+                    *env_args,
+                    "--",
+                    entry["command"],
+                    *entry["args"],
+                ],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=STEP_WAIT,
+                check=False,
+            )
+            assert added.returncode == 0, f"claude mcp add: {added.stdout} {added.stderr}"
+            config_args = []
+        else:
+            servers = {"mcpServers": {SERVER: entry}}
+            (base / "mcp.json").write_text(json.dumps(servers, indent=2))
         # Else Claude Code 2.1.332 offers MCP tools through its ToolSearch
         # tool and the model would have to search for them first.
         env["ENABLE_TOOL_SEARCH"] = "false"
@@ -215,15 +249,14 @@ def parent_setup(
             "--verbose",
             "--model",
             "claude-sonnet-4-5",
-            "--mcp-config",
-            str(base / "mcp.json"),
+            *config_args,
             # The server's every tool runs unasked; nothing else is allowed.
             "--allowedTools",
             f"mcp__{SERVER}",
             "--",
             prompt,
         ]
-    elif client is GEMINI:
+    elif client.cli == "gemini":
         settings_path = home / ".gemini" / "settings.json"
         settings = json.loads(settings_path.read_text())
         # trust: its tools run unasked. Without it (and without --yolo)
@@ -234,7 +267,7 @@ def parent_setup(
         settings["mcpServers"] = {SERVER: server}
         settings_path.write_text(json.dumps(settings, indent=2))
         argv = [*(word for word in setup.argv if word != "--yolo"), "-p", prompt]
-    elif client is OPENCODE:
+    elif client.cli == "opencode":
         config_path = Path(setup.env["OPENCODE_CONFIG"])
         config = json.loads(config_path.read_text())
         server = {
@@ -413,10 +446,11 @@ def report(parent: Parent, what: str) -> None:
 
 
 #: The parents of the delegation case: Claude Code, and one more real MCP client.
-DELEGATING = [CLAUDE, CODEX, GEMINI, OPENCODE]
+DELEGATING = [CLAUDE, CLAUDE_ADDED, CODEX, GEMINI, OPENCODE]
+DELEGATING_IDS = [f"{c.cli}-{c.version}" + ("-mcp-add" if c.mcp_add else "") for c in DELEGATING]
 
 
-@pytest.mark.parametrize("client", DELEGATING, ids=[f"{c.cli}-{c.version}" for c in DELEGATING])
+@pytest.mark.parametrize("client", DELEGATING, ids=DELEGATING_IDS)
 def test_the_parent_delegates_and_answers_with_the_subagents_final_text(
     client: Client, mock: Mock, tmp_path: Path
 ) -> None:
@@ -439,7 +473,7 @@ def test_the_parent_delegates_and_answers_with_the_subagents_final_text(
     refused = seen[0]
     said = refused.content if isinstance(refused.content, str) else json.dumps(refused.content)
     assert f"no run '{m.UNKNOWN_RUN}'" in said, refused
-    assert refused.is_error is (client in (CLAUDE, GEMINI)), refused
+    assert refused.is_error is (client.cli in ("claude", "gemini")), refused
     # What the model reads of each answer: Claude Code and Codex give it
     # the structured content as compact JSON, Gemini CLI and opencode the
     # server's text content (a summary line, then the same JSON); inside
@@ -457,8 +491,9 @@ def test_the_parent_delegates_and_answers_with_the_subagents_final_text(
     assert result["final_text"] == m.PLAIN_ANSWER, result
     assert (result["outcome"], result["final_text_truncated"]) == ("ok", False), result
     summary = f"run {sub['runId']} ended ok"
-    assert (summary in str(seen[3].raw)) is (client in (GEMINI, OPENCODE)), seen[3].raw
-    save_capture("delegate", parent, seen)
+    assert (summary in str(seen[3].raw)) is (client.cli in ("gemini", "opencode")), seen[3].raw
+    if not client.mcp_add:
+        save_capture("delegate", parent, seen)
 
     assert _processes_of(sub["runId"]) == [], where
     # The client ends its server as it exits; nothing of it is left.
