@@ -16,5 +16,6 @@ collect_ignore = (
         "test_conformance_steer.py",
         "test_conformance_live.py",
         "test_conformance_cost.py",
+        "test_conformance_mcp.py",
     ]
 )

@@ -58,8 +58,15 @@ SLOW_SECONDS = 3
 #: How long the long scenario's command runs: time to interrupt it.
 LONG_SECONDS = 20
 LONG_FILE = "long-out.txt"
+#: How long the hold scenario's command runs: longer than any client's
+#: default tool timeout a parent's wait is measured against (Codex 60 s).
+HOLD_SECONDS = 150
 #: How long the think scenario's model request takes before it answers.
 THINK_SECONDS = 4
+
+#: Between a Responses namespace and a tool's name in the names the mock
+#: uses (a tool's own name has no dot).
+NAMESPACE_SEP = "."
 
 #: Names of the CLIs' own shell tools, in order of preference.
 SHELL_TOOL_NAMES = ("bash", "Bash", "run_shell_command", "shell", "exec_command", "shell_command")
@@ -80,6 +87,21 @@ class Request:
     text: str
     stream: bool
     model: str
+    #: The tool calls in the conversation, each with the result the CLI sent back.
+    calls: list[Call] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Call:
+    """One tool call in a request's conversation and what the model was
+    given as its result (``None`` while it has none)."""
+
+    name: str
+    args: dict[str, Any]
+    #: The result as text, the way the CLI put it in the request.
+    result: str | None = None
+    #: The result's part of the request as the CLI wrote it.
+    raw: Any = None
 
 
 @dataclass(slots=True)
@@ -144,6 +166,15 @@ def _tools(body: dict[str, Any]) -> dict[str, Any]:
             found[decl.get("name", "")] = (
                 decl.get("parameters") or decl.get("parametersJsonSchema") or {}
             )
+        if tool.get("type") == "namespace":
+            # Codex groups an MCP server's tools in a Responses namespace
+            # (``mcp__agent_wrapper``); a call names the namespace and the tool.
+            for inner in tool.get("tools") or []:
+                if isinstance(inner, dict) and "name" in inner:
+                    found[f"{tool.get('name')}{NAMESPACE_SEP}{inner['name']}"] = (
+                        inner.get("parameters") or {}
+                    )
+            continue
         function = tool.get("function")
         if isinstance(function, dict):
             found[function.get("name", "")] = function.get("parameters") or {}
@@ -179,7 +210,99 @@ def read_request(wire: str, body: dict[str, Any], model: str, stream: bool) -> R
         text="\n".join(texts),
         stream=stream,
         model=model,
+        calls=conversation_calls({k: v for k, v in body.items() if k != "tools"}),
     )
+
+
+def _text_of(content: Any) -> str:
+    """A tool result's content as text: strings as they are, text blocks
+    joined, anything else as JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            item["text"]
+            if isinstance(item, dict) and isinstance(item.get("text"), str)
+            else _text_of(item)
+            for item in content
+        )
+    return json.dumps(content)
+
+
+def _args(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = json.loads(value or "{}")
+    return value if isinstance(value, dict) else {}
+
+
+def conversation_calls(body: Any) -> list[Call]:
+    """The tool calls of a request's conversation in order, each with its
+    result, whatever the wire format (Anthropic ``tool_use`` and
+    ``tool_result``, Responses ``function_call`` and its output, Chat
+    Completions ``tool_calls`` and ``role: tool``, Gemini ``functionCall``
+    and ``functionResponse``)."""
+    calls: list[Call] = []
+    by_id: dict[str, Call] = {}
+    unanswered: list[Call] = []
+
+    def answered(call: Call | None, content: Any, raw: Any) -> None:
+        if call is not None:
+            call.result, call.raw = _text_of(content), raw
+
+    def visit(value: Any) -> None:
+        if isinstance(value, list):
+            for item in value:
+                visit(item)
+            return
+        if not isinstance(value, dict):
+            return
+        kind = value.get("type")
+        if kind == "tool_use":
+            call = Call(str(value.get("name")), _args(value.get("input")))
+            calls.append(call)
+            by_id[str(value.get("id"))] = call
+        elif kind == "tool_result":
+            answered(by_id.get(str(value.get("tool_use_id"))), value.get("content"), value)
+        elif kind == "function_call":
+            name = str(value.get("name"))
+            if value.get("namespace"):
+                name = f"{value['namespace']}{NAMESPACE_SEP}{name}"
+            call = Call(name, _args(value.get("arguments")))
+            calls.append(call)
+            by_id[str(value.get("call_id"))] = call
+        elif kind == "function_call_output":
+            answered(by_id.get(str(value.get("call_id"))), value.get("output"), value)
+        elif isinstance(value.get("functionCall"), dict):
+            spec = value["functionCall"]
+            call = Call(str(spec.get("name")), _args(spec.get("args")))
+            calls.append(call)
+            unanswered.append(call)
+        elif isinstance(value.get("functionResponse"), dict):
+            spec = value["functionResponse"]
+            match = next((c for c in unanswered if c.name == spec.get("name")), None)
+            if match is not None:
+                unanswered.remove(match)
+            response = spec.get("response")
+            if isinstance(response, dict) and list(response) == ["output"]:
+                # Gemini CLI's wrapping of a tool's text.
+                response = response["output"]
+            answered(match, response, spec)
+        elif value.get("role") == "tool":
+            answered(by_id.get(str(value.get("tool_call_id"))), value.get("content"), value)
+        if value.get("role") == "assistant" and isinstance(value.get("tool_calls"), list):
+            for item in value["tool_calls"]:
+                function = item.get("function") if isinstance(item, dict) else None
+                if isinstance(function, dict):
+                    call = Call(str(function.get("name")), _args(function.get("arguments")))
+                    calls.append(call)
+                    by_id[str(item.get("id"))] = call
+        for key, item in value.items():
+            if key not in ("tools", "functionDeclarations", "tool_calls"):
+                visit(item)
+
+    visit(body)
+    return calls
 
 
 # ---------------------------------------------------------------------------
@@ -215,7 +338,8 @@ def decide(req: Request, state: State) -> Reply:
     """The next step of the request's scenario, with the injected words it saw."""
     reply = _decide(req, state)
     seen = list(dict.fromkeys(INJECT.findall(req.text)))
-    if seen and reply.status == 200 and reply.text and req.scenario and req.tools:
+    parent = (req.scenario or "").startswith(PARENT_PREFIX)
+    if seen and reply.status == 200 and reply.text and req.scenario and req.tools and not parent:
         reply.text += " SAW:" + ",".join(seen)
     return reply
 
@@ -224,6 +348,8 @@ def _decide(req: Request, state: State) -> Reply:
     if req.scenario is None or not req.tools:
         return side_reply(req)
     name = req.scenario
+    if name.startswith(PARENT_PREFIX):
+        return parent_reply(req)
     if name == "auth":
         return Reply(status=401, error_kind="auth")
     if name == "overload":
@@ -250,7 +376,7 @@ def _decide(req: Request, state: State) -> Reply:
                 )
             return reply
         return Reply(text=TOOL_ANSWER)
-    if name in ("tool", "slow", "long"):
+    if name in ("tool", "slow", "long", "hold"):
         if req.tool_results == 0:
             if name == "tool":
                 command = f"printf tool-ok > {TOOL_FILE}"
@@ -258,8 +384,10 @@ def _decide(req: Request, state: State) -> Reply:
                 # Not starting with sleep: Qwen Code refuses a command that
                 # does ("run blocking commands in the background").
                 command = f"true && sleep {SLOW_SECONDS} && printf slow-ok > {SLOW_FILE}"
-            else:
+            elif name == "long":
                 command = f"true && sleep {LONG_SECONDS} && printf long-ok > {LONG_FILE}"
+            else:
+                command = f"true && sleep {HOLD_SECONDS}"
             return tool_reply(req, command)
         return Reply(text=TOOL_ANSWER)
     if name in ("steer", "steer_tool"):
@@ -270,6 +398,212 @@ def _decide(req: Request, state: State) -> Reply:
         if name == "steer_tool" and req.tool_results_after_steer == 0:
             return tool_reply(req, f"printf steer-ok > {STEER_FILE}")
         return Reply(text=STEERED_ANSWER)
+    return Reply(text=f"unknown scenario {name}")
+
+
+# ---------------------------------------------------------------------------
+# A parent agent delegating through agent-wrapper's MCP server
+
+#: Scenarios of a parent agent whose tools include agent-wrapper's MCP tools.
+PARENT_PREFIX = "mcp_"
+#: The server's tools; a CLI shows them to its model under its own prefix
+#: (Claude Code ``mcp__agent-wrapper__start``).
+MCP_TOOLS = ("start", "wait", "status", "events", "steer", "reply", "abort", "result", "list")
+#: One of them under a client's prefix (``mcp__agent-wrapper__start``,
+#: ``mcp__agent_wrapper.start``, ``agent-wrapper_start``, ...).
+OUR_TOOL = re.compile(r"(?:__|_|\.)(" + "|".join(MCP_TOOLS) + r")$")
+#: What the parent steers its subagent with, and what it aborts the other for.
+PARENT_STEER = "Also say who steered you. [inject:PARENT]"
+ABORT_REASON = "the parent needs only one"
+#: How often the parent asks a run's status while it waits for its tool,
+#: and how many times before it gives up (a hang shows as GAVE-UP).
+STATUS_PACE = 0.2
+STATUS_POLLS = 100
+#: A run id no server has: the parent's call with it is refused.
+UNKNOWN_RUN = "no-such-run"
+#: The parent's wait, in seconds, and how many it makes before it gives up.
+PARENT_WAIT = 30
+PARENT_WAITS = 8
+
+
+def mcp_tool_names(tools: dict[str, Any]) -> dict[str, str]:
+    """Our tool's name -> the name the CLI gave it."""
+    found: dict[str, str] = {}
+    for name in tools:
+        match = OUR_TOOL.search(name)
+        if match and "wrapper" in name.lower():
+            found[match.group(1)] = name
+    return found
+
+
+def find_answer(text: str | None, key: str) -> dict[str, Any] | None:
+    """The first JSON object holding ``key`` in a tool result as the model
+    got it, however the CLI wrapped it (a summary line before the JSON, the
+    structured content, the text again as a JSON string)."""
+    if not text:
+        return None
+    decoder = json.JSONDecoder()
+
+    def search(value: Any, depth: int) -> dict[str, Any] | None:
+        if isinstance(value, dict):
+            if key in value:
+                return value
+            children: Any = list(value.values())
+        elif isinstance(value, list):
+            children = value
+        elif isinstance(value, str) and depth < 4:
+            return scan(value, depth + 1)
+        else:
+            return None
+        for child in children:
+            if (found := search(child, depth)) is not None:
+                return found
+        return None
+
+    def scan(source: str, depth: int) -> dict[str, Any] | None:
+        at = source.find("{")
+        while at >= 0:
+            try:
+                value, end = decoder.raw_decode(source, at)
+            except ValueError:
+                at = source.find("{", at + 1)
+                continue
+            if (found := search(value, depth)) is not None:
+                return found
+            at = source.find("{", end)
+        return None
+
+    return scan(text, 0)
+
+
+def subagent_task(scenario: str, nonce: str) -> str:
+    return f"[scenario:{scenario}:{nonce}] Do the scripted task."
+
+
+def parent_reply(req: Request) -> Reply:
+    """The parent's next step: which of our tools it calls with what, or
+    its answer, from the calls and results its conversation holds."""
+    names = mcp_tool_names(req.tools)
+    if "start" not in names:
+        return Reply(text=f"NO-MCP-TOOLS among {sorted(req.tools)}")
+    assert req.scenario is not None
+    assert req.nonce is not None
+    calls = [c for c in req.calls if c.name in names.values()]
+    short = {full: mine for mine, full in names.items()}
+
+    def call(tool: str, **args: Any) -> Reply:
+        # Two calls with the same arguments (status polls) still need ids of their own.
+        return Reply(
+            tool=(names[tool], args),
+            stop="tool",
+            extra={"salt": len(req.calls)},
+            delay=STATUS_PACE if tool == "status" else 0.0,
+        )
+
+    def of(tool: str) -> list[Call]:
+        return [c for c in calls if short[c.name] == tool]
+
+    def run_id(label: str) -> str | None:
+        for c in of("start"):
+            if c.args.get("label") == label and (found := find_answer(c.result, "run_id")):
+                return str(found["run_id"])
+        return None
+
+    def started(label: str, scenario: str) -> Reply | None:
+        if any(c.args.get("label") == label for c in of("start")):
+            return None
+        task = subagent_task(scenario, f"{req.nonce}{label}")
+        return call("start", agent="pi", task=task, label=label)
+
+    def in_tool(rid: str) -> Reply | None:
+        """None once the run's status shows it in a tool; else another status call."""
+        polls = [c for c in of("status") if c.args.get("run_id") == rid]
+        answer = find_answer(polls[-1].result, "current_tool") if polls else None
+        if answer and (answer.get("current_tool") or answer.get("state") == "finished"):
+            return None
+        if len(polls) >= STATUS_POLLS:
+            return Reply(text=f"GAVE-UP waiting for {rid} to run its tool")
+        return call("status", run_id=rid)
+
+    def finished(rid: str) -> Reply | None:
+        """None once a wait says the run ended; else another wait."""
+        waits = [c for c in of("wait") if rid in (c.args.get("run_ids") or [])]
+        answer = find_answer(waits[-1].result, "ended") if waits else None
+        if answer and any(run.get("run_id") == rid for run in answer["ended"]):
+            return None
+        if len(waits) >= PARENT_WAITS:
+            return Reply(text=f"GAVE-UP waiting for {rid} to end")
+        return call("wait", run_ids=[rid], timeout=PARENT_WAIT)
+
+    def final_text(rid: str) -> Reply:
+        results = [c for c in of("result") if c.args.get("run_id") == rid]
+        if not results:
+            return call("result", run_id=rid)
+        answer = find_answer(results[-1].result, "final_text") or {}
+        return Reply(text=str(answer.get("final_text")))
+
+    name = req.scenario
+    if name == "mcp_delegate":
+        # A call the server refuses (how a tool error reaches the model),
+        # then start, wait, result, and the subagent's final text as the answer.
+        if not of("status"):
+            return call("status", run_id=UNKNOWN_RUN)
+        if (step := started("d", "plain")) is not None:
+            return step
+        rid = run_id("d")
+        if rid is None:
+            return Reply(text=f"START-FAILED {of('start')[-1].result!r:.500}")
+        return finished(rid) or final_text(rid)
+    if name == "mcp_steer":
+        # Two subagents in their shell tools: the slow one is steered, the
+        # long one aborted; the answer is the steered one's final text.
+        for step in (started("s", "slow"), started("a", "long")):
+            if step is not None:
+                return step
+        steered, aborted = run_id("s"), run_id("a")
+        if steered is None or aborted is None:
+            return Reply(text=f"START-FAILED {[c.result for c in of('start')]!r:.500}")
+        if not of("steer"):
+            return in_tool(steered) or call("steer", run_id=steered, text=PARENT_STEER)
+        if not of("abort"):
+            return in_tool(aborted) or call("abort", run_id=aborted, reason=ABORT_REASON)
+        return finished(steered) or final_text(steered)
+    if name == "mcp_kill":
+        # A subagent in its long tool, and the parent waiting for it (the
+        # test kills the parent during the wait).
+        if (step := started("k", "long")) is not None:
+            return step
+        rid = run_id("k")
+        if rid is None:
+            return Reply(text=f"START-FAILED {of('start')[-1].result!r:.500}")
+        if not of("wait"):
+            return in_tool(rid) or call("wait", run_ids=[rid], timeout=PARENT_WAIT)
+        return Reply(text="WAIT-RETURNED")
+    if name == "mcp_steer_busy":
+        # A steer on a subagent in its 150 s command: the call lasts until
+        # the steer is delivered or the server stops waiting, with no
+        # progress; the answer is what the model got.
+        if (step := started("b", "hold")) is not None:
+            return step
+        rid = run_id("b")
+        if rid is None:
+            return Reply(text=f"START-FAILED {of('start')[-1].result!r:.500}")
+        if not of("steer"):
+            return in_tool(rid) or call("steer", run_id=rid, text=PARENT_STEER)
+        return Reply(text=f"STEER-ANSWER {of('steer')[-1].result!r:.300}")
+    if match := re.fullmatch(r"mcp_progress_(\d+)", name):
+        # One wait longer than the client's tool timeout: does the call
+        # stay open while the server sends progress? The answer is the
+        # wait's result as the model got it.
+        if (step := started("p", "hold")) is not None:
+            return step
+        rid = run_id("p")
+        if rid is None:
+            return Reply(text=f"START-FAILED {of('start')[-1].result!r:.500}")
+        waits = of("wait")
+        if not waits:
+            return call("wait", run_ids=[rid], timeout=int(match.group(1)))
+        return Reply(text=f"WAIT-ANSWER {waits[-1].result!r:.300}")
     return Reply(text=f"unknown scenario {name}")
 
 
@@ -302,7 +636,8 @@ def _sse(event: str | None, data: Any) -> bytes:
 
 def _tool_id(reply: Reply) -> str:
     assert reply.tool is not None
-    digest = hashlib.sha1(json.dumps(reply.tool, sort_keys=True).encode()).hexdigest()
+    key: Any = reply.tool if "salt" not in reply.extra else [reply.tool, reply.extra["salt"]]
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()
     return digest[:12]
 
 
@@ -427,10 +762,12 @@ def responses_events(req: Request, reply: Reply) -> Iterator[bytes]:
         )
     if reply.tool:
         name, args = reply.tool
+        namespace, _, name = name.rpartition(NAMESPACE_SEP)
         call = {
             "type": "function_call",
             "id": f"fc_{_tool_id(reply)}",
             "call_id": f"call_{_tool_id(reply)}",
+            **({"namespace": namespace} if namespace else {}),
             "name": name,
             "arguments": json.dumps(args),
             "status": "completed",
