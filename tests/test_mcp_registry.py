@@ -375,3 +375,20 @@ def test_events_are_read_a_page_at_a_time_from_where_the_last_page_ended(tmp_pat
         file.write(b'end"}\n')
     events, since, more, cursor = _read_events(path, since, 200, cursor)
     assert ([event["seq"] for event in events], since, more) == ([501], 501, False)
+
+
+async def test_a_tool_that_waits_reports_progress_meanwhile(tmp_path: Path) -> None:
+    said: list[tuple[float, str]] = []
+
+    async def progress(elapsed: float, message: str) -> None:
+        said.append((elapsed, message))
+
+    async with server(tmp_path) as tools:
+        # An agent only SIGKILL ends: the abort waits out the kill bounds.
+        steps = [{"linger": {"seconds": 60, "ignoreSigterm": True}}]
+        started = await tools.start(command=pi(tmp_path, steps), task="Hang")
+        aborted = await tools.abort(run_id=started["run_id"], progress=progress)
+        assert aborted["outcome"] == "aborted"
+    assert said
+    assert {message for _, message in said} == {"the run is ending"}
+    assert [elapsed for elapsed, _ in said] == sorted(elapsed for elapsed, _ in said)

@@ -476,6 +476,10 @@ def find_answer(text: str | None, key: str) -> dict[str, Any] | None:
     return scan(text, 0)
 
 
+#: Claude Code's tool that waits for its MCP servers still connecting.
+WAIT_FOR_SERVERS = "WaitForMcpServers"
+
+
 def subagent_task(scenario: str, nonce: str) -> str:
     return f"[scenario:{scenario}:{nonce}] Do the scripted task."
 
@@ -484,6 +488,11 @@ def parent_reply(req: Request) -> Reply:
     """The parent's next step: which of our tools it calls with what, or
     its answer, from the calls and results its conversation holds."""
     names = mcp_tool_names(req.tools)
+    waited = [c for c in req.calls if c.name == WAIT_FOR_SERVERS]
+    if "start" not in names and WAIT_FOR_SERVERS in req.tools and len(waited) < 2:
+        # A server still starting: Claude Code offers a tool to wait for it
+        # (as a model would, the parent waits before it gives up).
+        return Reply(tool=(WAIT_FOR_SERVERS, {}), stop="tool", extra={"salt": len(req.calls)})
     if "start" not in names:
         return Reply(text=f"NO-MCP-TOOLS among {sorted(req.tools)}")
     assert req.scenario is not None

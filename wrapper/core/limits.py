@@ -241,7 +241,8 @@ MCP_RESULT_DEFAULT_CHARS = 20_000
 MCP_RESULT_MAX_CHARS = MCP_ANSWER_MAX_CHARS
 #: How long ``wait`` waits when the caller says nothing: well under the
 #: tool-call timeouts of the clients that do not reset them on progress
-#: (Codex's is 60 s), so a plain call comes back before it is cut.
+#: (Claude Code, Codex and Gemini CLI: each held a 30 s call with its
+#: defaults), so a plain call comes back before it is cut.
 MCP_WAIT_DEFAULT = 30.0
 #: The longest one ``wait`` may be asked for: a client that resets its
 #: timeout on progress keeps the call open, and five minutes still lets the

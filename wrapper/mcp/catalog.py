@@ -440,7 +440,7 @@ async def call(
         if not _fits(value, known[key]):
             raise ToolError(f"{name}: {key} must be {_kind(known[key])}, not {value!r:.80}")
     kwargs = {tool.renamed.get(key, key): value for key, value in given.items()}
-    if name == "wait" and progress is not None:
+    if name in ("wait", "steer", "abort", "reply") and progress is not None:
         kwargs["progress"] = progress
     answer: dict[str, Any] = await getattr(tools, name)(**kwargs)
     return answer, tool.summary(answer) + "\n" + dumps(answer).decode()

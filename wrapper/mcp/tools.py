@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,9 @@ from wrapper.files.artifacts import atomic_write
 from wrapper.mcp.presets import PRESETS
 from wrapper.mcp.registry import Entry, Runs, ToolError
 
-#: Called while ``wait`` waits: seconds waited so far, and a line saying how
-#: the runs are going (the SDK's glue sends it as a progress notification).
+#: Called while a tool waits (wait, steer, abort, reply): seconds waited so
+#: far, and a line saying what for (the SDK's glue sends it as a progress
+#: notification).
 Progress = Callable[[float, str], Awaitable[None]]
 
 #: The file beside result.json that holds a run's whole final text.
@@ -83,6 +85,30 @@ class Tools:
     def __init__(self, runs: Runs, *, progress_every: float = MCP_WAIT_PROGRESS_EVERY) -> None:
         self.runs = runs
         self.progress_every = progress_every
+
+    @asynccontextmanager
+    async def _reporting(
+        self, progress: Progress | None, saying: Callable[[], str]
+    ) -> AsyncIterator[None]:
+        """While the block waits, ``progress`` every ``progress_every``
+        seconds (seconds waited, and what ``saying`` says of it): a client
+        that resets its tool timeout on progress keeps the call open."""
+        if progress is None:
+            yield
+            return
+        began = trio.current_time()
+
+        async def report() -> None:
+            while True:
+                await trio.sleep(self.progress_every)
+                await progress(trio.current_time() - began, saying())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(report)
+            try:
+                yield
+            finally:
+                nursery.cancel_scope.cancel()
 
     # -- start --------------------------------------------------------------------
 
@@ -181,7 +207,6 @@ class Tools:
             ended = [entry.ended for entry in entries]
             return any(ended) if mode == "any" else all(ended)
 
-        waited = trio.current_time()
         timed_out = False
         if entries and not done():
             changed = trio.Event()
@@ -191,19 +216,13 @@ class Tools:
                 if done():
                     changed.set()
 
-            async def report() -> None:
-                assert progress is not None
-                while True:
-                    await trio.sleep(self.progress_every)
-                    elapsed = trio.current_time() - waited
-                    going = sum(not entry.ended for entry in entries)
-                    await progress(elapsed, f"{going} of {len(entries)} runs still going")
+            def going() -> str:
+                still = sum(not entry.ended for entry in entries)
+                return f"{still} of {len(entries)} runs still going"
 
-            async with trio.open_nursery() as nursery:
+            async with self._reporting(progress, going), trio.open_nursery() as nursery:
                 for entry in entries:
                     nursery.start_soon(watch, entry)
-                if progress is not None:
-                    nursery.start_soon(report)
                 with trio.move_on_after(seconds):
                     await changed.wait()
                 timed_out = not changed.is_set()
@@ -278,7 +297,9 @@ class Tools:
 
     # -- steer, abort, reply ------------------------------------------------------
 
-    async def steer(self, *, run_id: str, text: str, when: str = "now") -> dict[str, Any]:
+    async def steer(
+        self, *, run_id: str, text: str, when: str = "now", progress: Progress | None = None
+    ) -> dict[str, Any]:
         """The steer's receipt, as ``agent-wrapper steer --json`` gives it."""
         entry = self.runs.get(run_id)
         if not isinstance(text, str) or not text.strip():
@@ -301,13 +322,18 @@ class Tools:
             return _receipt("refused", why=_not_running(entry))
         steer = run.external.steer(SteerRequest(text, "now" if when == "now" else "next-stop"))
         said: dict[str, Any] | None = steer.receipt()
+
+        def saying() -> str:
+            return f"the steer is {(said or {}).get('state')}"
+
         with trio.move_on_after(MCP_STEER_WAIT):
-            while said is not None and said["state"] in ("queued", "sent"):
-                last = said
-                said = await run.external.changed(steer, said["state"])
-                if said is None:
-                    said = last
-                    break
+            async with self._reporting(progress, saying):
+                while said is not None and said["state"] in ("queued", "sent"):
+                    last = said
+                    said = await run.external.changed(steer, said["state"])
+                    if said is None:
+                        said = last
+                        break
         assert said is not None
         return _receipt(
             said["state"],
@@ -317,7 +343,9 @@ class Tools:
             attempt=said.get("attempt"),
         )
 
-    async def abort(self, *, run_id: str, reason: str | None = None) -> dict[str, Any]:
+    async def abort(
+        self, *, run_id: str, reason: str | None = None, progress: Progress | None = None
+    ) -> dict[str, Any]:
         """End the run; the receipt (``ended`` with the outcome, ``accepted``
         when still ending at the wait's end, ``refused``)."""
         entry = self.runs.get(run_id)
@@ -329,7 +357,8 @@ class Tools:
         if refused is not None:
             return _receipt("refused", why=refused)
         with trio.move_on_after(MCP_ABORT_WAIT):
-            await entry.ended_event.wait()
+            async with self._reporting(progress, lambda: "the run is ending"):
+                await entry.ended_event.wait()
         if not entry.ended:
             return _receipt("accepted")
         return _receipt("ended", outcome=(entry.result or {}).get("outcome"))
@@ -342,6 +371,7 @@ class Tools:
         go_on: bool = False,
         stop: bool = False,
         escalation_id: str | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Answer the question the run asked (its latest escalation, or
         ``escalation_id``): with ``text``, ``go_on`` (continue) or ``stop``."""
@@ -383,10 +413,11 @@ class Tools:
         # given (a stop is given to nobody: it is taken as it is).
         verdict = None
         with trio.move_on_after(REPLY_VERDICT_TIMEOUT if kind != "stop" else 0):
-            while (verdict := mailbox.verdict_of(folder, target, nonce)) is None:
-                if entry.ended:
-                    break
-                await trio.sleep(REPLY_POLL)
+            async with self._reporting(progress, lambda: "the run is taking the answer"):
+                while (verdict := mailbox.verdict_of(folder, target, nonce)) is None:
+                    if entry.ended:
+                        break
+                    await trio.sleep(REPLY_POLL)
         refused = verdict.get("refused") if verdict is not None else None
         if refused is not None:
             raise ToolError(
