@@ -49,7 +49,7 @@ from wrapper.core.events import (
     ResultWritten,
     WarningEvent,
 )
-from wrapper.core.limits import TICK_SECONDS
+from wrapper.core.limits import LOG_FLUSH_INTERVAL, TICK_SECONDS
 from wrapper.core.outcome import (
     CANCELLED_BY_CALLER,
     EXIT_NO_RESULT,
@@ -76,7 +76,7 @@ from wrapper.process import proctree
 from wrapper.process.guardian import wrapper_pid
 from wrapper.process.invocation import run_command
 from wrapper.process.proctree import RunClaim
-from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
+from wrapper.sinks.stream import EventStream, LiveLogs, OutputPump, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.early import EarlyStart, begin_run
 from wrapper.supervision.external import ExternalControl
@@ -200,6 +200,11 @@ class Run:
                 )
             live_lines = self.pump.write if self.pump is not None and self.view is None else None
             self.stream = EventStream(self.events_log, self._live_output(), live_lines=live_lines)
+        self.logs = LiveLogs(
+            self.stream,
+            (self.stdout_log, self.stderr_log, self.protocol_log),
+            LOG_FLUSH_INTERVAL,
+        )
         self.hook_ctx = HookContext(
             cwd=config.cwd,
             env={
@@ -339,6 +344,7 @@ class Run:
 
     async def _execute_with_output(self) -> int:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.logs.run)
             if self.own_pump and self.pump is not None:
                 nursery.start_soon(self.pump.run)
                 if self.view is not None and os.isatty(1):
@@ -444,6 +450,7 @@ class Run:
             on_event=self.observers.observe if self.observers.wanted else None,
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
             claim=self.claim,
+            logs=self.logs,
         )
         supervisor.permission_gate = self.permissions
         supervisor.on_spawned = self.external.spawned
