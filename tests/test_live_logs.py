@@ -1,4 +1,5 @@
-"""A run can be followed while it goes on: its logs (``tail -f``)."""
+"""A run can be followed while it goes on: its logs (``tail -f``) and where
+it is (the first thing it says)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,8 @@ def test_a_running_tool_is_in_the_logs_before_the_run_ends(tmp_path: Path) -> No
             for event in events:
                 validate("event", event)
             types = [e["type"] for e in events]
+            assert types[0] == "run_started"
+            assert events[0]["runDir"] == str(run_dir)
             assert "spawned" in types
             assert "assistant_message" in types
             (tool,) = [e for e in events if e["type"] == "tool_start"]

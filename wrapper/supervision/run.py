@@ -47,6 +47,7 @@ from wrapper.core.config import (
 from wrapper.core.events import (
     Event,
     ResultWritten,
+    RunStarted,
     WarningEvent,
 )
 from wrapper.core.limits import LOG_FLUSH_INTERVAL, TICK_SECONDS
@@ -187,7 +188,8 @@ class Run:
             self.stream = EventStream(self.events_log, live.show)
         else:
             self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
-            reply = f"{run_command(config.wrapper_bin)} reply {shlex.quote(str(config.run_dir))}"
+            wrapper = run_command(config.wrapper_bin)
+            reply = f"{wrapper} reply {shlex.quote(str(config.run_dir))}"
             if mode is OutputMode.PRETTY:
                 # Loaded for a live view only: a run without one keeps it
                 # out of its memory.
@@ -197,6 +199,7 @@ class Run:
                     color=use_color(config.color, environ, os.isatty(1)),
                     label=config.label,
                     reply=reply,
+                    wrapper=wrapper,
                 )
             live_lines = self.pump.write if self.pump is not None and self.view is None else None
             self.stream = EventStream(self.events_log, self._live_output(), live_lines=live_lines)
@@ -205,6 +208,8 @@ class Run:
             (self.stdout_log, self.stderr_log, self.protocol_log),
             LOG_FLUSH_INTERVAL,
         )
+        # First of all: where the run is, before the agent says anything.
+        self.stream.emit(RunStarted(run_dir=str(run_dir) if self.dir_ok else None))
         self.hook_ctx = HookContext(
             cwd=config.cwd,
             env={
