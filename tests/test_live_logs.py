@@ -1,5 +1,5 @@
-"""A run can be followed while it goes on: its logs (``tail -f``) and where
-it is (the first thing it says)."""
+"""A run can be followed while it goes on: its logs (``tail -f``), where it
+is (the first thing it says) and its progress in status.json."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
+from tests.test_external_steer import Running, _hook, _settings, cli
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -109,3 +110,70 @@ def test_a_running_tool_is_in_the_logs_before_the_run_ends(tmp_path: Path) -> No
     final = read_events(events_log)
     assert [e["seq"] for e in final] == list(range(1, len(final) + 1))
     assert final[-1]["type"] == "result_written"
+
+
+def working(seconds: float = TOOL_SECONDS) -> list[dict[str, Any]]:
+    """A message (with its usage) and a tool that runs ``seconds``."""
+    return [
+        {
+            "assistant": {
+                "text": "Running the build.",
+                "stopReason": "toolUse",
+                "toolCalls": [{"name": "bash", "arguments": {"command": "make"}}],
+            }
+        },
+        {"tool": {"name": "bash", "duration": seconds, "result": "built"}},
+    ]
+
+
+def test_status_shows_the_tokens_and_the_steers_so_far(tmp_path: Path) -> None:
+    # Attempt 1 stops and a Stop hook sends it back once (attempt 2, in a
+    # long tool); a steer from outside then resumes it (attempt 3, in a long tool).
+    hook = _hook(
+        tmp_path,
+        "import json, pathlib\n"
+        "marker = pathlib.Path(sys.argv[0]).with_suffix('.blocked')\n"
+        "if not marker.exists():\n"
+        "    marker.write_text('')\n"
+        "    print(json.dumps({'decision': 'block', 'reason': 'Run the build too.'}))\n",
+    )
+    run = Running(
+        tmp_path,
+        [{"assistant": {"text": "Done.", "stopReason": "stop"}}, *END],
+        [working(), working()],
+        options=["--settings", str(_settings(tmp_path, hook)), "--steer-timeout", "0.5"],
+    )
+
+    def mid_tool(attempt: int) -> dict[str, Any]:
+        assert wait_until(
+            lambda: (
+                (run.status().get("attempt"), run.status().get("currentTool")) == (attempt, "bash")
+            ),
+            timeout=SEEN_WITHIN,
+        ), run.status()
+        # The usage of the message before the tool is written within the
+        # status interval of the tool's start.
+        time.sleep(1.0)
+        status = run.status()
+        validate("status", status)
+        assert run.proc.poll() is None, "the run is still going on"
+        return status
+
+    status = mid_tool(2)
+    assert status["steers"] == {"hook": 1, "outside": 0}
+    assert status["usage"]["totalTokens"] == 2 * 120, "each fake message uses 120 tokens"
+    assert status["usage"]["costUsd"] > 0
+    steered = cli("steer", str(run.run_dir), "--text", "Build the docs instead")
+    assert steered.returncode == 0, steered.stderr
+    status = mid_tool(3)
+    assert status["steers"] == {"hook": 1, "outside": 1}
+    assert status["usage"]["totalTokens"] == 3 * 120
+    assert cli("abort", str(run.run_dir)).returncode == 0
+    code, result, _, _ = run.finish()
+    assert (code, result["outcome"]) == (128 + signal.SIGTERM, "aborted")
+    final = run.status()
+    assert final["usage"] == result["usage"]
+    assert final["steers"] == {
+        "hook": result["steerCount"],
+        "outside": result["externalSteerCount"],
+    }

@@ -320,6 +320,9 @@ class StatusWriter:
         #: Called when a change is held back by the interval: whoever writes
         #: it once the interval is over sleeps until then, and only then.
         self.on_held: Callable[[], None] | None = None
+        #: The run's progress (usage, steers so far), taken at each write:
+        #: what changes with every event costs nothing between writes.
+        self.progress: Callable[[], Mapping[str, Any]] | None = None
 
     def touch(self, now: float, wall: float) -> None:
         """The agent produced an event: cheap, the file is rewritten at most once per interval."""
@@ -353,6 +356,8 @@ class StatusWriter:
     def fields(self) -> Mapping[str, Any]:
         """status.json as it stands in memory, written or still held (read
         only: a reader in the run's process need not wait for the file)."""
+        if self.progress is not None:
+            self._fields.update(self.progress())
         return MappingProxyType(self._fields)
 
     @property
@@ -384,6 +389,8 @@ class StatusWriter:
         self._fields["updatedAt"] = iso(time.time())
         if self.last_event is not None:
             self._fields["lastEventAt"] = iso(self.last_event)
+        if self.progress is not None:
+            self._fields.update(self.progress())
         try:
             atomic_write(self.path, dumps(self._fields, option=orjson.OPT_INDENT_2), durable=False)
         except OSError as exc:

@@ -60,7 +60,7 @@ from wrapper.core.outcome import (
     Verdict,
     decide,
 )
-from wrapper.core.result import AttemptRecord, build_result
+from wrapper.core.result import AttemptRecord, build_result, progress_json
 from wrapper.core.steering import AllowedBy, prompt_not_taken
 from wrapper.core.summary import RunSummary
 from wrapper.dialects import Dialect, Launch, UsageError, chosen_name
@@ -265,6 +265,9 @@ class Run:
             ended=lambda: bool(self.interrupts or self.timed_out),
             on_abort=self.abort,
             say_on_stderr=self.view is None,
+        )
+        self.status.progress = lambda: progress_json(
+            self.summary, self.steering, self.external.ledger
         )
         self.observers = Observers(config.settings, self.hook_ctx, self.gate.hook_input)
         self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
