@@ -70,7 +70,9 @@ def test_a_long_run_of_deltas_is_cut_so_memory_stays_flat(tmp_path: Path) -> Non
 def _all_event_classes(cls: type[Event]) -> list[type[Event]]:
     found = []
     for sub in cls.__subclasses__():
-        if sub.TYPE:
+        # The wrapper's own: another test's event type made up for a refusal
+        # may not have been collected yet.
+        if sub.TYPE and sub.__module__.startswith("wrapper."):
             found.append(sub)
         found += _all_event_classes(sub)
     return found
