@@ -122,6 +122,10 @@ def run(session: Session) -> list[str]:
             check=False,
         )
         printed = proc.stdout.replace(f"{folder}/tmp/", "/tmp/").replace(folder, SHOWN_FOLDER)
+        # The wrapper names itself by its absolute path (the live view's
+        # command to steer the run): the repository's, where the reader's
+        # own folder would be.
+        printed = printed.replace(str(ROOT), SHOWN_FOLDER)
         outputs = printed.split(_SEPARATOR + "\n")
     return [o if o.endswith("\n") or not o else o + "\n" for o in outputs[: len(session.commands)]]
 

@@ -419,6 +419,8 @@ def _starting_status(run_id: str) -> dict[str, Any]:
         "question": None,
         "escalationId": None,
         "outcome": None,
+        "usage": None,
+        "steers": {"hook": 0, "outside": 0},
     }
 
 

@@ -79,7 +79,8 @@ def test_successful_run(tmp_path: Path) -> None:
     for name in ("stdout.log", "stderr.log", "events.jsonl", "config.json"):
         assert (run.run_dir / name).exists()
     types = [e["type"] for e in run.events]
-    assert types[0] == "spawned"
+    assert types[:2] == ["run_started", "spawned"]
+    assert run.events[0]["runDir"] == str(run.run_dir)
     assert types[-2:] == ["exited", "result_written"], "exited follows all the agent wrote"
     assert "tool_start" in types
     assert "assistant_message" in types

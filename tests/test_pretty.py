@@ -8,6 +8,7 @@ from wrapper.core.events import (
     AssistantMessage,
     Escalated,
     Event,
+    RunStarted,
     Spawned,
     StderrLine,
     TextDelta,
@@ -167,3 +168,23 @@ def test_on_a_terminal_a_long_tool_shows_its_elapsed_time_in_place() -> None:
     assert end == "\r\x1b[2K  ✓ bash done · 5.0s\n"
     assert view.ticker(7.0) == ""
     assert view.render(TextDelta(text="Built."), 7.5) == "Built."
+
+
+def test_a_run_says_first_where_it_is_and_how_to_steer_it_whole() -> None:
+    run_dir = (
+        "/home/you/" + "a very long project name " * 12 + "/.agent-wrapper/runs/20261128T054848Z"
+    )
+    spawned = Spawned(pid=7, argv=("pi", "--mode", "rpc"), dialect="pi")
+    out = shown(
+        [(RunStarted(run_dir=run_dir), 0.0), (spawned, 0.1)],
+        wrapper="/opt/venv/bin/agent-wrapper",
+    )
+    first, second, third = out.splitlines()
+    assert first == f"● run directory: {run_dir}"
+    quoted = f"'{run_dir}'"
+    assert second == f"  to steer it:  /opt/venv/bin/agent-wrapper steer {quoted} --text '...'"
+    assert third.startswith("▶ pi --mode rpc")
+
+
+def test_a_run_without_a_run_directory_shows_no_steer_command() -> None:
+    assert shown([(RunStarted(run_dir=None), 0.0)]) == ""

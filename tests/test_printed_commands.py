@@ -236,3 +236,79 @@ def test_the_rerun_a_misplaced_command_suggests_runs_it(tmp_path: Path) -> None:
     assert rerun.returncode == 0, rerun.stderr
     (result,) = (tmp_path / ".agent-wrapper" / "runs").glob("*/result.json")
     assert read_result(result)["task"] == "Fix it"
+
+
+def status_of(run_dir: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data
+
+
+@pytest.mark.parametrize("mode", ["json", "rpc"])
+def test_the_steer_command_a_run_prints_first_steers_it(tmp_path: Path, mode: str) -> None:
+    # A run directory a shell would split, and long: it is shown whole.
+    run_dir = tmp_path / ("a folder for the runs of a project with a long name " * 3) / "my run"
+    tool_call = {
+        "assistant": {
+            "text": "Running the build.",
+            "stopReason": "toolUse",
+            "toolCalls": [{"name": "bash", "arguments": {"command": "make"}}],
+        }
+    }
+    scenario = write_scenario(
+        tmp_path,
+        # pi's RPC mode takes the steer live and goes on: its tool runs to its end.
+        [
+            tool_call,
+            {"tool": {"name": "bash", "duration": 40 if mode == "json" else 4}},
+            *answer("Built."),
+        ],
+        resumes=[answer("Steered.")],
+    )
+    agent = [str(FAKE_PI), "--mode", mode, *(["-p"] if mode == "json" else [])]
+    proc = subprocess.Popen(
+        [
+            *WRAPPER,
+            "run",
+            "--output",
+            "pretty",
+            "--run-dir",
+            str(run_dir),
+            "--steer-timeout",
+            "0.5",
+            "--task",
+            "Build it",
+            "--",
+            *agent,
+            "--scenario",
+            str(scenario),
+        ],
+        env=agent_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        live = Lines(proc.stdout)  # type: ignore[arg-type]
+        live.until(r"to steer it:")
+        # First of all, before the agent's command and anything it says.
+        first, second = live.seen
+        assert first == f"● run directory: {run_dir}\n"
+        shown = re.fullmatch(r"  to steer it:  (.*)\n", second)
+        assert shown is not None, second
+        command = shown.group(1)
+        assert command.endswith(" --text '...'"), command
+        assert wait_until(lambda: status_of(run_dir).get("currentTool") == "bash", timeout=30)
+        steered = paste(command.replace("'...'", "'Stop the build'"), tmp_path)
+        assert steered.returncode == 0, steered.stderr
+        assert "delivered steer s1" in steered.stdout
+        assert proc.wait(timeout=HANG_LIMIT) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    result = read_result(run_dir / "result.json")
+    assert result["externalSteerCount"] == 1
+    (steer,) = result["externalSteers"]
+    assert steer["how"] == ("resume" if mode == "json" else "live")

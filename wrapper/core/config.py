@@ -192,6 +192,8 @@ class RunConfig:
             "control": None,
             "controlUnavailable": None,
             "pendingSteers": [],
+            "usage": None,
+            "steers": {"hook": 0, "outside": 0},
         }
 
     def to_json(self) -> dict[str, Any]:

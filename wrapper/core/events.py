@@ -388,6 +388,16 @@ class WrapperEvent(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(WrapperEvent):
+    """The run began (always its first event): where it is, so that whoever
+    reads its output can follow it, steer it or abort it."""
+
+    TYPE: ClassVar[str] = "run_started"
+    #: The run directory, or None when it could not be made (nothing to steer by).
+    run_dir: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Spawned(WrapperEvent):
     """The agent's process was started."""
 

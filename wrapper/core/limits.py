@@ -163,6 +163,16 @@ OUTPUT_BACKLOG_BYTES = 8 * 1024 * 1024
 #: had streamed a few megabytes. 64 KiB is 16 writes a megabyte of small
 #: events.
 STREAM_BUFFER_BYTES = 64 * 1024
+#: While a run goes on, what its logs hold in their write buffers reaches
+#: the files at once when the agent pauses (its reader finds no more input
+#: ready), and at least this often while it writes without a pause, so that
+#: whoever follows events.jsonl or stdout.log (``tail -f``) sees each line
+#: within a second. Half a second keeps that promise on a loaded machine,
+#: where a timer fires late; a flush is one write of what the buffer holds,
+#: so two a second per log are lost next to the reads of a busy stream.
+#: Never a flush per line: a stream that does not pause is written a buffer
+#: (or half a second) at a time.
+LOG_FLUSH_INTERVAL = 0.5
 
 #: A tool that ran at least this long gets a line when it ends, with its duration.
 TOOL_END_LINE_SECONDS = 1.0

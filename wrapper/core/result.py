@@ -109,7 +109,6 @@ def build_result(
     final = last.tracker.final if last is not None and last.tracker is not None else None
     last_word = last.last_word if last is not None else None
     last_json = last.to_json() if last is not None else {}
-    usage = summary.usage
     return {
         "schemaVersion": SCHEMA_VERSION,
         "runId": config.run_id,
@@ -130,7 +129,7 @@ def build_result(
         "startedAt": iso(started_at),
         "endedAt": iso(ended_at),
         "durationMs": round((ended_at - started_at) * 1000),
-        "usage": usage.to_json() if usage is not None else None,
+        "usage": usage_json(summary),
         "cost": cost,
         "model": summary.model,
         "sessionId": summary.session_id,
@@ -148,6 +147,24 @@ def build_result(
         "artifacts": artifacts,
         "artifactErrors": artifact_errors,
         "batch": dict(config.batch) if config.batch is not None else None,
+    }
+
+
+def usage_json(summary: RunSummary) -> dict[str, Any] | None:
+    """The run's usage summed so far, as result.json (and status.json) give it."""
+    usage = summary.usage
+    return usage.to_json() if usage is not None else None
+
+
+def progress_json(
+    summary: RunSummary, steering: Steering, external: ExternalSteers
+) -> dict[str, Any]:
+    """What status.json shows of a run's progress: its usage so far and its
+    steers so far, counted as result.json counts them (``steerCount``,
+    ``externalSteerCount``)."""
+    return {
+        "usage": usage_json(summary),
+        "steers": {"hook": steering.steer_count, "outside": external.delivered_count},
     }
 
 

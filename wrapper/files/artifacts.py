@@ -12,6 +12,7 @@ import errno
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -301,13 +302,21 @@ def prepare_run_dir(
 
 
 class StreamFile:
-    """An append-only artifact (a log). Buffered; writes stop after the first failure."""
+    """An append-only artifact (a log). Buffered; writes stop after the first failure.
+
+    ``held`` says that something written is not yet flushed to the file;
+    ``on_held`` is told when that becomes so (once per flush, not per write),
+    so that whoever keeps the log current for its readers needs no timer
+    while nothing is written.
+    """
 
     def __init__(self, name: str, path: Path, errors: ArtifactErrors, *, enabled: bool) -> None:
         self.name = name
         self.path = path
         self._errors = errors
         self._file: Any = None
+        self.held = False
+        self.on_held: Callable[[], None] | None = None
         if enabled:
             try:
                 self._file = open(path, "wb", buffering=STREAM_BUFFER_BYTES)  # noqa: SIM115
@@ -325,10 +334,16 @@ class StreamFile:
             self._file.write(data)
         except OSError as exc:
             self._fail(exc)
+            return
+        if not self.held:
+            self.held = True
+            if self.on_held is not None:
+                self.on_held()
 
     def flush(self) -> None:
         if self._file is None:
             return
+        self.held = False
         try:
             self._file.flush()
         except OSError as exc:

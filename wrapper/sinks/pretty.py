@@ -22,6 +22,7 @@ from wrapper.core.events import (
     HookDecision,
     ResultWritten,
     Retry,
+    RunStarted,
     SignalSent,
     Spawned,
     StderrLine,
@@ -98,13 +99,23 @@ class PrettyView:
     """Turns events into text. ``render`` returns what to print, possibly ''.
 
     ``reply`` is the command a person runs to answer the run (``agent-wrapper
-    reply RUN_DIR``), shown when the run waits for one.
+    reply RUN_DIR``), shown when the run waits for one. ``wrapper`` is how a
+    person runs the wrapper (a shell word), in the command to steer the run
+    shown at its start.
     """
 
-    def __init__(self, *, color: bool, label: str | None = None, reply: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        color: bool,
+        label: str | None = None,
+        reply: str | None = None,
+        wrapper: str = "agent-wrapper",
+    ) -> None:
         self._color = color
         self._label = label
         self._reply = reply
+        self._wrapper = wrapper
         self._streaming = False
         #: The last text streamed did not end its line.
         self._line_open = False
@@ -220,6 +231,18 @@ class PrettyView:
                 else ""
             )
             return self._c(_YELLOW, f"  ↻ retrying{what}: {plain(event.message or '')}")
+        if isinstance(event, RunStarted):
+            if event.run_dir is None:
+                return ""
+            # Whole, never cut: it is what a person copies to find or steer the run.
+            steer = f"{self._wrapper} steer {shlex.quote(event.run_dir)} --text '...'"
+            return (
+                self._c(_DIM, "● run directory: ")
+                + plain(event.run_dir)
+                + "\n"
+                + self._c(_DIM, "  to steer it:  ")
+                + plain(steer)
+            )
         if isinstance(event, Spawned):
             name = f"{plain(self._label)}: " if self._label else ""
             return self._c(_DIM, f"▶ {name}{command_line(event.argv)} (pid {event.pid})")

@@ -133,6 +133,9 @@ class EventStream:
         #: Told of every event but text deltas, with its time and attempt
         #: (the run's telemetry, when it exports any).
         self.observer: Callable[[Event, float, int], None] | None = None
+        #: Told when deltas start to be held back for coalescing (what keeps
+        #: the log current for its readers writes them out in time).
+        self.on_held: Callable[[], None] | None = None
         self._warned = WarningCounter()
 
     def emit(self, event: Event, now: float | None = None) -> None:
@@ -143,6 +146,8 @@ class EventStream:
         if isinstance(event, TextDelta):
             if self._pending is None:
                 self._pending = (self.seq, now, self.attempt)
+                if self.on_held is not None:
+                    self.on_held()
             self._pending_parts.append(event.text)
             self._pending_chars += len(event.text)
             self._pending_count += event.coalesced
@@ -180,6 +185,8 @@ class EventStream:
         while start < len(texts):
             if self._pending is None:
                 self._pending = (first + start, now, attempt)
+                if self.on_held is not None:
+                    self.on_held()
             room = COALESCE_MAX_CHARS - self._pending_chars
             sizes = list(itertools.accumulate(map(len, itertools.islice(texts, start, None))))
             taken = min(start + bisect.bisect_left(sizes, room) + 1, len(texts))
@@ -199,6 +206,16 @@ class EventStream:
         self._flush_pending()
         self._log.flush()
 
+    @property
+    def log(self) -> StreamFile:
+        """The event log (events.jsonl)."""
+        return self._log
+
+    @property
+    def held(self) -> bool:
+        """Whether some event is not yet in the log's file (coalescing, or buffered)."""
+        return self._pending is not None or self._log.held
+
     @staticmethod
     def _encode(event: Event, seq: int, now: float, attempt: int, **extra: Any) -> bytes:
         line = envelope(event, seq, ts=iso(now), attempt=attempt)
@@ -215,6 +232,56 @@ class EventStream:
         self._pending_parts.clear()
         self._pending_chars = self._pending_count = 0
         self._log.write(self._encode(merged, seq, now, attempt, coalesced=count))
+
+
+class LiveLogs:
+    """Keeps a run's logs current for whoever follows them while it runs.
+
+    What the logs hold in their write buffers (and the text deltas held back
+    for coalescing) reaches the files when the agent's output pauses
+    (``idle``, told by its readers) and, while it does not, at most
+    ``interval`` after it was written (``run``, in the background). A run
+    whose agent writes nothing costs no wakeups: the background task sleeps
+    without a timer until something is written. ``logs``: the run's logs
+    beside the stream's own.
+    """
+
+    def __init__(
+        self, stream: EventStream, logs: Sequence[StreamFile | None], interval: float
+    ) -> None:
+        self._stream = stream
+        self._logs = [log for log in logs if log is not None]
+        self.interval = interval
+        self._last = -float("inf")
+        self._written = trio.Event()
+        stream.on_held = stream.log.on_held = self._held
+        for log in self._logs:
+            log.on_held = self._held
+        if stream.held or any(log.held for log in self._logs):
+            self._written.set()
+
+    def _held(self) -> None:
+        self._written.set()
+
+    def idle(self) -> None:
+        """A reader of the agent's output found no more ready: what it wrote goes out now."""
+        self.flush(trio.current_time())
+
+    def flush(self, now: float) -> None:
+        self._last = now
+        if self._stream.held:
+            self._stream.flush()
+        for log in self._logs:
+            if log.held:
+                log.flush()
+
+    async def run(self) -> None:
+        """Flush what is held, at most ``interval`` after the last flush."""
+        while True:
+            await self._written.wait()
+            await trio.sleep_until(self._last + self.interval)
+            self._written = trio.Event()
+            self.flush(trio.current_time())
 
 
 # A text delta's line, as ``EventStream._encode`` writes it, from parts.
@@ -253,6 +320,9 @@ class StatusWriter:
         #: Called when a change is held back by the interval: whoever writes
         #: it once the interval is over sleeps until then, and only then.
         self.on_held: Callable[[], None] | None = None
+        #: The run's progress (usage, steers so far), taken at each write:
+        #: what changes with every event costs nothing between writes.
+        self.progress: Callable[[], Mapping[str, Any]] | None = None
 
     def touch(self, now: float, wall: float) -> None:
         """The agent produced an event: cheap, the file is rewritten at most once per interval."""
@@ -286,6 +356,8 @@ class StatusWriter:
     def fields(self) -> Mapping[str, Any]:
         """status.json as it stands in memory, written or still held (read
         only: a reader in the run's process need not wait for the file)."""
+        if self.progress is not None:
+            self._fields.update(self.progress())
         return MappingProxyType(self._fields)
 
     @property
@@ -317,6 +389,8 @@ class StatusWriter:
         self._fields["updatedAt"] = iso(time.time())
         if self.last_event is not None:
             self._fields["lastEventAt"] = iso(self.last_event)
+        if self.progress is not None:
+            self._fields.update(self.progress())
         try:
             atomic_write(self.path, dumps(self._fields, option=orjson.OPT_INDENT_2), durable=False)
         except OSError as exc:

@@ -68,7 +68,7 @@ from wrapper.hooks.permission import PermissionGate
 from wrapper.process import proctree
 from wrapper.process import spawn as child
 from wrapper.process.spawn import Child, unread_bytes, widen_pipe
-from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
+from wrapper.sinks.stream import EventStream, LiveLogs, OutputPump, StatusWriter
 from wrapper.supervision.leftovers import end_leftovers
 from wrapper.supervision.live_session import (
     LiveDriver,
@@ -97,6 +97,7 @@ class AttemptSupervisor(LiveTurns):
         on_event: Callable[[Event], None] | None = None,
         coalesce_deltas: bool = True,
         claim: proctree.RunClaim | None = None,
+        logs: LiveLogs | None = None,
     ) -> None:
         self.config = config
         self.dialect = dialect
@@ -107,6 +108,8 @@ class AttemptSupervisor(LiveTurns):
         self.stderr_log = stderr_log
         #: Both directions of a live ACP session.
         self.protocol_log = protocol_log
+        #: Keeps the logs current for their readers: told when the agent's output pauses.
+        self.logs = logs
         #: The live session of an agent driven over its stdin, during an attempt.
         self._session: LiveDriver | None = None
         #: The reader of the agent's stdout, once it is being read.
@@ -385,6 +388,8 @@ class AttemptSupervisor(LiveTurns):
         ended = False
         try:
             while data := await stream.receive_some(READ_CHUNK_BYTES):
+                # A short read emptied the pipe: the agent paused.
+                paused = len(data) < READ_CHUNK_BYTES
                 boundary = self._exit_boundary
                 if boundary is not None and not self._late:
                     # The chunk that crosses the boundary is split there.
@@ -395,6 +400,8 @@ class AttemptSupervisor(LiveTurns):
                         self._late = True
                         data = data[cut:]
                 self._stdout_chunk(reader, data)
+                if paused and self.logs is not None:
+                    self.logs.idle()
                 # A slow reader of the wrapper's own output may hold the agent
                 # back, but once the agent has exited its remaining output is
                 # drained at once.
@@ -455,6 +462,8 @@ class AttemptSupervisor(LiveTurns):
                     self._activity.refresh(self._pid_if_running, now)
                 for frame in framer.feed(data):
                     self._stderr_frame(frame)
+                if len(data) < READ_CHUNK_BYTES and self.logs is not None:
+                    self.logs.idle()
         finally:
             for frame in framer.close():
                 self._stderr_frame(frame)

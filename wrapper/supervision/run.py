@@ -47,9 +47,10 @@ from wrapper.core.config import (
 from wrapper.core.events import (
     Event,
     ResultWritten,
+    RunStarted,
     WarningEvent,
 )
-from wrapper.core.limits import TICK_SECONDS
+from wrapper.core.limits import LOG_FLUSH_INTERVAL, TICK_SECONDS
 from wrapper.core.outcome import (
     CANCELLED_BY_CALLER,
     EXIT_NO_RESULT,
@@ -59,7 +60,7 @@ from wrapper.core.outcome import (
     Verdict,
     decide,
 )
-from wrapper.core.result import AttemptRecord, build_result
+from wrapper.core.result import AttemptRecord, build_result, progress_json
 from wrapper.core.steering import AllowedBy, prompt_not_taken
 from wrapper.core.summary import RunSummary
 from wrapper.dialects import Dialect, Launch, UsageError, chosen_name
@@ -77,7 +78,7 @@ from wrapper.process.guardian import wrapper_pid
 from wrapper.process.invocation import run_command
 from wrapper.process.proctree import RunClaim
 from wrapper.sinks import run_telemetry
-from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
+from wrapper.sinks.stream import EventStream, LiveLogs, OutputPump, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.early import EarlyStart, begin_run
 from wrapper.supervision.external import ExternalControl
@@ -196,7 +197,8 @@ class Run:
             self.stream = EventStream(self.events_log, live.show)
         else:
             self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
-            reply = f"{run_command(config.wrapper_bin)} reply {shlex.quote(str(config.run_dir))}"
+            wrapper = run_command(config.wrapper_bin)
+            reply = f"{wrapper} reply {shlex.quote(str(config.run_dir))}"
             if mode is OutputMode.PRETTY:
                 # Loaded for a live view only: a run without one keeps it
                 # out of its memory.
@@ -206,9 +208,17 @@ class Run:
                     color=use_color(config.color, environ, os.isatty(1)),
                     label=config.label,
                     reply=reply,
+                    wrapper=wrapper,
                 )
             live_lines = self.pump.write if self.pump is not None and self.view is None else None
             self.stream = EventStream(self.events_log, self._live_output(), live_lines=live_lines)
+        self.logs = LiveLogs(
+            self.stream,
+            (self.stdout_log, self.stderr_log, self.protocol_log),
+            LOG_FLUSH_INTERVAL,
+        )
+        # First of all: where the run is, before the agent says anything.
+        self.stream.emit(RunStarted(run_dir=str(run_dir) if self.dir_ok else None))
         self.hook_ctx = HookContext(
             cwd=config.cwd,
             env={
@@ -264,6 +274,9 @@ class Run:
             ended=lambda: bool(self.interrupts or self.timed_out),
             on_abort=self.abort,
             say_on_stderr=self.view is None,
+        )
+        self.status.progress = lambda: progress_json(
+            self.summary, self.steering, self.external.ledger
         )
         self.observers = Observers(config.settings, self.hook_ctx, self.gate)
         self.spending = Spending(
@@ -359,6 +372,7 @@ class Run:
 
     async def _execute_with_output(self) -> int:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.logs.run)
             if self.own_pump and self.pump is not None:
                 nursery.start_soon(self.pump.run)
                 if self.view is not None and os.isatty(1):
@@ -468,6 +482,7 @@ class Run:
             on_event=self.observers.observe if self.observers.wanted else None,
             coalesce_deltas=self.output_mode is not OutputMode.JSONL,
             claim=self.claim,
+            logs=self.logs,
         )
         supervisor.permission_gate = self.permissions
         supervisor.on_usage = self.spending.observe
