@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from wrapper.core.cost import run_cost
 from wrapper.core.events import (
     AssistantMessage,
     Event,
@@ -682,6 +683,12 @@ class RunTelemetry:
         ):
             if usage.get(field) is not None:
                 attributes[key] = usage[field]
+        # What the run cost, for every agent (the agent's figure or the price
+        # table's): an unknown cost has no figure, never 0, and its source says so.
+        cost = run_cost(result)
+        if cost.usd is not None:
+            attributes["agent_wrapper.cost.usd"] = cost.usd
+        attributes["agent_wrapper.cost.source"] = cost.source
         for key, field in (
             ("agent_wrapper.exit_status", "exitStatus"),
             ("agent_wrapper.steer_count", "steerCount"),
