@@ -94,7 +94,7 @@ from wrapper.supervision.spending import Spending
 
 if TYPE_CHECKING:
     from wrapper.sinks.pretty import PrettyView
-    from wrapper.sinks.telemetry import PlannedIds
+    from wrapper.sinks.trace_ids import PlannedIds
 
 
 def resolve_output(mode: OutputMode) -> OutputMode:
@@ -680,16 +680,8 @@ class Run:
         outcome = str(verdict.outcome)
         error = verdict.error.to_json() if verdict.error is not None else None
         cost = run_cost(self.result or {"cost": self.spending.to_json()})
-        self.stream.emit(
-            ResultWritten(
-                path=written,
-                outcome=outcome,
-                exit_status=exit_status,
-                error=error,
-                cost_usd=cost.usd,
-                cost_source=cost.source,
-            )
-        )
+        done = ResultWritten(path=written, outcome=outcome, exit_status=exit_status, error=error)
+        self.stream.emit(dataclasses.replace(done, cost_usd=cost.usd, cost_source=cost.source))
         if self.telemetry is not None:
             self.telemetry.finish(self.result, outcome, time.time())
         self.stream.flush()
