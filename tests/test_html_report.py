@@ -28,8 +28,6 @@ from tests.report_data import ORIGIN, FakeRun, stamp, thousand_runs, write_batch
 from wrapper.fleet.html_report import (
     ReportData,
     build_html,
-    cost_sum_text,
-    cost_text,
     duration_text,
     lanes,
     visible,
@@ -799,16 +797,6 @@ def test_the_agents_own_retries_are_marked_from_its_events(tmp_path: Path) -> No
     page = report(folder)
     assert "<title>the agent&#x27;s own retry: retry 1 of 3: overloaded</title>" in page.source
     assert [c for c in page.attr("svg", "class") if c == "m m-agent_retry"] == ["m m-agent_retry"]
-
-
-def test_costs_read_as_a_person_says_them() -> None:
-    assert [cost_text(c) for c in (None, 0.0, 0.0004, 0.004, 0.005, 1.2, 1234.5)] == [
-        "unknown", "$0", "< $0.01", "< $0.01", "$0.01", "$1.20", "$1,234.50",
-    ]  # fmt: skip
-    assert cost_sum_text([1.2, None, 0.0, None]) == "$1.20 + 2 unknown"
-    assert cost_sum_text([0.001, 0.002]) == "< $0.01"
-    assert cost_sum_text([None, None]) == "unknown"
-    assert cost_sum_text([]) == "unknown"
 
 
 def test_the_wall_time_is_the_timelines_span_and_a_rerun_is_marked(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from tests.conftest import (
     wrapper_argv,
     write_scenario,
 )
-from wrapper.sinks import telemetry
+from wrapper.sinks import telemetry, trace_ids
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
@@ -676,12 +676,12 @@ def test_the_command_lines_agent_gets_its_attempts_span_as_traceparent(
 def test_planned_ids_join_a_valid_callers_trace_only(
     traceparent: str, joins: bool, flags: str
 ) -> None:
-    planned = telemetry.plan_ids({"TRACEPARENT": traceparent})
+    planned = trace_ids.plan_ids({"TRACEPARENT": traceparent})
     assert planned is not None
     version, trace, span, sampled = planned.traceparent.split("-")
     assert (trace == CALLER_TRACE) is joins
     assert (version, span, sampled) == ("00", f"{planned.attempt_span_id:016x}", flags)
-    assert telemetry.plan_ids({"OTEL_TRACES_SAMPLER": "traceidratio"}) is None
+    assert trace_ids.plan_ids({"OTEL_TRACES_SAMPLER": "traceidratio"}) is None
 
 
 def test_a_failed_tool_and_a_failed_hook_are_error_spans(

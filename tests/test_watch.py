@@ -414,7 +414,7 @@ def test_watch_table_once_and_filtered(runs: Path) -> None:
     assert watch_table(folders, WatchOptions(once=True, only=("finished",)), out=pane) == 0  # type: ignore[arg-type]
     lines = pane.text.splitlines()
     assert [line.split()[0] for line in lines[1:-1]] == ["fix-1"]
-    assert lines[-1] == "1 running · 1 ok · 0 not ok · $0.50 so far (1 unknown)"
+    assert lines[-1] == "1 running · 1 ok · 0 not ok · cost so far $0.50 + 1 unknown"
 
 
 # --- watch of real runs -------------------------------------------------------------
@@ -610,7 +610,7 @@ def test_the_table_of_runs_that_ended_exits_1_when_one_did_not_end_ok(tmp_path: 
     make_run(tmp_path / "b" / "two", label="two", started="2026-01-01T10:00:00.000Z", result=failed)
     done = cli("watch", "b", cwd=tmp_path)
     assert done.returncode == 1
-    assert done.stdout.splitlines()[-1] == "0 running · 1 ok · 1 not ok · $1.00 so far"
+    assert done.stdout.splitlines()[-1] == "0 running · 1 ok · 1 not ok · cost so far $1.00"
     assert "two: finished timeout in 30s" in done.stdout
 
 

@@ -636,9 +636,9 @@ def _run(args: argparse.Namespace, command: list[str] | None) -> int:
     traced = traced_runs(environ)
     planned_ids = None
     if traced:
-        from wrapper.sinks import telemetry
+        from wrapper.sinks.trace_ids import plan_ids
 
-        planned_ids = telemetry.plan_ids(environ)
+        planned_ids = plan_ids(environ)
     early = None
     # An agent driven over its stdin (ACP) is started by the run proper.
     if launch.prompt is None and not traced:

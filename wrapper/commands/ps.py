@@ -16,6 +16,7 @@ from pathlib import Path
 
 from wrapper.commands.find import default_folders, runs_of
 from wrapper.core.config import ColorMode, use_color
+from wrapper.core.cost import CostSum, cost_text
 from wrapper.core.jsonout import dumps
 from wrapper.files import rundir
 from wrapper.files.rundir import RunSnapshot
@@ -71,14 +72,6 @@ def tokens_text(tokens: int | None) -> str:
     return f"{tokens / 1_000_000:.1f}M"
 
 
-def cost_text(cost: float | None) -> str:
-    if cost is None:
-        return UNKNOWN
-    if 0 < cost < 0.01:
-        return "<$0.01"
-    return f"${cost:.2f}"
-
-
 def steers_text(steers: tuple[int, int] | None) -> str:
     """Stop-hook steers + steers from outside."""
     return UNKNOWN if steers is None else f"{steers[0]}+{steers[1]}"
@@ -106,7 +99,7 @@ def cells(snap: RunSnapshot, now: float, cwd: str) -> list[str]:
         plain(snap.current_tool or ""),
         elapsed_text(snap.elapsed(now)),
         tokens_text(snap.tokens),
-        cost_text(snap.cost_usd),
+        cost_text(snap.cost_usd, UNKNOWN),
         steers_text(snap.steers),
         plain(snap.outcome or "") if snap.ended else "",
         _shown_path(snap.path, cwd),
@@ -174,14 +167,8 @@ def summary(snaps: Sequence[RunSnapshot]) -> str:
     running = sum(1 for snap in snaps if not snap.ended)
     ok = sum(1 for snap in snaps if snap.ended and snap.success)
     failed = sum(1 for snap in snaps if snap.ended and not snap.success)
-    costs = [snap.cost_usd for snap in snaps]
-    known = [cost for cost in costs if cost is not None]
-    if not known:
-        cost = "cost unknown"
-    else:
-        unknown = len(costs) - len(known)
-        cost = f"{cost_text(sum(known))} so far" + (f" ({unknown} unknown)" if unknown else "")
-    return f"{running} running · {ok} ok · {failed} not ok · {cost}"
+    cost = CostSum.of(snap.cost_usd for snap in snaps).text
+    return f"{running} running · {ok} ok · {failed} not ok · cost so far {cost}"
 
 
 def folders_of(dirs: Sequence[str]) -> list[Path]:

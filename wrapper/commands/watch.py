@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from wrapper.commands import ps
 from wrapper.commands.find import RunNotFound, by_name, default_folders, latest
 from wrapper.core.config import ColorMode, use_color
+from wrapper.core.cost import run_cost
 from wrapper.core.events import ResultWritten
 from wrapper.core.limits import (
     TICK_SECONDS,
@@ -174,11 +175,14 @@ def _result_line(
     error = result.get("error")
     outcome = result.get("outcome")
     ended = rundir.epoch(result.get("endedAt"))
+    cost = run_cost(result)
     event = ResultWritten(
         path=str(run_dir / rundir.RESULT),
         outcome=outcome if isinstance(outcome, str) else "unknown",
         exit_status=exit_status if isinstance(exit_status, int) else 1,
         error=error if isinstance(error, dict) and "message" in error else None,
+        cost_usd=cost.usd,
+        cost_source=cost.source,
     )
     elapsed = ended - started if ended is not None and started is not None else 0.0
     stream.write(view.render(event, elapsed))
@@ -353,7 +357,7 @@ def _changes(
         if snap.ended:
             what = (
                 f"{snap.state} {snap.outcome or ''} in {ps.elapsed_text(snap.elapsed(now))}, "
-                f"tokens {ps.tokens_text(snap.tokens)}, cost {ps.cost_text(snap.cost_usd)}, "
+                f"tokens {ps.tokens_text(snap.tokens)}, cost {snap.cost.text}, "
                 f"steers {ps.steers_text(snap.steers)}"
             )
         else:

@@ -19,7 +19,7 @@ record's ``granularity``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -402,3 +402,98 @@ def caps_settings(where: str, value: object, *, error: type[Exception]) -> dict[
             raise error(f"{where}: limits.maxTokens: expected a whole number >= 1")
         out["max_tokens"] = tokens
     return out
+
+
+# --- what a run cost, as every view shows it ------------------------------------
+
+#: What ``cost.source`` may say.
+SOURCES = (AGENT, COMPUTED, MIXED, UNKNOWN)
+
+
+@dataclass(frozen=True, slots=True)
+class ShownCost:
+    """What a run cost as the views show it: ``usd`` None is unknown (never
+    0), ``source`` as result.json's ``cost.source`` says it."""
+
+    usd: float | None
+    source: str
+
+    @property
+    def text(self) -> str:
+        return cost_text(self.usd)
+
+
+def run_cost(record: Mapping[str, Any] | None) -> ShownCost:
+    """The cost one run's record shows: result.json, status.json or a batch
+    report's entry of the run.
+
+    result.json's ``cost`` when it has one (the agent's figure or one
+    computed from the price table); else a batch entry's ``costUsd`` and
+    ``costSource``; else ``usage.costUsd``, what the agent reported (an
+    older wrapper's result, a status.json while the run goes on); else
+    unknown. A ``cost`` whose ``usd`` is null is unknown even where
+    ``usage.costUsd`` has a figure: that figure then leaves out the reports
+    the agent gave no cost for, and a part is not the run's cost."""
+    if not isinstance(record, Mapping):
+        return ShownCost(None, UNKNOWN)
+    cost = record.get("cost")
+    if isinstance(cost, Mapping):
+        return _shown(cost.get("usd"), cost.get("source"))
+    if isinstance(record.get("costSource"), str):
+        return _shown(record.get("costUsd"), record.get("costSource"))
+    usage = record.get("usage")
+    if isinstance(usage, Mapping):
+        return _shown(usage.get("costUsd"), AGENT)
+    return ShownCost(None, UNKNOWN)
+
+
+def _shown(usd: object, source: object) -> ShownCost:
+    amount = _number(usd)
+    if amount is None:
+        return ShownCost(None, UNKNOWN)
+    return ShownCost(amount, source if isinstance(source, str) and source in SOURCES else AGENT)
+
+
+def cost_text(usd: float | None, unknown: str = "unknown") -> str:
+    """A cost for a person: ``$1.20``; ``< $0.01`` for less than a cent (a
+    run that cost something never reads as nothing); ``$0`` for nothing at
+    all; ``unknown`` (or the view's own word for it), never ``$0.00``."""
+    if usd is None or not math.isfinite(usd):
+        return unknown
+    if usd <= 0:
+        return "$0"
+    if usd < 0.01:
+        return "< $0.01"
+    return f"${usd:,.2f}"
+
+
+@dataclass(frozen=True, slots=True)
+class CostSum:
+    """The runs' costs summed: ``usd`` the sum of the known ones (None when
+    none is known), ``unknown`` how many runs' cost is not known, counted
+    apart and never as 0."""
+
+    usd: float | None
+    unknown: int
+
+    @classmethod
+    def of(cls, costs: Iterable[float | None]) -> CostSum:
+        known: list[float] = []
+        unknown = 0
+        for usd in costs:
+            if usd is None or not math.isfinite(usd):
+                unknown += 1
+            else:
+                known.append(usd)
+        return cls(sum(known) if known else None, unknown)
+
+    @property
+    def text(self) -> str:
+        """``$1.20``, ``$1.20 + 2 unknown``; ``unknown`` when none is known."""
+        if self.usd is None:
+            return "unknown"
+        shown = cost_text(self.usd)
+        return f"{shown} + {self.unknown:,} unknown" if self.unknown else shown
+
+    def to_json(self) -> dict[str, Any]:
+        return {"usd": self.usd, "unknown": self.unknown}

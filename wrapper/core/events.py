@@ -566,6 +566,10 @@ class ResultWritten(WrapperEvent):
     exit_status: int
     #: result.json's ``error`` (``kind``, ``message``, ``apiStatus``), or None on success.
     error: Mapping[str, Any] | None = None
+    #: What the run cost (None: unknown, never 0) and where the figure
+    #: comes from, as result.json's ``cost`` says (``core.cost.run_cost``).
+    cost_usd: float | None = None
+    cost_source: str | None = None
 
 
 def event_types() -> list[type[Event]]:

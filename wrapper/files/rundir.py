@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from wrapper.core.cost import ShownCost, run_cost
 from wrapper.core.event_log import Stamped, decode_event
 from wrapper.core.limits import WATCH_LINE_MAX_BYTES, WATCH_READ_BYTES
 from wrapper.files.artifacts import RESULT_MAX_BYTES, RUN_MARKER, list_run_folder
@@ -105,12 +106,6 @@ def change_mark(path: Path) -> tuple[int, int, int] | None:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
 
 
 def _str(value: object) -> str | None:
@@ -223,9 +218,14 @@ class RunSnapshot:
         return sum(count for count in counts if count is not None)
 
     @property
+    def cost(self) -> ShownCost:
+        """What the run cost: result.json's ``cost`` once it ended, the
+        agent's own figure in status.json's usage while it runs."""
+        return run_cost(self.result if self.result is not None else self.status)
+
+    @property
     def cost_usd(self) -> float | None:
-        usage = self._usage()
-        return None if usage is None else _number(usage.get("costUsd"))
+        return self.cost.usd
 
     @property
     def steers(self) -> tuple[int, int] | None:
@@ -255,7 +255,8 @@ class RunSnapshot:
             or _str((self.result or {}).get("startedAt")),
             "elapsedSeconds": _round(self.elapsed(now)),
             "tokens": self.tokens,
-            "costUsd": self.cost_usd,
+            "costUsd": self.cost.usd,
+            "costSource": self.cost.source,
             "steers": None if steers is None else {"hook": steers[0], "outside": steers[1]},
             "outcome": self.outcome,
             "success": self.success,

@@ -18,6 +18,7 @@ import base64
 import hashlib
 from collections.abc import Sequence
 
+from wrapper.core.cost import CostSum, cost_text
 from wrapper.fleet.report_assets import SCRIPT, STYLE
 from wrapper.fleet.report_model import (
     MARK_NAMES,
@@ -26,8 +27,6 @@ from wrapper.fleet.report_model import (
     ReportData,
     ReportRun,
     SpecInfo,
-    cost_sum_text,
-    cost_text,
     count_text,
     duration_text,
     html_text,
@@ -45,7 +44,6 @@ __all__ = [
     "ReportRun",
     "SpecInfo",
     "build_html",
-    "cost_sum_text",
     "cost_text",
     "duration_text",
     "lanes",
@@ -153,7 +151,7 @@ def _header(data: ReportData, title: str) -> str:
         tokens += f" ({len(runs) - len(known):,} runs unknown)"
     out.append(f"<li><b>tokens</b> {tokens}</li>")
     if runs:
-        out.append(f"<li><b>cost</b> {cost_sum_text([run.cost_usd for run in runs])}</li>")
+        out.append(f"<li><b>cost</b> {CostSum.of(run.cost_usd for run in runs).text}</li>")
     outside = sum(run.outside_steers or 0 for run in runs)
     if outside:
         out.append(f"<li><b>steers from outside</b> {outside:,}</li>")
@@ -186,7 +184,11 @@ COLUMNS = (
     ("stop reason", "the agent's last stop reason"),
     ("duration", ""),
     ("tokens", ""),
-    ("cost", "usage.costUsd as the agent reported it; unknown where it reported none"),
+    (
+        "cost",
+        "the agent's own cost, else computed from the price table (result.json's cost); "
+        "unknown where neither is known, never $0",
+    ),
     ("steers", "by Stop hooks (error retries included) + from outside"),
     ("cleanup", "the strongest signal the wrapper sent to end the agent (why on hover)"),
     ("tools", "tool calls (each tool's count on hover)"),
@@ -227,7 +229,11 @@ def _table(runs: Sequence[ReportRun]) -> str:
             f"<td>{html_text(run.stop_reason or '')}</td>",
             _number(run.duration_ms, duration_text(run.duration_ms)),
             _number(run.tokens, count_text(run.tokens)),
-            _number(run.cost_usd, cost_text(run.cost_usd)),
+            _number(
+                run.cost_usd,
+                html_text(cost_text(run.cost_usd)),
+                title=COST_SOURCES.get(run.cost_source or "", ""),
+            ),
             _steers_cell(run),
             _number(
                 SIGNAL_RANK.get(run.cleanup or "", 0) if run.cleanup else None,
@@ -283,6 +289,26 @@ def _tools_cell(run: ReportRun) -> str:
     return _number(calls, count_text(calls), title=_tools_text(run) or "")
 
 
+#: What a run's cost figure is, by result.json's ``cost.source``.
+COST_SOURCES = {
+    "agent": "as the agent reported it",
+    "computed": "computed from the price table",
+    "mixed": "the agent's own figures and some computed from the price table",
+    "unknown": "not known: some usage could not be priced (see the run's warnings)",
+}
+
+
+def _cost_detail(run: ReportRun) -> str:
+    """The run's cost to a hundredth of a cent, and where it comes from."""
+    if run.cost_usd is None:
+        return cost_text(None)
+    usd = run.cost_usd
+    # Under a hundredth of a cent still reads as something, never $0.0000.
+    shown = "$0" if usd <= 0 else "< $0.0001" if usd < 0.0001 else f"${usd:,.4f}"
+    why = COST_SOURCES.get(run.cost_source or "")
+    return f"{shown} ({why})" if why else shown
+
+
 def _number(value: float | None, shown: str, *, title: str = "") -> str:
     key = "-1" if value is None else f"{value}"
     tip = f' title="{html_text(title)}"' if title else ""
@@ -312,7 +338,7 @@ def _sections(runs: Sequence[ReportRun]) -> str:
             ("started", stamp(run.started) if run.started is not None else None),
             ("ended", stamp(run.ended) if run.ended is not None else None),
             ("tokens", None if run.tokens is None else f"{run.tokens:,}"),
-            ("cost", cost_text(run.cost_usd) if run.cost_usd is None else f"${run.cost_usd:,.4f}"),
+            ("cost", _cost_detail(run)),
             (
                 "steers",
                 None

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from wrapper.core.cost import CostSum
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
 from wrapper.fleet.passing import expectation_of, same_run
 from wrapper.fleet.report import (
@@ -212,6 +213,7 @@ def merge(shards: Sequence[Shard]) -> Merged:
         "passed": sum(entry.passed for entry in entries),
         "reused": sum(entry.reused for entry in entries),
         "outcomes": outcomes,
+        "cost": CostSum.of(entry.cost.usd for entry in entries).to_json(),
         "results": [
             _merged_result(result, entry, verified)
             for (_, result), (entry, verified) in zip(results, checked, strict=True)
@@ -301,7 +303,17 @@ def _listed(items: Sequence[str]) -> str:
 
 #: What a merged entry takes from the run's own result.json when it could
 #: be read, and otherwise from its shard's batch.json (which may say anything).
-_CHECKED_FIELDS = ("outcome", "success", "passed", "exitStatus", "stopReason", "usage", "error")
+_CHECKED_FIELDS = (
+    "outcome",
+    "success",
+    "passed",
+    "exitStatus",
+    "stopReason",
+    "usage",
+    "costUsd",
+    "costSource",
+    "error",
+)
 
 
 def _merged_result(result: Mapping[str, Any], entry: RunEntry, verified: bool) -> dict[str, Any]:
@@ -329,7 +341,16 @@ def _entry(shard: Shard, result: Mapping[str, Any]) -> tuple[RunEntry, bool]:
     if full is None:
         full = {
             key: result.get(key)
-            for key in ("runId", "outcome", "exitStatus", "stopReason", "usage", "error")
+            for key in (
+                "runId",
+                "outcome",
+                "exitStatus",
+                "stopReason",
+                "usage",
+                "costUsd",
+                "costSource",
+                "error",
+            )
         }
     took = result.get("durationMs")
     label = result.get("label")

@@ -22,7 +22,7 @@ from wrapper.supervision.early import EarlyStart
 from wrapper.supervision.run import Run
 
 if TYPE_CHECKING:
-    from wrapper.sinks.telemetry import PlannedIds
+    from wrapper.sinks.trace_ids import PlannedIds
 
 
 async def execute(
@@ -42,7 +42,7 @@ async def execute(
     that a task the agent cannot take is a usage error, not a failed run).
     ``early`` is what the command line already started; ``early_signals``
     the stop signals it recorded when it started nothing. ``planned_ids``:
-    the trace ids the agent started early was given (``telemetry.plan_ids``).
+    the trace ids the agent started early was given (``trace_ids.plan_ids``).
     """
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         run = Run(config, dialect, launch, environ, early, planned_ids=planned_ids)

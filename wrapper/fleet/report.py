@@ -10,9 +10,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from wrapper.core.cost import CostSum, ShownCost, run_cost
 from wrapper.fleet.passing import Expectation, passed
 from wrapper.supervision.result_file import WARNINGS_AT_END
 
@@ -66,6 +68,10 @@ class RunEntry:
         error = self.result.get("error")
         return error if isinstance(error, Mapping) else None
 
+    @property
+    def cost(self) -> ShownCost:
+        return run_cost(self.result)
+
     def to_json(self) -> dict[str, Any]:
         result = self.result or {}
         return {
@@ -85,6 +91,10 @@ class RunEntry:
             "stopReason": result.get("stopReason"),
             "durationMs": round(self.duration * 1000),
             "usage": result.get("usage"),
+            # What the run cost, as every view shows it (result.json's
+            # ``cost`` has the details).
+            "costUsd": self.cost.usd,
+            "costSource": self.cost.source,
             "error": self.error,
         }
 
@@ -128,6 +138,7 @@ def batch_json(
         "passed": sum(entry.passed for entry in entries),
         "reused": sum(entry.reused for entry in entries),
         "outcomes": outcomes,
+        "cost": CostSum.of(entry.cost.usd for entry in entries).to_json(),
         "results": [entry.to_json() for entry in entries],
         "warnings": [dict(warning) for warning in warnings],
         # Only a merged report lists the shards it was made of.
@@ -191,6 +202,7 @@ def junit_xml(entries: Sequence[RunEntry], suite: SuiteInfo | None = None) -> by
         case = _element(
             tests, "testcase", classname=suite.name, name=entry.name, time=f"{entry.duration:.3f}"
         )
+        _properties(case, entry)
         if not entry.passed:
             _failure(case, entry)
         _element(case, "system-out", _system_out(entry))
@@ -206,6 +218,19 @@ def junit_xml(entries: Sequence[RunEntry], suite: SuiteInfo | None = None) -> by
     ET.indent(root)
     body: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return body + b"\n"
+
+
+def _properties(case: ET.Element, entry: RunEntry) -> None:
+    """What the run cost, as properties CI can chart: ``cost_source``
+    always, ``cost_usd`` only when the cost is known (an unknown cost is
+    left out, never written as 0)."""
+    cost = entry.cost
+    properties = _element(case, "properties")
+    if cost.usd is not None:
+        # Written whole, never in exponent form (a fraction of a cent is
+        # a small number, not 0).
+        _element(properties, "property", name="cost_usd", value=f"{Decimal(repr(cost.usd)):f}")
+    _element(properties, "property", name="cost_source", value=cost.source)
 
 
 def _failure(case: ET.Element, entry: RunEntry) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from wrapper.core.cost import run_cost
 from wrapper.files.artifacts import (
     RESULT_MAX_BYTES,
     UnreadableFile,
@@ -232,6 +233,7 @@ def _run(
         passed = False
     elif not isinstance(passed, bool) and result:
         passed = is_passed(result, expectation_of(expect))
+    cost = run_cost(merged)
     raw_usage = merged.get("usage")
     usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
     steers = as_int(result.get("steerCount"))
@@ -256,7 +258,8 @@ def _run(
         started=epoch(result.get("startedAt")),
         ended=epoch(result.get("endedAt")),
         tokens=_tokens(usage),
-        cost_usd=_float(usage.get("costUsd")),
+        cost_usd=cost.usd,
+        cost_source=cost.source,
         steers=steers,
         max_steers=max_steers,
         hit_steer_cap=result.get("stopAllowedBy") == "max_steers"
@@ -360,12 +363,6 @@ def _tail(path: Path, size: int) -> str | None:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
 
 
 def _tokens(usage: Mapping[str, Any]) -> int | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -58,7 +57,10 @@ class ReportRun:
     started: float | None = None
     ended: float | None = None
     tokens: int | None = None
+    #: What it cost (None: unknown, never 0) and where that figure comes
+    #: from (result.json's ``cost.source``).
     cost_usd: float | None = None
+    cost_source: str | None = None
     #: Stop-hook steers (error retries included: they are steers too).
     steers: int | None = None
     max_steers: int | None = None
@@ -200,30 +202,6 @@ def duration_text(ms: float | None) -> str:
 def count_text(n: int | None) -> str:
     """A count with thousands separators; a dash when unknown."""
     return "\u2014" if n is None else f"{n:,}"
-
-
-def cost_text(usd: float | None) -> str:
-    """A cost for a person: ``$1.20``, ``< $0.01`` for less than a cent (a
-    run that cost something never reads as nothing), ``$0`` for nothing
-    at all, ``unknown`` where the agent reported none (never ``$0.00``)."""
-    if usd is None or not math.isfinite(usd):
-        return "unknown"
-    if usd <= 0:
-        return "$0"
-    if usd < 0.005:
-        return "< $0.01"
-    return f"${usd:,.2f}"
-
-
-def cost_sum_text(costs: Sequence[float | None]) -> str:
-    """The sum of the known costs, the unknown ones counted apart:
-    ``$1.20 + 2 unknown``; ``unknown`` when none is known."""
-    known = [c for c in costs if c is not None and math.isfinite(c)]
-    unknown = len(costs) - len(known)
-    if not known:
-        return "unknown"
-    text = cost_text(sum(known))
-    return f"{text} + {unknown:,} unknown" if unknown else text
 
 
 def stamp(epoch: float | None) -> str:

@@ -41,6 +41,15 @@ _NULLABLE_TEXT = {"type": ["string", "null"]}
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_NUMBER = {"type": ["number", "null"]}
 _RUN_ID = {"type": "string", "description": "the run_id start returned"}
+_COST_USD = {
+    "type": ["number", "null"],
+    "description": "what the run cost (so far), in USD; null when unknown, never 0",
+}
+_COST_SOURCE = {
+    "type": "string",
+    "enum": ["agent", "computed", "mixed", "unknown"],
+    "description": "where cost_usd comes from: the agent's own figure, the price table, both",
+}
 
 
 def _obj(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -63,7 +72,8 @@ _STATE_FIELDS: dict[str, Any] = {
     "elapsed_s": {"type": "number"},
     "last_event_at": _NULLABLE_TEXT,
     "tokens": _NULLABLE_INT,
-    "cost_usd": _NULLABLE_NUMBER,
+    "cost_usd": _COST_USD,
+    "cost_source": _COST_SOURCE,
     "steers_pending": {"type": "integer"},
     "question": _NULLABLE_TEXT,
     "escalation_id": _NULLABLE_TEXT,
@@ -99,6 +109,8 @@ _SHORT_RESULT = {
         "exit_status": _NULLABLE_INT,
         "error": _NULLABLE_TEXT,
         "final_text_preview": _NULLABLE_TEXT,
+        "cost_usd": _COST_USD,
+        "cost_source": _COST_SOURCE,
     },
     "required": ["run_id", "outcome"],
 }
@@ -365,7 +377,8 @@ TOOLS: dict[str, Tool] = {
                     "final_text_chars": {"type": "integer"},
                     "final_text_path": _NULLABLE_TEXT,
                     "usage": {"type": ["object", "null"]},
-                    "cost_usd": _NULLABLE_NUMBER,
+                    "cost_usd": _COST_USD,
+                    "cost_source": _COST_SOURCE,
                     "steers": {
                         "type": "integer",
                         "description": "steers the agent was given: by hooks, stop "

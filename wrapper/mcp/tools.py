@@ -19,6 +19,7 @@ import orjson
 import trio
 
 from wrapper.core.control import AbortRequest, SteerRequest, text_bytes
+from wrapper.core.cost import run_cost
 from wrapper.core.jsonout import dumps
 from wrapper.core.limits import (
     MCP_ABORT_WAIT,
@@ -247,6 +248,9 @@ class Tools:
         status = run.status.fields
         usage = run.summary.total.to_json() if run.summary.total is not None else None
         result = entry.result or {}
+        # A run going on costs what its ledger says so far (the agent's own
+        # figures, and those priced already).
+        cost = run_cost(entry.result or {"cost": run.spending.to_json()})
         return {
             "run_id": entry.run_id,
             "label": entry.label,
@@ -256,7 +260,8 @@ class Tools:
             "elapsed_s": round(_elapsed(entry), 1),
             "last_event_at": status.get("lastEventAt"),
             "tokens": None if usage is None else usage.get("totalTokens"),
-            "cost_usd": None if usage is None else usage.get("costUsd"),
+            "cost_usd": cost.usd,
+            "cost_source": cost.source,
             "steers_pending": len(run.external.queued) if not entry.ended else 0,
             "question": _quote(status.get("question")) if _state(entry) == "waiting" else None,
             "escalation_id": status.get("escalationId") if _state(entry) == "waiting" else None,
@@ -449,6 +454,7 @@ class Tools:
         path = await self.final_text_file(entry)
         error = result.get("error")
         usage = result.get("usage")
+        cost = run_cost(result)
         artifacts = result.get("artifacts") or {}
         return {
             "run_id": entry.run_id,
@@ -463,7 +469,8 @@ class Tools:
             "final_text_chars": len(final) if isinstance(final, str) else 0,
             "final_text_path": None if path is None else str(path),
             "usage": usage,
-            "cost_usd": usage.get("costUsd") if isinstance(usage, Mapping) else None,
+            "cost_usd": cost.usd,
+            "cost_source": cost.source,
             # Every steer the agent was given: its Stop hooks' and policies',
             # and those from outside (this server's steer among them).
             "steers": _count_of(result, "steerCount") + _count_of(result, "externalSteerCount"),
@@ -529,6 +536,7 @@ def _receipt(state: str, **fields: Any) -> dict[str, Any]:
 
 def _short_result(entry: Entry) -> dict[str, Any]:
     result = entry.result or {}
+    cost = run_cost(entry.result)
     error = result.get("error")
     return {
         "run_id": entry.run_id,
@@ -539,6 +547,8 @@ def _short_result(entry: Entry) -> dict[str, Any]:
         if isinstance(error, Mapping)
         else entry.failure,
         "final_text_preview": _quote(result.get("finalText"), MCP_PREVIEW_CHARS),
+        "cost_usd": cost.usd,
+        "cost_source": cost.source,
     }
 
 

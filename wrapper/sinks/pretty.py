@@ -11,6 +11,7 @@ import re
 import shlex
 
 from wrapper.core.control import delivered_how
+from wrapper.core.cost import cost_text
 from wrapper.core.events import (
     AssistantMessage,
     Escalated,
@@ -292,7 +293,9 @@ class PrettyView:
             style = _GREEN if event.outcome == "ok" else _RED
             where = event.path or "(stderr)"
             line = self._c(_BOLD + style, f"■ {event.outcome}{self._stop}") + self._c(
-                _DIM, f" in {elapsed:.1f}s · {self._tokens:,} tokens · result: {where}"
+                _DIM,
+                f" in {elapsed:.1f}s · {self._tokens:,} tokens · cost {cost_text(event.cost_usd)}"
+                f" · result: {where}",
             )
             if event.error is not None:
                 line += "\n" + self._c(style, f"  {plain(str(event.error['message']))}")

@@ -35,12 +35,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from wrapper.core.cost import run_cost
 from wrapper.core.events import (
     AssistantMessage,
     Event,
@@ -53,6 +52,7 @@ from wrapper.core.events import (
     ToolStarted,
 )
 from wrapper.core.limits import FLUSH_TIMEOUT
+from wrapper.sinks.trace_ids import PlannedIds
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -90,68 +90,6 @@ def flush_timeout(environ: Mapping[str, str]) -> float:
     except ValueError:
         return FLUSH_TIMEOUT
     return value if value >= 0 else FLUSH_TIMEOUT
-
-
-# -- ids chosen before OpenTelemetry is loaded -----------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedIds:
-    """The ids a run's first spans will have, chosen before anything of
-    OpenTelemetry is imported: the command line starts the agent while it is
-    still loading, and the agent must already be given its attempt's span."""
-
-    #: The new trace's id, when the run has no caller's trace to join.
-    trace_id: int
-    run_span_id: int
-    attempt_span_id: int
-    #: What the first attempt's agent gets as TRACEPARENT.
-    traceparent: str
-
-
-#: The samplers whose decision for a run is known beforehand: sampled, unless
-#: the caller's TRACEPARENT says its trace is not.
-_PREDICTABLE_SAMPLERS = ("", "parentbased_always_on")
-
-
-def plan_ids(environ: Mapping[str, str]) -> PlannedIds | None:
-    """Ids for a run started with ``environ``; None when the sampler set in
-    it makes the agent's TRACEPARENT unknowable before the SDK is loaded."""
-    if environ.get("OTEL_TRACES_SAMPLER", "").strip().lower() not in _PREDICTABLE_SAMPLERS:
-        return None
-    caller = _parse_traceparent(environ.get("TRACEPARENT", ""))
-    trace_id, flags = caller if caller is not None else (_random_id(16), "01")
-    attempt = _random_id(8)
-    return PlannedIds(
-        trace_id=trace_id,
-        run_span_id=_random_id(8),
-        attempt_span_id=attempt,
-        traceparent=f"00-{trace_id:032x}-{attempt:016x}-{flags}",
-    )
-
-
-def _random_id(size: int) -> int:
-    while True:
-        value = int.from_bytes(secrets.token_bytes(size), "big")
-        if value:
-            return value
-
-
-def _parse_traceparent(value: str) -> tuple[int, str] | None:
-    """The trace id and flags of a W3C ``traceparent`` header, if it is valid."""
-    parts = value.strip().split("-")
-    if len(parts) < 4 or [len(part) for part in parts[:4]] != [2, 32, 16, 2]:
-        return None
-    version, trace, span, flags = parts[:4]
-    try:
-        numbers = [int(part, 16) for part in (version, trace, span, flags)]
-    except ValueError:
-        return None
-    if version.lower() == "ff" or (version == "00" and len(parts) != 4):
-        return None
-    if not numbers[1] or not numbers[2]:
-        return None
-    return numbers[1], "01" if numbers[3] & 1 else "00"
 
 
 # -- the process's provider ----------------------------------------------------------
@@ -360,7 +298,7 @@ def for_run(
     told, once, why a run that asked for the export does not get it.
     ``trace_of_its_own``: a caller's ``TRACEPARENT`` becomes a link, not the
     parent (a batch's runs are a trace each). ``planned``: the ids its run
-    span and first attempt span get (``plan_ids``)."""
+    span and first attempt span get (``trace_ids.plan_ids``)."""
     global _unavailable
     if not enabled(environ):
         return None
@@ -682,6 +620,12 @@ class RunTelemetry:
         ):
             if usage.get(field) is not None:
                 attributes[key] = usage[field]
+        # What the run cost, for every agent (the agent's figure or the price
+        # table's): an unknown cost has no figure, never 0, and its source says so.
+        cost = run_cost(result)
+        if cost.usd is not None:
+            attributes["agent_wrapper.cost.usd"] = cost.usd
+        attributes["agent_wrapper.cost.source"] = cost.source
         for key, field in (
             ("agent_wrapper.exit_status", "exitStatus"),
             ("agent_wrapper.steer_count", "steerCount"),

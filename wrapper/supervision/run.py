@@ -44,6 +44,7 @@ from wrapper.core.config import (
     child_env,
     use_color,
 )
+from wrapper.core.cost import run_cost
 from wrapper.core.events import (
     Event,
     ResultWritten,
@@ -94,7 +95,7 @@ from wrapper.supervision.spending import Spending
 
 if TYPE_CHECKING:
     from wrapper.sinks.pretty import PrettyView
-    from wrapper.sinks.telemetry import PlannedIds
+    from wrapper.sinks.trace_ids import PlannedIds
 
 
 def resolve_output(mode: OutputMode) -> OutputMode:
@@ -693,9 +694,9 @@ class Run:
         exit_status = verdict.exit_status if written is not None else EXIT_NO_RESULT
         outcome = str(verdict.outcome)
         error = verdict.error.to_json() if verdict.error is not None else None
-        self.stream.emit(
-            ResultWritten(path=written, outcome=outcome, exit_status=exit_status, error=error)
-        )
+        cost = run_cost(self.result or {"cost": self.spending.to_json()})
+        done = ResultWritten(path=written, outcome=outcome, exit_status=exit_status, error=error)
+        self.stream.emit(dataclasses.replace(done, cost_usd=cost.usd, cost_source=cost.source))
         if self.telemetry is not None:
             self.telemetry.finish(self.result, outcome, time.time())
         self.stream.flush()
