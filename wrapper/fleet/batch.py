@@ -42,7 +42,8 @@ from wrapper.process import guardian, proctree
 from wrapper.sinks.stream import OutputPump
 from wrapper.supervision.prepare import PreparedRun
 from wrapper.supervision.result_file import WARNINGS_AT_END
-from wrapper.supervision.run import LiveOutput, Run
+from wrapper.supervision.run import Run
+from wrapper.supervision.run_output import LiveOutput
 
 
 @dataclass(slots=True, eq=False)

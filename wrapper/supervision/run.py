@@ -23,13 +23,12 @@ import contextlib
 import dataclasses
 import math
 import os
-import shlex
 import signal
 import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -42,14 +41,11 @@ from wrapper.core.config import (
     RunConfig,
     child_depth,
     child_env,
-    use_color,
 )
 from wrapper.core.events import (
-    Event,
     ResultWritten,
     WarningEvent,
 )
-from wrapper.core.limits import TICK_SECONDS
 from wrapper.core.outcome import (
     CANCELLED_BY_CALLER,
     EXIT_NO_RESULT,
@@ -74,10 +70,9 @@ from wrapper.hooks.runner import HookContext
 from wrapper.hooks.stop_gate import StopGate
 from wrapper.process import proctree
 from wrapper.process.guardian import wrapper_pid
-from wrapper.process.invocation import run_command
 from wrapper.process.proctree import RunClaim
 from wrapper.sinks import run_telemetry
-from wrapper.sinks.stream import EventStream, OutputPump, StatusWriter
+from wrapper.sinks.stream import StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.early import EarlyStart, begin_run
 from wrapper.supervision.external import ExternalControl
@@ -89,27 +84,11 @@ from wrapper.supervision.facts import (
 )
 from wrapper.supervision.own_stop import OwnStop, died_of_foreign_stop
 from wrapper.supervision.result_file import say_at_end, write_result
+from wrapper.supervision.run_output import LiveOutput, RunOutput
 from wrapper.supervision.spending import Spending
 
 if TYPE_CHECKING:
-    from wrapper.sinks.pretty import PrettyView
     from wrapper.sinks.telemetry import PlannedIds
-
-
-def resolve_output(mode: OutputMode) -> OutputMode:
-    if mode is OutputMode.AUTO:
-        return OutputMode.PRETTY if os.isatty(1) else OutputMode.JSONL
-    return mode
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class LiveOutput:
-    """Where a run shows its events as they come, when it shares the
-    process's stdout with other runs: ``show`` gets each event and its
-    JSON line; the pump is run by the owner."""
-
-    pump: OutputPump
-    show: Callable[[Event, bytes], None]
 
 
 class Run:
@@ -186,29 +165,9 @@ class Run:
             else None
         )
 
-        mode = self.output_mode = resolve_output(config.output)
-        #: The run's own stdout output, which it runs itself; a shared one is its owner's.
-        self.own_pump = live is None
-        self.view: PrettyView | None = None
-        self.pump: OutputPump | None
-        if live is not None:
-            self.pump = live.pump
-            self.stream = EventStream(self.events_log, live.show)
-        else:
-            self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
-            reply = f"{run_command(config.wrapper_bin)} reply {shlex.quote(str(config.run_dir))}"
-            if mode is OutputMode.PRETTY:
-                # Loaded for a live view only: a run without one keeps it
-                # out of its memory.
-                from wrapper.sinks.pretty import PrettyView  # noqa: PLC0415
-
-                self.view = PrettyView(
-                    color=use_color(config.color, environ, os.isatty(1)),
-                    label=config.label,
-                    reply=reply,
-                )
-            live_lines = self.pump.write if self.pump is not None and self.view is None else None
-            self.stream = EventStream(self.events_log, self._live_output(), live_lines=live_lines)
+        output = self.output = RunOutput(config, environ, self.events_log, live, self.clock_start)
+        self.output_mode, self.own_pump = output.mode, output.own_pump
+        self.pump, self.view, self.stream = output.pump, output.view, output.stream
         self.hook_ctx = HookContext(
             cwd=config.cwd,
             env={
@@ -275,25 +234,6 @@ class Run:
         """Whether status.json is there: the run directory is usable and no
         write of it failed."""
         return self.dir_ok and not self.errors.failed("status")
-
-    def _live_output(self) -> Callable[[Event, bytes], None] | None:
-        pump, view, start = self.pump, self.view, self.clock_start
-        if pump is None:
-            return None
-        if view is None:
-            return lambda event, line: pump.write(line)
-        return lambda event, line: pump.write(
-            view.render(event, trio.current_time() - start).encode(errors="replace")
-        )
-
-    async def tick_view(self) -> None:
-        """Keeps a long tool's elapsed time moving in the live view (terminals only)."""
-        view, pump = self.view, self.pump
-        if view is None or pump is None:
-            return
-        while True:
-            await trio.sleep(TICK_SECONDS)
-            pump.write(view.ticker(trio.current_time() - self.clock_start).encode(errors="replace"))
 
     def interrupt(self, sig: signal.Signals, *, cancelled: bool = False) -> None:
         """The wrapper received the stop signal ``sig`` (or the run's owner
@@ -362,7 +302,7 @@ class Run:
             if self.own_pump and self.pump is not None:
                 nursery.start_soon(self.pump.run)
                 if self.view is not None and os.isatty(1):
-                    nursery.start_soon(self.tick_view)
+                    nursery.start_soon(self.output.tick_view)
             await self.external.start(nursery, self.dir_ok)
             exit_status = await self._execute()
             await self.external.close(self.result.get("outcome") if self.result else None)
