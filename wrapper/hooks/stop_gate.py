@@ -398,6 +398,11 @@ class StopGate:
         )
         return record
 
+    async def steer_back(self, handler: str, reason: str, number: int) -> Launch | None:
+        """Steer the agent back to work with ``reason`` (attempt ``number``),
+        as a Stop handler's block named ``handler`` would."""
+        return await self._steer(Block(handler, reason), number)
+
     async def _steer(self, block: Block, number: int) -> Launch | None:
         config, steering = self.config, self.steering
         blocked_by = f"the stop was blocked by {block.handler} ({_quote(block.reason)})"

@@ -74,6 +74,7 @@ from wrapper.process.proctree import RunClaim
 from wrapper.sinks import run_telemetry
 from wrapper.sinks.stream import StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
+from wrapper.supervision.budget_pause import BUDGET_HANDLER, BudgetPause
 from wrapper.supervision.early import EarlyStart, begin_run
 from wrapper.supervision.external import ExternalControl
 from wrapper.supervision.facts import (
@@ -228,6 +229,7 @@ class Run:
         self.spending = Spending(
             config, dialect, environ, self.stream, self.over_budget, say_on_stderr=self.view is None
         )
+        self.pause = BudgetPause(config, self.spending, self.gate)
         self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
 
     def status_written(self) -> bool:
@@ -258,9 +260,24 @@ class Run:
 
     def over_budget(self, why: str) -> None:
         """The run reached a cap (``why``: its spend and the cap): stopped as
-        an abort stops it, it ends ``error`` (``budget_exceeded``)."""
+        an abort stops it, it ends ``error`` (``budget_exceeded``); under
+        ``--on-budget escalate`` it pauses and asks first (``BudgetPause``)."""
+        if self.pause.wanted and not self.interrupts:
+            self.pause.reached(why, self.supervisor)
+            return
         self.budget_exceeded = why if not self.interrupts else None
         self.interrupt(signal.SIGTERM)
+
+    async def _past_cap(self) -> str | None:
+        """The run paused at its cap: a person is asked; the steer to go on
+        with, or None (the run is stopped for its cap)."""
+        text = None
+        with self._between_attempts():
+            text = await self.pause.ask()
+        if text is None and not self.interrupts and not self.timed_out:
+            self.budget_exceeded = self.pause.stopped
+            self.interrupt(signal.SIGTERM)
+        return None if self.interrupts or self.timed_out else text
 
     def _cause(self) -> str | None:
         """What the agent's signals say of why, when no signal to the wrapper was it."""
@@ -450,7 +467,13 @@ class Run:
             facts = RunFacts(**self._facts_so_far())
             if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
                 return facts
-            resumed = await self.external.after_stop(facts, number)
+            if self.pause.why is not None:
+                text = await self._past_cap()
+                resumed = None
+                if text is not None:
+                    resumed = await self.gate.steer_back(BUDGET_HANDLER, text, number + 1)
+            else:
+                resumed = await self.external.after_stop(facts, number)
             if self.interrupts or self.timed_out:
                 return self._stopped_between_attempts()
             if resumed is None:
@@ -507,7 +530,10 @@ class Run:
         facts = RunFacts(**self._facts_so_far())
         if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
             return None
-        prompt = await self.external.at_turn_end(facts, record.number)
+        if self.pause.why is not None:
+            prompt = await self._past_cap()
+        else:
+            prompt = await self.external.at_turn_end(facts, record.number)
         if self.interrupts or self.timed_out or prompt is None:
             return None
         number = record.number + 1

@@ -143,6 +143,22 @@ class Spending:
         elif not self.ledger.priced(key):
             self._look_up_soon([key])
 
+    def raise_caps(self) -> str:
+        """A person let the run go on past its cap: each cap is raised by its
+        first amount, and the interrupted turn's progress counted for good
+        (its final message never came). Returns the new caps, said."""
+        usages, model = self._progress
+        for usage in usages:
+            self.ledger.add(usage, model)
+        self._progress = ((), None)
+        first, caps = Caps(self.config.max_cost, self.config.max_tokens), self.caps
+        self.caps = Caps(
+            None if caps.max_cost is None else caps.max_cost + (first.max_cost or 0),
+            None if caps.max_tokens is None else caps.max_tokens + (first.max_tokens or 0),
+        )
+        self.over = None
+        return self.caps.said()
+
     def _check(self) -> None:
         if self.over is not None or self.ended or not self.caps:
             return
@@ -288,7 +304,14 @@ class Spending:
             )
 
     def to_json(self) -> dict[str, Any]:
-        return self.ledger.to_json(
+        cost = self.ledger.to_json(
             price_data=f"genai-prices {self.table}" if self.table else None,
             cap_enforced=self.caps.enforced(self.ledger),
         )
+        # As they ended: a person may have raised them (``--on-budget escalate``).
+        cost["caps"] = (
+            {"maxCost": self.caps.max_cost, "maxTokens": self.caps.max_tokens}
+            if self.caps
+            else None
+        )
+        return cost
