@@ -265,6 +265,11 @@ class Run:
         if self.pause.wanted and not self.interrupts:
             self.pause.reached(why, self.supervisor)
             return
+        self.stop_for_cap(why)
+
+    def stop_for_cap(self, why: str) -> None:
+        """Stop the run for a cap, its own or its batch's (``why``: the spend
+        and the cap): as an abort stops it, it ends ``budget_exceeded``."""
         self.budget_exceeded = why if not self.interrupts else None
         self.interrupt(signal.SIGTERM)
 
@@ -275,8 +280,7 @@ class Run:
         with self._between_attempts():
             text = await self.pause.ask()
         if text is None and not self.interrupts and not self.timed_out:
-            self.budget_exceeded = self.pause.stopped
-            self.interrupt(signal.SIGTERM)
+            self.stop_for_cap(self.pause.stopped)
         return None if self.interrupts or self.timed_out else text
 
     def _cause(self) -> str | None:
