@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from tests.conftest import agent_env, read_events, validate, wrapper_argv, write_scenario
+from tests.conftest import FAKE_PI, agent_env, read_events, validate, wrapper_argv, write_scenario
 from tests.test_cost_runs import working
 from tests.test_policies import cli, finish, records, wait_for_question
 
@@ -133,3 +134,20 @@ async def test_the_mcp_servers_reply_tool_answers_a_pause_at_the_cap(tmp_path: P
         await tools.wait(timeout=60)
         result = await tools.result(run_id=run_id)
         assert result["outcome"] == "ok"
+
+
+def test_a_live_session_is_paused_and_goes_on_in_the_same_process(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, working(8, THOUSAND), resumes=[working(1, THOUSAND)])
+    run_dir = tmp_path / "run"
+    # pi's RPC mode: the session is one process taking its prompts on stdin
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet", "--run-dir", str(run_dir)]
+    argv += ["--max-tokens", "2500", "--on-budget", "escalate", "--task", "Do the task", "--"]
+    argv += [str(FAKE_PI), "--mode", "rpc", "--scenario", str(scenario)]
+    proc = subprocess.Popen(argv, env=agent_env(tmp_path), stdout=subprocess.DEVNULL)
+    wait_for_question(run_dir, "esc-1")
+    assert cli(tmp_path, "reply", str(run_dir), "--continue").returncode == 0
+    result = finish(proc, run_dir)
+    assert result["outcome"] == "ok"
+    assert result["cost"]["caps"]["maxTokens"] == 5000
+    events = read_events(run_dir / "events.jsonl")
+    assert len([e for e in events if e["type"] == "spawned"]) == 1, "one process"
