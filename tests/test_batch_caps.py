@@ -103,3 +103,33 @@ def test_merge_sums_the_shards_spend(tmp_path: Path) -> None:
     assert report["spend"]["usd"] == pytest.approx(sum(spends))
     assert report["spend"]["usd"] == pytest.approx(4 * 1.2, abs=0.01)
     assert all(r["notStarted"] is None for r in report["results"])
+
+
+def test_the_fleet_sums_its_runs_and_counts_an_unknown_cost_apart(tmp_path: Path) -> None:
+    from tests.test_cost_runs import spending_of
+    from wrapper.core.events import AssistantMessage, Usage
+    from wrapper.fleet.budget import FleetBudget, summed_spend
+
+    reached: list[str] = []
+    budget = FleetBudget(1.0, None, reached.append)
+    priced, _ = spending_of(tmp_path / "a", "pi", "--mode", "json")
+    unpriced, _ = spending_of(tmp_path / "b", "pi", "--mode", "json")
+    budget.watch(priced)
+    budget.watch(unpriced)
+    paid = Usage(input=10, output=5, cost_usd=0.6)
+    priced.observe(AssistantMessage(stop_reason="toolUse", usage=paid))
+    # no model named, no cost reported: its cost is unknown, never 0
+    unpriced.observe(AssistantMessage(stop_reason="stop", usage=Usage(input=10, output=5)))
+    budget.ended(unpriced)
+    tokens, usd, unknown = budget.spend()
+    assert (tokens, round(usd, 6), unknown) == (30, 0.6, 1)
+    assert reached == []
+    priced.observe(AssistantMessage(stop_reason="stop", usage=paid))
+    (why,) = reached
+    assert why == (
+        "the batch's runs cost $1.2000 (1 runs' cost unknown, not counted), "
+        "which reaches its --batch-max-cost cap of $1"
+    )
+    said = budget.to_json()
+    assert said["unknownCostRuns"] == 1
+    assert summed_spend([said, said, None])["usd"] == pytest.approx(2.4)  # type: ignore[index]

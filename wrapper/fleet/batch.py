@@ -286,6 +286,8 @@ async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, show
         try:
             await run.execute()
         finally:
+            if batch.budget is not None:
+                batch.budget.ended(run.spending)
             item.ended = time.monotonic()
             item.result = run.result
             item.state = "done"

@@ -43,7 +43,10 @@ class FleetBudget:
     ) -> None:
         self.caps = Caps(max_cost, max_tokens)
         self.on_reached = on_reached
+        #: The runs going on; what the ended ones spent, summed once (a
+        #: report costs the runs going on, not every run of a long batch).
         self._runs: list[Spending] = []
+        self._ended = (0, 0.0, 0)
         #: Why the batch stopped for its cap (the spend and the cap), else None.
         self.reached: str | None = None
 
@@ -55,9 +58,21 @@ class FleetBudget:
             spending.pricing = True
         spending.on_spent = self.check
 
+    def ended(self, spending: Spending) -> None:
+        """A run ended (its cost settled): what it spent is final."""
+        if spending in self._runs:
+            self._runs.remove(spending)
+            tokens, usd = spending.spent()
+            was = self._ended
+            self._ended = (
+                was[0] + tokens,
+                was[1] + (usd or 0.0),
+                was[2] + (usd is None),
+            )
+
     def spend(self) -> tuple[int, float, int]:
         """Tokens and known cost spent so far, and how many runs' cost is unknown."""
-        tokens, usd, unknown = 0, 0.0, 0
+        tokens, usd, unknown = self._ended
         for spending in self._runs:
             run_tokens, run_usd = spending.spent()
             tokens += run_tokens
