@@ -256,6 +256,7 @@ def _checked_batch(args: argparse.Namespace, runs_dir: Path, junit: Path | None)
         shard=shard_of,
         spec=spec_info,
         exit_zero=args.exit_zero,
+        caps=(args.batch_max_cost, args.batch_max_tokens),
     )
 
 

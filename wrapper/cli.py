@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the runs of a JSONL spec, several at once",
         usage=f"{PROG} batch SPEC.jsonl [--jobs N] [--runs-dir DIR] [--junit FILE] "
         "[--html FILE] [--shard I/N] [--skip-passed | --skip-finished] [--exit-zero] "
+        "[--batch-max-cost USD] [--batch-max-tokens N] "
         "[--output MODE] [run options...]",
         description="Run every run of SPEC.jsonl (one JSON object a line: command, and "
         "optionally task, label, cwd, env and any run option in camelCase), at most N at "
@@ -140,6 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 0 whenever every line ran to its end, whatever the outcomes (for engines "
         "that must not retry agent failures); a batch that failed itself or was stopped by a "
         "signal still says so",
+    )
+    batch.add_argument(
+        "--batch-max-cost",
+        metavar="USD",
+        type=options.usd,
+        help="cap what the runs this batch starts cost together: at USD no line starts and "
+        "the runs going on are stopped (budget_exceeded), exit 1 (--max-cost stays each "
+        "run's own cap; see docs/cost.md)",
+    )
+    batch.add_argument(
+        "--batch-max-tokens",
+        metavar="N",
+        type=options.positive_int,
+        help="the same for their input, output and cache-write tokens together",
     )
     options.add_run_options(batch, one_run=False)
     from wrapper.mcp_command import add_parser as add_mcp_parser

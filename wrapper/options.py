@@ -81,6 +81,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, one_run: bool = True) ->
         ColorMode,
         OutputMode,
     )
+    from wrapper.core.cost import ON_BUDGET
     from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
     from wrapper.core.registry import BY_NAME
 
@@ -264,6 +265,14 @@ def add_run_options(parser: argparse.ArgumentParser, *, one_run: bool = True) ->
         type=positive_int,
         help="stop the run the same way once its input, output and cache-write tokens "
         "reach N (default: limits.maxTokens from the settings, else none)",
+    )
+    parser.add_argument(
+        "--on-budget",
+        choices=list(ON_BUDGET),
+        help="what reaching --max-cost or --max-tokens does: stop the run, or escalate: "
+        "interrupt the agent and ask a person (reply --continue raises the cap by its "
+        "first amount and resumes the agent; --stop or --escalation-timeout ends the run "
+        "budget_exceeded) (default: limits.onBudget from the settings, else stop)",
     )
     parser.add_argument(
         "--drain-timeout",

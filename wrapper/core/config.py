@@ -154,6 +154,9 @@ class RunConfig:
     #: cost, and tokens it may use (input, output and cache writes).
     max_cost: float | None = None
     max_tokens: int | None = None
+    #: What reaching a cap does (resolved: flag, settings ``limits.onBudget``):
+    #: ``stop`` the run, or ``escalate``: pause and ask a person.
+    on_budget: str = "stop"
     #: What a batch says of the run in its result.json (``{"lineDigest"}``), else None.
     batch: Mapping[str, Any] | None = None
 
@@ -232,6 +235,7 @@ class RunConfig:
             "escalationTimeout": self.escalation_timeout,
             "maxCost": self.max_cost,
             "maxTokens": self.max_tokens,
+            "onBudget": self.on_budget,
             "settings": self.settings.to_json(),
             "batch": dict(self.batch) if self.batch is not None else None,
         }

@@ -29,6 +29,10 @@ from wrapper.core.events import Usage
 #: some message's cost is unknown (then there is no total).
 AGENT, COMPUTED, MIXED, UNKNOWN = "agent", "computed", "mixed", "unknown"
 
+#: What reaching a cap does: ``stop`` the run, or ``escalate``: pause it and
+#: ask a person whether it may spend as much again.
+ON_BUDGET = ("stop", "escalate")
+
 #: Prices are per million tokens, as price tables quote them.
 PER_TOKENS = 1_000_000
 
@@ -369,6 +373,13 @@ class Caps:
             )
         return None
 
+    def said(self) -> str:
+        """The caps as a person reads them: ``$2 and 50,000 tokens``."""
+        parts = [f"${self.max_cost:g}"] if self.max_cost is not None else []
+        if self.max_tokens is not None:
+            parts.append(f"{self.max_tokens:,} tokens")
+        return " and ".join(parts) or "no cap"
+
     def enforced(self, ledger: CostLedger) -> str | bool | None:
         """result.json's ``cost.capEnforced``: how finely the caps were held
         (the agent's usage granularity), False when they could not be (no
@@ -382,15 +393,26 @@ class Caps:
         return ledger.granularity
 
 
+def limits_json(
+    max_cost: float | None, max_tokens: int | None, on_budget: str | None
+) -> dict[str, Any]:
+    """The settings' ``limits`` as they were resolved (config.json)."""
+    return {"maxCost": max_cost, "maxTokens": max_tokens, "onBudget": on_budget}
+
+
 def caps_settings(where: str, value: object, *, error: type[Exception]) -> dict[str, Any]:
     """The settings' ``limits`` object (from the file ``where``) as
     ``Settings``' fields; raises ``error`` saying what is wrong."""
     if not isinstance(value, Mapping):
         raise error(f"{where}: limits: expected an object with maxCost and/or maxTokens")
     for key in value:
-        if key not in ("maxCost", "maxTokens"):
-            raise error(f"{where}: limits.{key}: unknown key (known: maxCost, maxTokens)")
+        if key not in ("maxCost", "maxTokens", "onBudget"):
+            raise error(f"{where}: limits.{key}: unknown key (known: maxCost, maxTokens, onBudget)")
     out: dict[str, Any] = {}
+    if "onBudget" in value:
+        if value["onBudget"] not in ON_BUDGET:
+            raise error(f"{where}: limits.onBudget: expected one of {', '.join(ON_BUDGET)}")
+        out["on_budget"] = value["onBudget"]
     if "maxCost" in value:
         cost = _number(value["maxCost"])
         if cost is None or cost == 0:

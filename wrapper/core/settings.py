@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from wrapper.core import matchers
-from wrapper.core.cost import caps_settings
+from wrapper.core.cost import caps_settings, limits_json
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.core.spelling import closest
 from wrapper.core.urls import url_without_secrets
@@ -216,9 +216,10 @@ class Settings:
     #: as the protocol spells them.
     acp_mcp_servers: tuple[Mapping[str, Any], ...] = ()
     idle: IdleSettings = field(default_factory=IdleSettings)
-    #: ``limits.maxCost`` (USD) and ``limits.maxTokens``: the run's caps.
+    #: ``limits``: the run's caps (``maxCost`` USD, ``maxTokens``), and ``onBudget``.
     max_cost: float | None = None
     max_tokens: int | None = None
+    on_budget: str | None = None
     #: The escalation notifier's argv, and whether to also try ``notify-send``.
     notify: tuple[str, ...] | None = None
     desktop_notify: bool = True
@@ -268,7 +269,7 @@ class Settings:
             "notify": list(self.notify) if self.notify is not None else None,
             "summarizer": list(self.summarizer) if self.summarizer is not None else None,
             "observers": {"drainTimeout": self.observer_drain},
-            "limits": {"maxCost": self.max_cost, "maxTokens": self.max_tokens},
+            "limits": limits_json(self.max_cost, self.max_tokens, self.on_budget),
             "acp": {
                 "authMethod": self.acp_auth_method,
                 "mcpServers": [server.get("name") for server in self.acp_mcp_servers],

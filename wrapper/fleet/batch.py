@@ -34,6 +34,7 @@ from wrapper.core.signals import STOP_SIGNALS
 from wrapper.core.timefmt import iso
 from wrapper.files import batch_mark
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
+from wrapper.fleet.budget import NOT_STARTED_CAP, FleetBudget, not_started_result
 from wrapper.fleet.owner import reap_orphans_on_sigchld, relay_signals
 from wrapper.fleet.passing import Expectation, passed
 from wrapper.fleet.report import RunEntry, SpecInfo, SuiteInfo, batch_json, junit_xml, suite_name
@@ -42,7 +43,8 @@ from wrapper.process import guardian, proctree
 from wrapper.sinks.stream import OutputPump
 from wrapper.supervision.prepare import PreparedRun
 from wrapper.supervision.result_file import WARNINGS_AT_END
-from wrapper.supervision.run import LiveOutput, Run
+from wrapper.supervision.run import Run
+from wrapper.supervision.run_output import LiveOutput
 
 
 @dataclass(slots=True, eq=False)
@@ -67,6 +69,8 @@ class BatchRun:
     reused: bool = False
     #: Why a line that had run before runs again.
     rerun: str | None = None
+    #: Why the line was never started (``NOT_STARTED_CAP``), else None.
+    not_started: str | None = None
 
     @property
     def outcome(self) -> str | None:
@@ -119,6 +123,10 @@ class Batch:
     stopped_by: signal.Signals | None = None
     warnings: list[dict[str, str]] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
+    #: The caps on what this invocation's runs spend (``--batch-max-cost``,
+    #: ``--batch-max-tokens``), None for no caps.
+    caps: tuple[float | None, int | None] = (None, None)
+    budget: FleetBudget | None = None
 
     def going(self) -> list[Run]:
         return [item.run for item in self.runs if item.run is not None and item.state == "running"]
@@ -142,6 +150,7 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
         Progress(batch, pump, color=color, redraw=terminal) if mode is OutputMode.PRETTY else None
     )
     clock_start = trio.current_time()
+    budget = batch.budget = FleetBudget(*batch.caps, on_reached=lambda why: _over_cap(batch, why))
     if early_signals:
         batch.stopped_by = early_signals[0]
 
@@ -168,6 +177,10 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
                         if item.reused:
                             continue
                         await limiter.acquire_on_behalf_of(item)
+                        if budget.reached is not None:
+                            limiter.release_on_behalf_of(item)
+                            _not_started(item, budget.reached, progress)
+                            continue
                         runs.start_soon(_one, batch, item, limiter, _Shown(pump, mode, progress))
             except Exception as exc:  # a bug must still end in batch.json
                 traceback.print_exception(exc, file=sys.stderr)
@@ -178,6 +191,7 @@ async def run_batch(batch: Batch, early_signals: list[signal.Signals]) -> int:
                     }
                 )
             guardian.close_announcements()
+            _say_not_started(batch)
             batch_mark.remove(batch.runs_dir)
             await _end_unclaimed(batch)
             exit_status = _exit_status(batch)
@@ -237,6 +251,10 @@ async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, show
     """Run ``item``, whose place among the runs going on it already has."""
     pump, mode, progress = shown.pump, shown.mode, shown.progress
     try:
+        if batch.budget is not None and batch.budget.reached is not None:
+            # Reached since it took its place.
+            _not_started(item, batch.budget.reached, progress)
+            return
         config = item.prepared.config
         keep_earlier_result(config.result_path, config.run_dir)
         # The guardian knows of the run before anything of it exists.
@@ -258,6 +276,8 @@ async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, show
             # One trace a run, whatever TRACEPARENT the batch was given.
             trace_of_its_own=True,
         )
+        if batch.budget is not None:
+            batch.budget.watch(run.spending)
         item.state, item.started = "running", time.monotonic()
         if batch.stopped_by is not None:
             run.interrupt(batch.stopped_by)
@@ -266,6 +286,8 @@ async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, show
         try:
             await run.execute()
         finally:
+            if batch.budget is not None:
+                batch.budget.ended(run.spending)
             item.ended = time.monotonic()
             item.result = run.result
             item.state = "done"
@@ -275,6 +297,29 @@ async def _one(batch: Batch, item: BatchRun, limiter: trio.CapacityLimiter, show
                 _said_at_end(item)
     finally:
         limiter.release_on_behalf_of(item)
+
+
+def _over_cap(batch: Batch, why: str) -> None:
+    """The batch reached a cap: the runs going on are stopped (``budget_exceeded``);
+    no line starts from now on."""
+    for run in batch.going():
+        run.stop_for_cap(why)
+
+
+def _not_started(item: BatchRun, why: str, progress: Progress | None) -> None:
+    """A line the batch's cap kept from starting: its entry says so (it has
+    no run directory, no result.json; ``--skip-passed`` runs it next time)."""
+    item.not_started = NOT_STARTED_CAP
+    item.state = "done"
+    item.result = not_started_result(why)
+    if progress is not None:
+        progress.not_started(item)
+
+
+def _say_not_started(batch: Batch) -> None:
+    left = [item.name for item in batch.runs if item.not_started is not None]
+    if left and batch.budget is not None:
+        batch.warnings.append(batch.budget.not_started_warning(left))
 
 
 def _said_at_end(item: BatchRun) -> None:
@@ -353,6 +398,8 @@ def _exit_status(batch: Batch) -> int:
     )
     if broken:
         return BATCH_FAILED
+    if batch.budget is not None and batch.budget.reached is not None:
+        return 1  # lines did not run to their end: not even --exit-zero's 0
     if batch.exit_zero:
         return 0
     return 0 if all(item.passed for item in batch.runs) else 1
@@ -371,6 +418,9 @@ def _write_reports(batch: Batch, exit_status: int) -> bool:
         shard=batch.shard,
         spec=batch.spec,
     )
+    for item, said in zip(batch.runs, report["results"], strict=True):
+        said["notStarted"] = item.not_started
+    report["spend"] = batch.budget.to_json() if batch.budget is not None else None
     path = batch.runs_dir / "batch.json"
     written = report_written = False
     try:
@@ -516,6 +566,15 @@ class Progress:
             why = f": expected {item.expect.describe()}"
         where = (result.get("artifacts") or {}).get("result") or str(item.prepared.config.run_dir)
         self._write(f"{mark} {item.name} ({outcome}, {seconds:.1f}s){why} [{where}]\n")
+        if self.redraw and self.done < self.total:
+            self._redraw()
+
+    def not_started(self, item: BatchRun) -> None:
+        """A line the batch's cap kept from starting."""
+        self.done += 1
+        self.failed += 1
+        self._clear()
+        self._write(f"not started {item.name} (the batch reached its cap)\n")
         if self.redraw and self.done < self.total:
             self._redraw()
 

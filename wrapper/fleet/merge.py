@@ -23,6 +23,7 @@ import orjson
 
 from wrapper.core.cost import CostSum
 from wrapper.files.artifacts import atomic_write, dump_json, ensure_dir
+from wrapper.fleet.budget import summed_spend
 from wrapper.fleet.passing import expectation_of, same_run
 from wrapper.fleet.report import (
     BATCH_SCHEMA_VERSION,
@@ -219,6 +220,7 @@ def merge(shards: Sequence[Shard]) -> Merged:
             for (_, result), (entry, verified) in zip(results, checked, strict=True)
         ],
         "warnings": problems + problems_after + warnings,
+        "spend": summed_spend(shard.report.get("spend") for shard in shards),
         "shards": [
             {
                 "path": str(shard.path),
@@ -324,6 +326,7 @@ def _merged_result(result: Mapping[str, Any], entry: RunEntry, verified: bool) -
     merged = dict(result)
     merged.update({key: own[key] for key in _CHECKED_FIELDS})
     merged["verified"] = verified
+    merged.setdefault("notStarted", None)  # a shard's batch.json from before it was said
     return merged
 
 

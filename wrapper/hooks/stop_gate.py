@@ -443,6 +443,11 @@ class StopGate:
         )
         return record
 
+    async def steer_back(self, handler: str, reason: str, number: int) -> Launch | None:
+        """Steer the agent back to work with ``reason`` (attempt ``number``),
+        as a Stop handler's block named ``handler`` would."""
+        return await self._steer(Block(handler, reason), number)
+
     async def _steer(self, block: Block, number: int, source: str = "stop_hook") -> Launch | None:
         """Resume the agent with ``block``'s reason (``source``: a Stop
         hook's or a policy's steer, or a person's reply, which passed the

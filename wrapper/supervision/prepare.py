@@ -307,6 +307,7 @@ def prepare_run(
         escalation_timeout=options.escalation_timeout,
         max_cost=_given(getattr(options, "max_cost", None), settings.max_cost),
         max_tokens=_given(getattr(options, "max_tokens", None), settings.max_tokens),
+        on_budget=getattr(options, "on_budget", None) or settings.on_budget or "stop",
         batch=batch(task) if batch is not None else None,
     )
     # A session file in a run directory that cannot be made would stop the

@@ -23,13 +23,12 @@ import contextlib
 import dataclasses
 import math
 import os
-import shlex
 import signal
 import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -42,16 +41,14 @@ from wrapper.core.config import (
     RunConfig,
     child_depth,
     child_env,
-    use_color,
 )
 from wrapper.core.cost import run_cost
 from wrapper.core.events import (
-    Event,
     ResultWritten,
     RunStarted,
     WarningEvent,
 )
-from wrapper.core.limits import LOG_FLUSH_INTERVAL, TICK_SECONDS
+from wrapper.core.limits import LOG_FLUSH_INTERVAL
 from wrapper.core.outcome import (
     CANCELLED_BY_CALLER,
     EXIT_NO_RESULT,
@@ -76,11 +73,11 @@ from wrapper.hooks.runner import HookContext
 from wrapper.hooks.stop_gate import StopGate
 from wrapper.process import proctree
 from wrapper.process.guardian import wrapper_pid
-from wrapper.process.invocation import run_command
 from wrapper.process.proctree import RunClaim
 from wrapper.sinks import run_telemetry
-from wrapper.sinks.stream import EventStream, LiveLogs, OutputPump, StatusWriter
+from wrapper.sinks.stream import LiveLogs, StatusWriter
 from wrapper.supervision.attempt import AttemptSupervisor
+from wrapper.supervision.budget_pause import BUDGET_HANDLER, BudgetPause
 from wrapper.supervision.early import EarlyStart, begin_run
 from wrapper.supervision.external import ExternalControl
 from wrapper.supervision.facts import (
@@ -91,27 +88,11 @@ from wrapper.supervision.facts import (
 )
 from wrapper.supervision.own_stop import OwnStop, died_of_foreign_stop
 from wrapper.supervision.result_file import say_at_end, write_result
+from wrapper.supervision.run_output import LiveOutput, RunOutput
 from wrapper.supervision.spending import Spending
 
 if TYPE_CHECKING:
-    from wrapper.sinks.pretty import PrettyView
     from wrapper.sinks.trace_ids import PlannedIds
-
-
-def resolve_output(mode: OutputMode) -> OutputMode:
-    if mode is OutputMode.AUTO:
-        return OutputMode.PRETTY if os.isatty(1) else OutputMode.JSONL
-    return mode
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class LiveOutput:
-    """Where a run shows its events as they come, when it shares the
-    process's stdout with other runs: ``show`` gets each event and its
-    JSON line; the pump is run by the owner."""
-
-    pump: OutputPump
-    show: Callable[[Event, bytes], None]
 
 
 class Run:
@@ -188,31 +169,9 @@ class Run:
             else None
         )
 
-        mode = self.output_mode = resolve_output(config.output)
-        #: The run's own stdout output, which it runs itself; a shared one is its owner's.
-        self.own_pump = live is None
-        self.view: PrettyView | None = None
-        self.pump: OutputPump | None
-        if live is not None:
-            self.pump = live.pump
-            self.stream = EventStream(self.events_log, live.show)
-        else:
-            self.pump = OutputPump(1) if mode in (OutputMode.JSONL, OutputMode.PRETTY) else None
-            wrapper = run_command(config.wrapper_bin)
-            reply = f"{wrapper} reply {shlex.quote(str(config.run_dir))}"
-            if mode is OutputMode.PRETTY:
-                # Loaded for a live view only: a run without one keeps it
-                # out of its memory.
-                from wrapper.sinks.pretty import PrettyView  # noqa: PLC0415
-
-                self.view = PrettyView(
-                    color=use_color(config.color, environ, os.isatty(1)),
-                    label=config.label,
-                    reply=reply,
-                    wrapper=wrapper,
-                )
-            live_lines = self.pump.write if self.pump is not None and self.view is None else None
-            self.stream = EventStream(self.events_log, self._live_output(), live_lines=live_lines)
+        output = self.output = RunOutput(config, environ, self.events_log, live, self.clock_start)
+        self.output_mode, self.own_pump = output.mode, output.own_pump
+        self.pump, self.view, self.stream = output.pump, output.view, output.stream
         self.logs = LiveLogs(
             self.stream,
             (self.stdout_log, self.stderr_log, self.protocol_log),
@@ -283,31 +242,13 @@ class Run:
         self.spending = Spending(
             config, dialect, environ, self.stream, self.over_budget, say_on_stderr=self.view is None
         )
+        self.pause = BudgetPause(config, self.spending, self.gate)
         self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
 
     def status_written(self) -> bool:
         """Whether status.json is there: the run directory is usable and no
         write of it failed."""
         return self.dir_ok and not self.errors.failed("status")
-
-    def _live_output(self) -> Callable[[Event, bytes], None] | None:
-        pump, view, start = self.pump, self.view, self.clock_start
-        if pump is None:
-            return None
-        if view is None:
-            return lambda event, line: pump.write(line)
-        return lambda event, line: pump.write(
-            view.render(event, trio.current_time() - start).encode(errors="replace")
-        )
-
-    async def tick_view(self) -> None:
-        """Keeps a long tool's elapsed time moving in the live view (terminals only)."""
-        view, pump = self.view, self.pump
-        if view is None or pump is None:
-            return
-        while True:
-            await trio.sleep(TICK_SECONDS)
-            pump.write(view.ticker(trio.current_time() - self.clock_start).encode(errors="replace"))
 
     def interrupt(self, sig: signal.Signals, *, cancelled: bool = False) -> None:
         """The wrapper received the stop signal ``sig`` (or the run's owner
@@ -332,9 +273,28 @@ class Run:
 
     def over_budget(self, why: str) -> None:
         """The run reached a cap (``why``: its spend and the cap): stopped as
-        an abort stops it, it ends ``error`` (``budget_exceeded``)."""
+        an abort stops it, it ends ``error`` (``budget_exceeded``); under
+        ``--on-budget escalate`` it pauses and asks first (``BudgetPause``)."""
+        if self.pause.wanted and not self.interrupts:
+            self.pause.reached(why, self.supervisor)
+            return
+        self.stop_for_cap(why)
+
+    def stop_for_cap(self, why: str) -> None:
+        """Stop the run for a cap, its own or its batch's (``why``: the spend
+        and the cap): as an abort stops it, it ends ``budget_exceeded``."""
         self.budget_exceeded = why if not self.interrupts else None
         self.interrupt(signal.SIGTERM)
+
+    async def _past_cap(self) -> str | None:
+        """The run paused at its cap: a person is asked; the steer to go on
+        with, or None (the run is stopped for its cap)."""
+        text = None
+        with self._between_attempts():
+            text = await self.pause.ask()
+        if text is None and not self.interrupts and not self.timed_out:
+            self.stop_for_cap(self.pause.stopped)
+        return None if self.interrupts or self.timed_out else text
 
     def _cause(self) -> str | None:
         """What the agent's signals say of why, when no signal to the wrapper was it."""
@@ -377,7 +337,7 @@ class Run:
             if self.own_pump and self.pump is not None:
                 nursery.start_soon(self.pump.run)
                 if self.view is not None and os.isatty(1):
-                    nursery.start_soon(self.tick_view)
+                    nursery.start_soon(self.output.tick_view)
             await self.external.start(nursery, self.dir_ok)
             exit_status = await self._execute()
             await self.external.close(self.result.get("outcome") if self.result else None)
@@ -526,7 +486,13 @@ class Run:
             facts = RunFacts(**self._facts_so_far())
             if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
                 return facts
-            resumed = await self.external.after_stop(facts, number)
+            if self.pause.why is not None:
+                text = await self._past_cap()
+                resumed = None
+                if text is not None:
+                    resumed = await self.gate.steer_back(BUDGET_HANDLER, text, number + 1)
+            else:
+                resumed = await self.external.after_stop(facts, number)
             if self.interrupts or self.timed_out:
                 return self._stopped_between_attempts()
             if resumed is None:
@@ -583,7 +549,10 @@ class Run:
         facts = RunFacts(**self._facts_so_far())
         if facts.interrupted_by is not None or facts.timed_out or facts.idle_timed_out:
             return None
-        prompt = await self.external.at_turn_end(facts, record.number)
+        if self.pause.why is not None:
+            prompt = await self._past_cap()
+        else:
+            prompt = await self.external.at_turn_end(facts, record.number)
         if self.interrupts or self.timed_out or prompt is None:
             return None
         number = record.number + 1

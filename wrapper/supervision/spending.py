@@ -101,6 +101,11 @@ class Spending:
         self._warned: set[str] = set()
         #: Where lookups run in the background, while the run has one.
         self.nursery: trio.Nursery | None = None
+        #: Prices are looked up as the run goes (its own --max-cost, or its
+        #: batch's --batch-max-cost), not only at its end.
+        self.pricing = config.max_cost is not None
+        #: Told whenever what the run spent may have changed (its batch's caps).
+        self.on_spent: Callable[[], None] | None = None
 
     # -- while the run goes on ---------------------------------------------------
 
@@ -108,7 +113,7 @@ class Spending:
         """The run started: under ``--max-cost``, the command line's model is
         looked up now, in ``nursery``."""
         self.nursery = nursery
-        if self.caps.max_cost is None:
+        if not self.pricing:
             return
         fallback = model_key(self.ledger.fallback_model)
         if fallback is not None:
@@ -120,13 +125,13 @@ class Spending:
         if usage is None:
             # A turn's progress: counted against the caps until its end.
             self._progress = (message.progress_usage, message.model)
-            if self.caps.max_cost is not None:
+            if self.pricing:
                 self._price_soon(message.model)
             self._check()
             return
         self._progress = ((), None)
         self.ledger.add(usage, message.model)
-        if self.caps.max_cost is not None and usage.cost_usd is None:
+        if self.pricing and usage.cost_usd is None:
             self._price_soon(message.model)
         self._check()
 
@@ -143,7 +148,33 @@ class Spending:
         elif not self.ledger.priced(key):
             self._look_up_soon([key])
 
+    def raise_caps(self) -> str:
+        """A person let the run go on past its cap: each cap is raised by its
+        first amount, and the interrupted turn's progress counted for good
+        (its final message never came). Returns the new caps, said."""
+        usages, model = self._progress
+        for usage in usages:
+            self.ledger.add(usage, model)
+        self._progress = ((), None)
+        first, caps = Caps(self.config.max_cost, self.config.max_tokens), self.caps
+        self.caps = Caps(
+            None if caps.max_cost is None else caps.max_cost + (first.max_cost or 0),
+            None if caps.max_tokens is None else caps.max_tokens + (first.max_tokens or 0),
+        )
+        self.over = None
+        return self.caps.said()
+
+    def spent(self) -> tuple[int, float | None]:
+        """What the run spent so far, the turn under way's progress included:
+        its tokens (as ``--max-tokens`` counts them) and cost (None: some of
+        it unknown)."""
+        tokens, usd = self.ledger.provisional(*self._progress)
+        known = self.ledger.usd if self.ledger.reported else 0.0
+        return self.ledger.tokens + tokens, None if known is None or usd is None else known + usd
+
     def _check(self) -> None:
+        if self.on_spent is not None:
+            self.on_spent()
         if self.over is not None or self.ended or not self.caps:
             return
         # A price that came since is used for the turn's progress too.
@@ -252,6 +283,7 @@ class Spending:
         usages, model = self._progress
         for usage in usages:
             self.ledger.add(usage, model)
+        self._progress = ((), None)
         # An agent recognised from its stream is known only now.
         known = _dialect_class(self.dialect, self.config.command)
         if known is not None:
@@ -288,7 +320,14 @@ class Spending:
             )
 
     def to_json(self) -> dict[str, Any]:
-        return self.ledger.to_json(
+        cost = self.ledger.to_json(
             price_data=f"genai-prices {self.table}" if self.table else None,
             cap_enforced=self.caps.enforced(self.ledger),
         )
+        # As they ended: a person may have raised them (``--on-budget escalate``).
+        cost["caps"] = (
+            {"maxCost": self.caps.max_cost, "maxTokens": self.caps.max_tokens}
+            if self.caps
+            else None
+        )
+        return cost
