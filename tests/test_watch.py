@@ -36,6 +36,7 @@ END: list[dict[str, Any]] = [{"agent_end": {"willRetry": False}}, {"agent_settle
 # --- an events.jsonl line read back -------------------------------------------------
 
 SAMPLES: list[ev.Event] = [
+    ev.RunStarted(run_dir="/r"),
     ev.SessionStarted(session_id="s-1", cwd="/w", path="/w/s.jsonl"),
     ev.TurnStarted(),
     ev.AssistantMessage(
@@ -77,6 +78,8 @@ SAMPLES: list[ev.Event] = [
         outcome="error",
         exit_status=1,
         error={"kind": "agent_error", "message": "boom"},
+        cost_usd=0.004,
+        cost_source="computed",
     ),
 ]
 

@@ -4,6 +4,10 @@ registry: JSON-ready dicts in snake_case, each bounded (no answer over
 act on. The same receipts the command line gets: a steer and an abort go
 in process through the run's ``ExternalControl`` (what the run's socket
 serves), a reply through the run's mailbox.
+
+One module, though long: the tools side by side, with the checks of their
+arguments and the shapes of their answers, so that what a client gets from
+each is read in one place.
 """
 
 from __future__ import annotations
