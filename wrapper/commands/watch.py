@@ -204,6 +204,7 @@ class RunsWatch:
     _scanned: tuple[object, ...] | None = None
     _watched: list[Path] = field(default_factory=list)
     _seen: dict[Path, tuple[object, RunSnapshot]] = field(default_factory=dict)
+    _files: dict[Path, tuple[str, str]] = field(default_factory=dict)
     _marks: dict[Path, tuple[object, tuple[int, list[str]] | None]] = field(default_factory=dict)
 
     def _run_dirs(self) -> list[Path]:
@@ -228,11 +229,13 @@ class RunsWatch:
 
     def look(self) -> list[RunSnapshot]:
         snaps = []
+        files = self._files
         for path in self._run_dirs():
-            marks = (
-                rundir.change_mark(path / rundir.STATUS),
-                rundir.change_mark(path / rundir.RESULT),
-            )
+            where = files.get(path)
+            if where is None:
+                # Joined once: a look stats two files of every run each second.
+                where = files[path] = (str(path / rundir.STATUS), str(path / rundir.RESULT))
+            marks = (rundir.change_mark(where[0]), rundir.change_mark(where[1]))
             seen = self._seen.get(path)
             if seen is not None and seen[0] == marks:
                 snap = seen[1]
@@ -242,7 +245,7 @@ class RunsWatch:
                     if alive == snap.gone:
                         snap = RunSnapshot(snap.path, snap.status, snap.result, gone=not alive)
             else:
-                snap = rundir.snapshot(path)
+                snap = rundir.snapshot(path, result_there=marks[1] is not None)
             self._seen[path] = (marks, snap)
             snaps.append(snap)
         return snaps

@@ -90,7 +90,7 @@ def epoch(stamp: object) -> float | None:
         return None
 
 
-def change_mark(path: Path) -> tuple[int, int, int] | None:
+def change_mark(path: Path | str) -> tuple[int, int, int] | None:
     """What changes when a file is written or replaced (its inode, size and
     modification time), or None when it is not there: a reader polls this
     and reads the file again only when it differs."""
@@ -268,15 +268,20 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def snapshot(run_dir: Path, warn: Warn | None = None) -> RunSnapshot:
-    """What ``run_dir`` says of its run now."""
+def snapshot(
+    run_dir: Path, warn: Warn | None = None, *, result_there: bool | None = None
+) -> RunSnapshot:
+    """What ``run_dir`` says of its run now (``result_there``: whether its
+    result.json is there, when the caller has just looked)."""
     status = read_status(run_dir, warn)
     # A running run has no result yet (its final status.json write comes
     # after result.json): looking for one, and for where --result sent it,
     # would read two files a look for nothing.
     running = status is not None and status.get("state") != "finished"
     result = None
-    if not running or change_mark(run_dir / RESULT) is not None:
+    if result_there is None:
+        result_there = change_mark(run_dir / RESULT) is not None
+    if not running or result_there:
         result = read_result(run_dir, status, warn)
     gone = (
         result is None
