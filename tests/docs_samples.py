@@ -151,10 +151,16 @@ _VARYING = (
 #: second or more as the wrapper measured it: a tool the fake agent runs for
 #: exactly a second may fall either side of that on a loaded machine.
 _TIMED_LINE = re.compile(r"^  ✓ .* done · [\d.]+s\n", re.M)
+#: The settle grace's line, shown only when the agent's last line is read
+#: before its exit is seen: an agent that exits right after it may be seen
+#: gone first (then its exit ends the run, and there is no grace to show).
+_SETTLED_LINE = re.compile(
+    r"^  · the agent says it is done: waiting [\d.]+s for it to exit\n", re.M
+)
 
 
 def normalized(output: str) -> str:
-    output = _TIMED_LINE.sub("", output)
+    output = _SETTLED_LINE.sub("", _TIMED_LINE.sub("", output))
     for pattern, replacement in _VARYING:
         output = pattern.sub(replacement, output)
     return output
