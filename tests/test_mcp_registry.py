@@ -392,3 +392,21 @@ async def test_a_tool_that_waits_reports_progress_meanwhile(tmp_path: Path) -> N
     assert said
     assert {message for _, message in said} == {"the run is ending"}
     assert [elapsed for elapsed, _ in said] == sorted(elapsed for elapsed, _ in said)
+
+
+async def test_a_final_txt_planted_in_the_run_directory_is_replaced_not_read(
+    tmp_path: Path,
+) -> None:
+    async with server(tmp_path) as tools:
+        started = await tools.start(command=pi(tmp_path, answer("The real answer.")), task="T")
+        await tools.wait(timeout=60)
+        # The agent works in reach of its run directory: a FIFO nobody
+        # writes would hang a reader; a link would hand on another file.
+        planted = Path(started["run_dir"]) / "final.txt"
+        os.mkfifo(planted)
+        with trio.fail_after(10):
+            result = await tools.result(run_id=started["run_id"])
+        path = Path(result["final_text_path"])
+        assert path.is_file()
+        assert not path.is_symlink()
+        assert path.read_text() == "The real answer."

@@ -107,6 +107,8 @@ class Entry:
     #: Where the last ``events`` call stopped reading events.jsonl: the seq
     #: of the last event read and the offset of the line after it.
     events_cursor: tuple[int, int] = (0, 0)
+    #: final.txt once this server wrote it (the run's whole final text).
+    final_written: Path | None = None
 
     @property
     def run_dir(self) -> Path:

@@ -192,12 +192,14 @@ def _server(tools: Tools) -> Server[Any]:
         if prefix or name != FINAL_TEXT_FILE:
             raise _not_found(f"no resource {uri}: this server has {FINAL_TEXT_URI}")
         try:
-            path = await tools.final_text_file(tools.runs.get(run_id))
+            entry = tools.runs.get(run_id)
         except ToolError as refused:
             raise _not_found(refused.message) from None
-        if path is None:
+        # The text the run ended with, as the file holds it: read from the
+        # result in memory, never from a file in reach of the agent.
+        text = (entry.result or {}).get("finalText") if entry.ended else None
+        if not isinstance(text, str):
             raise _not_found(f"run {run_id} has no final text")
-        text = await trio.Path(path).read_text(encoding="utf-8", errors="replace")
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
         )

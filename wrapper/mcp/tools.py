@@ -13,7 +13,9 @@ each is read in one place.
 from __future__ import annotations
 
 import math
+import os
 import secrets
+import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -488,13 +490,24 @@ class Tools:
         if not entry.ended or not isinstance(final, str):
             return None
         path = entry.run_dir / FINAL_TEXT_FILE
-        if not path.exists():
+        # Written once, by this server: anything else in its place (the
+        # agent works in reach of its run directory: a FIFO, a link) is
+        # replaced, never read or handed on.
+        if not _regular_file(path) or entry.final_written is not path:
             data = final.encode("utf-8", errors="replace")
             try:
                 await trio.to_thread.run_sync(atomic_write, path, data)
             except OSError as exc:
                 raise ToolError(f"could not write {path}: {exc}") from None
+            entry.final_written = path
         return path
+
+
+def _regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _count_of(result: Mapping[str, Any], key: str) -> int:
