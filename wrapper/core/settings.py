@@ -9,77 +9,49 @@ event it cannot enforce on a streaming agent is reported, never dropped
 silently. Several files merge in order: hook lists concatenate, any other
 key from a later file replaces the earlier value.
 
-One module, though long: it is the one schema of the settings, every key's
-check beside the value it makes, so that a key's meaning is read in one place.
+Every key's check sits beside the value it makes; the hooks' events and
+handlers are ``wrapper.core.hook_settings``'s (their names are also found
+here, where callers have always looked for them).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from wrapper.core import matchers
+from wrapper.core import hook_settings, matchers
 from wrapper.core.cost import caps_settings, limits_json
-from wrapper.core.shellwords import ShellSyntax, split_command
-from wrapper.core.spelling import closest
-from wrapper.core.urls import url_without_secrets
-
-#: Stop handlers: may block a stop and steer the agent.
-STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
-#: Handlers that run before a prompt is sent and may add to it (or refuse it).
-PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
-#: Handlers fired from what the stream shows; they observe and never block.
-OBSERVED_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "PreCompact"})
-#: Handlers of the run's own life: ``SessionStart`` (before an agent session's
-#: first prompt; may add context), ``SessionEnd`` (once the run's outcome is
-#: decided) and ``StopFailure`` (a turn ended on an API error); none blocks.
-LIFECYCLE_EVENTS = frozenset({"SessionStart", "SessionEnd", "StopFailure"})
-#: Claude Code events that need the agent's cooperation; the wrapper only
-#: sees the stream, so it cannot enforce them.
-UNENFORCEABLE_EVENTS = frozenset({"PreToolUse", "PermissionRequest", "Notification"})
-HOOK_EVENTS = STOP_EVENTS | PROMPT_EVENTS | OBSERVED_EVENTS | LIFECYCLE_EVENTS
-#: Newer Claude Code events, tied to its own features (teams, worktrees,
-#: MCP): the wrapper does not run them, and knowing them keeps them from
-#: being taken for misspellings of the events above.
-OTHER_CLAUDE_EVENTS = frozenset(
-    {
-        "PostCompact",
-        "Setup",
-        "TeammateIdle",
-        "TaskCreated",
-        "TaskCompleted",
-        "InstructionsLoaded",
-        "ConfigChange",
-        "WorktreeCreate",
-        "WorktreeRemove",
-        "PermissionDenied",
-        "Elicitation",
-        "ElicitationResult",
-    }
+from wrapper.core.hook_settings import (
+    HOOK_EVENTS,
+    KNOWN_EVENTS,
+    OBSERVED_EVENTS,
+    STOP_EVENTS,
+    TOOL_EVENTS,
+    Handler,
+    MatcherGroup,
+    SettingsError,
+    near_miss,
 )
-KNOWN_EVENTS = HOOK_EVENTS | UNENFORCEABLE_EVENTS | OTHER_CLAUDE_EVENTS
-#: An unknown event name this close to a known one (edits, ignoring case) is
-#: taken for a typo: a gate that silently never runs is worse than an error.
-#: Names further off stay a note, since Claude Code keeps adding events.
-NEAR_MISS_EDITS = 2
-#: Events whose matcher selects tools by name.
-TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
-#: Per-handler time limits, by handler type, in seconds.
-DEFAULT_HANDLER_TIMEOUTS = {"command": 60.0, "http": 60.0, "prompt": 30.0, "agent": 60.0}
-#: Claude Code handler types the wrapper skips (with a note): an ``mcp_tool``
-#: handler calls a tool of an MCP server the agent is connected to, and the
-#: wrapper has no such connection of its own.
-SKIPPED_HANDLER_TYPES = frozenset({"mcp_tool"})
+#: Hook names callers find here as well.
+__all__ = [
+    "HOOK_EVENTS",
+    "KNOWN_EVENTS",
+    "OBSERVED_EVENTS",
+    "STOP_EVENTS",
+    "TOOL_EVENTS",
+    "Handler",
+    "IdleSettings",
+    "MatcherGroup",
+    "Settings",
+    "SettingsError",
+    "merge_settings",
+    "near_miss",
+]
+
 #: Built-in error retry: how many steers it may use unless the settings say.
 DEFAULT_MAX_RETRIES = 2
-
-#: A handler's command is shown in events and result.json at most this long
-#: (its middle is cut: the start and the script name at the end matter most).
-NAME_CHARS = 160
 
 _WRAPPER_KEYS = frozenset(
     {
@@ -109,63 +81,6 @@ DEFAULT_SUMMARIZER_TIMEOUT = 30.0
 #: When the run ends, how long observer hooks still running may take to
 #: finish before they are killed (result.json waits for them meanwhile).
 DEFAULT_OBSERVER_DRAIN = 5.0
-
-
-class SettingsError(Exception):
-    """A settings file cannot be used; the message names file, key and problem."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Handler:
-    """One hook handler as configured."""
-
-    type: str
-    #: Where it was configured, for messages: ``FILE: hooks.Stop[0].hooks[1]``.
-    origin: str
-    timeout: float
-    #: ``command``: the command string (split at run time), or ``args``.
-    command: str | None = None
-    args: tuple[str, ...] | None = None
-    shell: bool = False
-    #: ``prompt`` and ``agent``: the instructions for the judge.
-    prompt: str | None = None
-    #: ``agent``: the verifier agent's command (default: the run's own).
-    agent_command: tuple[str, ...] | None = None
-    #: ``http``: where the hook input is POSTed, the request's extra headers
-    #: (values as configured) and the variables they may use.
-    url: str | None = None
-    headers: tuple[tuple[str, str], ...] = ()
-    allowed_env_vars: frozenset[str] = frozenset()
-
-    @property
-    def name(self) -> str:
-        """A short description for events and result.json."""
-        if self.type == "http":
-            return f"http {url_without_secrets(self.url or '')[:NAME_CHARS]}"
-        if self.type == "command":
-            text = self.command if self.command is not None else " ".join(self.args or ())
-            if len(text) <= NAME_CHARS:
-                return text
-            half = NAME_CHARS // 2
-            return text[:half] + "…" + text[-half:]
-        return f"{self.type} ({self.origin})"
-
-
-@dataclass(frozen=True, slots=True)
-class MatcherGroup:
-    """Hook handlers with the tools they are for (``matchers.takes``)."""
-
-    matcher: str | None
-    handlers: tuple[Handler, ...]
-
-    def matches(self, tool: str | None, kind: str | None = None) -> bool:
-        return matchers.takes(self.matcher, tool, kind)
-
-    @property
-    def names_kinds(self) -> bool:
-        """Whether the matcher names a tool kind (which the agent's own
-        matchers cannot: the wrapper applies it)."""
-        return matchers.KIND_MARK in (self.matcher or "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -295,13 +210,13 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
         elif "disableAllHooks" in data and not isinstance(data["disableAllHooks"], bool):
             raise SettingsError(f"{where}: disableAllHooks: expected true or false")
         before = len(notes)
-        for event, groups in _hooks(where, data.get("hooks", {}), notes).items():
+        for event, groups in hook_settings.hooks(where, data.get("hooks", {}), notes).items():
             hooks.setdefault(event, []).extend(groups)
         raw_hooks = data.get("hooks", {})
         if isinstance(raw_hooks, dict) and isinstance(raw_hooks.get("PreToolUse"), list):
             key = "hooks.PreToolUse"
             for i, value in enumerate(raw_hooks["PreToolUse"]):
-                group = _group(where, f"{key}[{i}]", "PreToolUse", value, notes)
+                group = hook_settings.group(where, f"{key}[{i}]", "PreToolUse", value, notes)
                 if matchers.valid_matcher(group.matcher):
                     pre_tool_use.append(group)
                 else:
@@ -351,7 +266,7 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
         where, value = merged["observers"]
         value = _known_keys(where, "observers", value, {"drainTimeout"})
         if "drainTimeout" in value:
-            policies["observer_drain"] = _seconds(
+            policies["observer_drain"] = hook_settings.seconds(
                 where, "observers.drainTimeout", value["drainTimeout"], zero=True
             )
     return Settings(
@@ -366,193 +281,10 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
     )
 
 
-def _hooks(where: str, value: Any, notes: list[str]) -> dict[str, list[MatcherGroup]]:
-    if not isinstance(value, dict):
-        raise SettingsError(f"{where}: hooks: expected an object of event names")
-    found: dict[str, list[MatcherGroup]] = {}
-    for event, groups in value.items():
-        key = f"hooks.{event}"
-        if not isinstance(groups, list):
-            raise SettingsError(f"{where}: {key}: expected a list of matcher groups")
-        parsed = [_group(where, f"{key}[{i}]", event, g, notes) for i, g in enumerate(groups)]
-        if event in UNENFORCEABLE_EVENTS:
-            notes.append(
-                f"{where}: {key}: NOT ENFORCED: the wrapper only sees the agent's output "
-                f"stream and cannot run {event} handlers; they are ignored"
-            )
-        elif event in OTHER_CLAUDE_EVENTS:
-            notes.append(
-                f"{where}: {key}: a Claude Code event the wrapper does not run; "
-                "its handlers are ignored"
-            )
-        elif event not in HOOK_EVENTS:
-            meant = near_miss(event)
-            if meant is not None:
-                raise SettingsError(
-                    f'{where}: hooks: unknown event "{event}"; did you mean "{meant}"? '
-                    "(event names are case-sensitive)"
-                )
-            notes.append(f"{where}: {key}: unknown hook event; its handlers are ignored")
-        else:
-            found[event] = parsed
-    return found
-
-
-def near_miss(name: str) -> str | None:
-    """The known event ``name`` is most likely a misspelling of, if any."""
-    return closest(name, KNOWN_EVENTS, NEAR_MISS_EDITS)
-
-
 def _claude_permissions(data: Mapping[str, Any]) -> bool:
     """Whether ``permissions`` is Claude Code's own object (allow/deny lists),
     not the wrapper's answer to an ACP agent's permission requests."""
     return isinstance(data.get("permissions"), dict)
-
-
-def _group(
-    where: str, key: str, event: str, value: Any, notes: list[str] | None = None
-) -> MatcherGroup:
-    if not isinstance(value, dict):
-        raise SettingsError(f"{where}: {key}: expected an object with a hooks list")
-    matcher = value.get("matcher")
-    if matcher is not None and not isinstance(matcher, str):
-        raise SettingsError(f"{where}: {key}.matcher: expected a string")
-    if matcher and matchers.KIND_MARK in matcher:
-        try:
-            matchers.check_kinds(matcher)
-        except matchers.MatcherError as exc:
-            raise SettingsError(f"{where}: {key}.matcher: {exc}") from None
-    plain = not matcher or matcher == "*" or matchers.MATCHER_LIST.fullmatch(matcher)
-    if matcher and not plain and event in TOOL_EVENTS:
-        try:
-            re.compile(matcher)
-        except re.error as exc:
-            raise SettingsError(f"{where}: {key}.matcher: not a valid pattern: {exc}") from None
-    handlers = value.get("hooks")
-    if not isinstance(handlers, list) or not handlers:
-        raise SettingsError(f"{where}: {key}.hooks: expected a non-empty list of handlers")
-    kept = []
-    for i, raw in enumerate(handlers):
-        handler = _handler(where, f"{key}.hooks[{i}]", raw)
-        if handler is not None:
-            kept.append(handler)
-        elif notes is not None:
-            notes.append(
-                f"{where}: {key}.hooks[{i}]: an mcp_tool handler is skipped: it calls a tool "
-                "of an MCP server the agent is connected to, and the wrapper has no MCP "
-                "connection of its own; use a command or http handler instead"
-            )
-    return MatcherGroup(matcher, tuple(kept))
-
-
-def _handler(where: str, key: str, value: Any) -> Handler | None:
-    """The handler ``value`` configures; None for a type the wrapper skips."""
-    if not isinstance(value, dict):
-        raise SettingsError(f"{where}: {key}: expected an object")
-    kind = value.get("type", "command")
-    if kind in SKIPPED_HANDLER_TYPES:
-        return None
-    if kind not in DEFAULT_HANDLER_TIMEOUTS:
-        raise SettingsError(
-            f"{where}: {key}.type: {kind!r} is not a handler type "
-            "(command, http, prompt, agent; mcp_tool is skipped)"
-        )
-    timeout = _seconds(
-        where, f"{key}.timeout", value.get("timeout", DEFAULT_HANDLER_TIMEOUTS[kind])
-    )
-    origin = f"{where}: {key}"
-    if kind == "command":
-        return _command_handler(where, key, value, origin, timeout)
-    if kind == "http":
-        return _http_handler(where, key, value, origin, timeout)
-    prompt = value.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise SettingsError(f"{where}: {key}.prompt: a {kind} handler needs a prompt")
-    agent = None
-    if kind == "agent" and "command" in value:
-        agent = _argv(where, f"{key}.command", value["command"])
-    return Handler(type=kind, origin=origin, timeout=timeout, prompt=prompt, agent_command=agent)
-
-
-def _command_handler(
-    where: str, key: str, value: dict[str, Any], origin: str, timeout: float
-) -> Handler:
-    shell = value.get("shell", False)
-    if not isinstance(shell, bool):
-        raise SettingsError(f"{where}: {key}.shell: expected true or false")
-    if "args" in value:
-        if "command" in value:
-            raise SettingsError(f"{where}: {key}: give either command or args, not both")
-        args = _argv(where, f"{key}.args", value["args"])
-        return Handler(type="command", origin=origin, timeout=timeout, args=args)
-    command = value.get("command")
-    if not isinstance(command, str) or not command.strip():
-        raise SettingsError(f"{where}: {key}.command: expected a command string (or args)")
-    if not shell:
-        try:
-            split_command(command, {})
-        except ShellSyntax as exc:
-            raise SettingsError(
-                f"{where}: {key}.command: {exc}; commands run without a shell: add "
-                '"shell": true to run it with /bin/sh -c, or give "args" as a list'
-            ) from None
-    return Handler(type="command", origin=origin, timeout=timeout, command=command, shell=shell)
-
-
-def _http_handler(
-    where: str, key: str, value: dict[str, Any], origin: str, timeout: float
-) -> Handler:
-    url = value.get("url")
-    if not isinstance(url, str) or not url.strip():
-        raise SettingsError(f'{where}: {key}.url: an http handler needs a "url" string')
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (a bad port raises only when read)
-    except ValueError as exc:
-        raise SettingsError(f"{where}: {key}.url: not a usable URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingsError(
-            f"{where}: {key}.url: expected an http:// or https:// URL with a host, "
-            f"got {url_without_secrets(url)!r}"
-        )
-    headers = value.get("headers", {})
-    if not isinstance(headers, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-    ):
-        raise SettingsError(
-            f"{where}: {key}.headers: expected an object of header names and string values"
-        )
-    for name, text in headers.items():
-        if not name or any(c in name for c in ":\r\n ") or any(c in text for c in "\r\n\0"):
-            raise SettingsError(
-                f"{where}: {key}.headers: {name!r} is not a usable header (a name without "
-                "spaces or colons, a value on one line)"
-            )
-    allowed = value.get("allowedEnvVars", [])
-    if not isinstance(allowed, list) or not all(isinstance(v, str) for v in allowed):
-        raise SettingsError(
-            f"{where}: {key}.allowedEnvVars: expected a list of environment variable names"
-        )
-    return Handler(
-        type="http",
-        origin=origin,
-        timeout=timeout,
-        url=url,
-        headers=tuple(headers.items()),
-        allowed_env_vars=frozenset(allowed),
-    )
-
-
-def _argv(where: str, key: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        try:
-            words = split_command(value, {})
-        except ShellSyntax as exc:
-            raise SettingsError(f"{where}: {key}: {exc}; give a list of arguments") from None
-        return tuple(words)
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise SettingsError(f"{where}: {key}: expected a non-empty list of strings")
-    return tuple(value)
 
 
 def _stop(where: str, value: Any) -> dict[str, Any]:
@@ -597,7 +329,7 @@ def _stop(where: str, value: Any) -> dict[str, Any]:
 def _evaluator(where: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, dict) or "command" not in value:
         raise SettingsError(f'{where}: evaluator: expected {{"command": [...]}}')
-    return _argv(where, "evaluator.command", value["command"])
+    return hook_settings.argv(where, "evaluator.command", value["command"])
 
 
 def _known_keys(where: str, key: str, value: Any, known: set[str]) -> dict[str, Any]:
@@ -659,7 +391,9 @@ def _on_idle(where: str, value: Any) -> IdleSettings:
         else:
             out["attempts"] = attempts
     if "cooldown" in value:
-        out["cooldown"] = _seconds(where, "onIdle.cooldown", value["cooldown"], zero=True)
+        out["cooldown"] = hook_settings.seconds(
+            where, "onIdle.cooldown", value["cooldown"], zero=True
+        )
     return IdleSettings(**out)
 
 
@@ -667,7 +401,7 @@ def _notify(where: str, value: Any) -> dict[str, Any]:
     value = _known_keys(where, "notify", value, {"command", "desktop"})
     out: dict[str, Any] = {}
     if "command" in value:
-        out["notify"] = _argv(where, "notify.command", value["command"])
+        out["notify"] = hook_settings.argv(where, "notify.command", value["command"])
     if "desktop" in value:
         if not isinstance(value["desktop"], bool):
             raise SettingsError(f"{where}: notify.desktop: expected true or false")
@@ -679,20 +413,11 @@ def _summarizer(where: str, value: Any) -> dict[str, Any]:
     value = _known_keys(where, "summarizer", value, {"command", "timeout"})
     if "command" not in value:
         raise SettingsError(f'{where}: summarizer: expected {{"command": [...]}}')
-    out: dict[str, Any] = {"summarizer": _argv(where, "summarizer.command", value["command"])}
+    out: dict[str, Any] = {
+        "summarizer": hook_settings.argv(where, "summarizer.command", value["command"])
+    }
     if "timeout" in value:
-        out["summarizer_timeout"] = _seconds(where, "summarizer.timeout", value["timeout"])
+        out["summarizer_timeout"] = hook_settings.seconds(
+            where, "summarizer.timeout", value["timeout"]
+        )
     return out
-
-
-def _seconds(where: str, key: str, value: Any, *, zero: bool = False) -> float:
-    """A number of seconds: positive, or also 0 when ``zero``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or value < 0
-        or (value == 0 and not zero)
-    ):
-        expected = "a number of seconds >= 0" if zero else "a positive number of seconds"
-        raise SettingsError(f"{where}: {key}: expected {expected}")
-    return float(value)
