@@ -43,7 +43,7 @@ from wrapper.core.policy import (
     StopPolicy,
 )
 from wrapper.core.settings import Handler
-from wrapper.core.steering import AllowedBy, Block, Steering, with_context
+from wrapper.core.steering import AllowedBy, Block, Steering, fit_context, with_context
 from wrapper.core.summary import RunSummary
 from wrapper.dialects import CannotResume, Dialect, Launch, UsageError
 from wrapper.files import mailbox
@@ -593,35 +593,17 @@ class StopGate:
     def _fit_context(
         self, before: list[str], after: list[str], room: int
     ) -> tuple[list[str], list[str]]:
-        """The context to add before and after a prompt, cut to ``room`` bytes
-        (the blank lines between included): what comes last goes first."""
-        parts = [*before, *after]
-        size = sum(len(part.encode()) + 2 for part in parts)
-        if size <= room:
-            return before, after
-        note = (
-            f"\n[hook context cut: {size} bytes, more than the {room} a steer's prompt "
-            "leaves for it]"
-        )
-        fitted, left = [], room - len(note.encode())
-        for part in parts:
-            cost = len(part.encode()) + 2
-            if cost > left:
-                if left > 2:
-                    fitted.append(part.encode()[: left - 2].decode(errors="ignore"))
-                break
-            fitted.append(part)
-            left -= cost
-        if fitted:
-            fitted[-1] += note
-        self.stream.emit(
-            WarningEvent(
-                code="hook_context_cut",
-                message=f"hook context of {size} bytes was cut to {room} bytes: a steer "
-                "delivered on the agent's command line leaves no more room for it",
+        """``fit_context``, the cut said in a warning."""
+        before, after, size = fit_context(before, after, room)
+        if size is not None:
+            self.stream.emit(
+                WarningEvent(
+                    code="hook_context_cut",
+                    message=f"hook context of {size} bytes was cut to {room} bytes: a steer "
+                    "delivered on the agent's command line leaves no more room for it",
+                )
             )
-        )
-        return fitted[: len(before)], fitted[len(before) :]
+        return before, after
 
     def hook_input(self, event: str, **extra: Any) -> dict[str, Any]:
         config = self.config
