@@ -4,7 +4,7 @@ At a stop the built-in error retry and the Stop hooks go first; when they
 allow it, the ``onStop`` policy decides (escalating to a person if need be).
 A block becomes a steer: the agent's session resumed with the reason as its
 next prompt. Before every prompt (the task, a Stop hook's steer, a steer
-from outside, a person's reply: its ``source``) the ``UserPromptSubmit``
+from outside, a person's reply, at a cap too: its ``source``) the ``UserPromptSubmit``
 (and for a subagent's task ``SubagentStart``) handlers may add context or
 refuse it, and a refusal refuses that prompt only (a refused Stop-hook
 steer lets the stop go ahead, as at the steer limit); before the first
@@ -443,12 +443,23 @@ class StopGate:
         )
         return record
 
-    async def steer_back(self, handler: str, reason: str, number: int) -> Launch | None:
+    async def steer_back(
+        self, handler: str, reason: str, number: int, checked: Sequence[str] | None = None
+    ) -> Launch | None:
         """Steer the agent back to work with ``reason`` (attempt ``number``),
-        as a Stop handler's block named ``handler`` would."""
-        return await self._steer(Block(handler, reason), number)
+        as a Stop handler's block named ``handler`` would; ``checked``: the
+        context a person's reply got when it passed the prompt handlers (a
+        ``budget_resume``), None for a steer the handlers have not seen."""
+        source = "stop_hook" if checked is None else "budget_resume"
+        return await self._steer(Block(handler, reason), number, source, checked)
 
-    async def _steer(self, block: Block, number: int, source: str = "stop_hook") -> Launch | None:
+    async def _steer(
+        self,
+        block: Block,
+        number: int,
+        source: str = "stop_hook",
+        checked: Sequence[str] | None = None,
+    ) -> Launch | None:
         """Resume the agent with ``block``'s reason (``source``: a Stop
         hook's or a policy's steer, or a person's reply, which passed the
         prompt handlers when it came), with the steers from outside that
@@ -471,7 +482,7 @@ class StopGate:
             return None
         # A live session goes on in the same process: no new session starts.
         resumed = "resume" if launch.prompt is None else None
-        checked = self._reply_context if source == "reply" else None
+        checked = self._reply_context if source == "reply" else checked
         preamble, contexts, refused = await self.prompt_parts(
             block.reason, first=False, source=source, session=resumed, checked=checked
         )
