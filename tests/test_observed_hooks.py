@@ -450,3 +450,62 @@ def test_the_new_events_are_no_longer_notes(tmp_path: Path) -> None:
         "Notification": 1,
         "PostCompact": 1,
     }
+
+
+def test_a_refused_steer_notifies(tmp_path: Path) -> None:
+    from tests.test_external_steer import Running, long_tool
+    from tests.test_external_steer import cli as steer_cli
+
+    observer, log = logger(tmp_path, "notified")
+    settings = gate(tmp_path, Notification=[{"matcher": "steer_refused", "hooks": [observer]}])
+    run = Running(
+        tmp_path,
+        [long_tool(3), *answer("Built it.")],
+        [answer("Steered.")],
+        options=["--settings", str(settings), "--steer-timeout", "0.3"],
+    )
+    run.wait_for_tool()
+    steered = steer_cli("steer", str(run.run_dir), "--text", "Write FORBIDDEN code")
+    assert steered.returncode == 1
+    code, _, _, _ = run.finish()
+    assert code == 0
+    (seen,) = logged(log)
+    assert seen["notification_type"] == "steer_refused"
+    assert seen["message"].startswith("A steer was refused: ")
+    assert "no forbidden words, please" in seen["message"]
+
+
+def test_a_tool_to_approve_is_a_permission_prompt_and_the_stop_an_idle_prompt(
+    tmp_path: Path,
+) -> None:
+    from tests.test_acp_e2e import (
+        HANG,
+        TOOL_RUN,
+        pre_tool_use_settings,
+        reply,
+        start,
+        wait_for_escalation,
+    )
+
+    ask = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask"}}
+    script = f"import sys\nsys.stdin.read()\nprint({json.dumps(ask)!r})\n"
+    settings = pre_tool_use_settings(tmp_path, script)
+    observer, log = logger(tmp_path, "notified")
+    data = json.loads(settings.read_text())
+    data["hooks"]["Notification"] = [{"hooks": [observer]}]
+    settings.write_text(json.dumps(data))
+    options = ("--settings", str(settings), "--on-stop", "escalate", "--escalation-timeout", "60")
+    proc = start(tmp_path, TOOL_RUN, "--task", "Fix", *options)
+    try:
+        wait_for_escalation(tmp_path, "esc-1")
+        reply(tmp_path, "--continue")
+        wait_for_escalation(tmp_path, "esc-2")
+        reply(tmp_path, "--stop")
+        _, stderr = proc.communicate(timeout=HANG)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, stderr
+    kinds = sorted((n["notification_type"], n["message"]) for n in logged(log))
+    assert [kind for kind, _ in kinds] == ["idle_prompt", "permission_prompt"]
+    assert "make test" in kinds[1][1]
