@@ -31,8 +31,10 @@ from wrapper.hooks.native import (
     TAKES_UPDATED_INPUT,
     WHOLE_CHAIN,
     agent_answer,
+    deciding_result,
     record,
     refused_input_reason,
+    rewriting_result,
 )
 from wrapper.hooks.runner import HookContext, run_chain
 
@@ -88,13 +90,8 @@ def hook_relay(
     chain = functools.partial(run_chain, handlers, "PreToolUse", payload, ctx, blocking=True)
     results = trio.run(chain)
     decided = [e for e in events if isinstance(e, HookDecision)]
-    # As over ACP: the first that says allow or refuses decides; a plain
-    # allow leaves the decision to the next handler, then to the agent.
-    deciding = next(
-        (r for r in results if r.decision is not Decision.ALLOW or r.permission == "allow"),
-        None,
-    )
-    rewriter = _rewriter(results, deciding)
+    deciding = deciding_result(results)
+    rewriter = rewriting_result(results, deciding)
     fate = None
     if rewriter is not None:
         fate = "applied" if agent in TAKES_UPDATED_INPUT else "refused"
@@ -122,20 +119,6 @@ def hook_relay(
     if answer is not None:
         sys.stdout.buffer.write(dumps(answer) + b"\n")
     return 0
-
-
-def _rewriter(results: list[HandlerResult], deciding: HandlerResult | None) -> HandlerResult | None:
-    """The handler's result whose rewritten input the call would run with:
-    the deciding handler's if it allows with one, else the first plain allow
-    before it that has one; None when the call is refused anyway."""
-    if deciding is not None and deciding.decision is not Decision.ALLOW:
-        return None
-    for result in results:
-        if result.updated_input is not None and result.warning is None:
-            return result
-        if result is deciding:
-            break
-    return None
 
 
 def _record(run_dir: str | None, handler: str, tool: str | None, why: str) -> None:

@@ -25,7 +25,12 @@ from wrapper.core.settings import STOP_EVENTS, Handler, Settings, SettingsError
 from wrapper.dialects import DIALECTS, tool_kind
 from wrapper.files.settings_file import check_commands
 from wrapper.files.transcript import last_assistant_message
-from wrapper.hooks.native import TAKES_UPDATED_INPUT, refused_input_reason
+from wrapper.hooks.native import (
+    TAKES_UPDATED_INPUT,
+    deciding_result,
+    refused_input_reason,
+    rewriting_result,
+)
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 
 PROG = "agent-wrapper hook-test"
@@ -63,14 +68,7 @@ def _rewritten(
     """A PreToolUse chain's rewritten input in ``report`` (``updatedInput``),
     as a run takes it: applied by the agents that can, the call denied on
     the others (on ``agent``'s, when it is named)."""
-    deciding = next(
-        (r for r in results if r.decision is not Decision.ALLOW or r.permission == "allow"), None
-    )
-    rewriter = None
-    if deciding is None or deciding.decision is Decision.ALLOW:
-        rewriter = next(
-            (r for r in results if r.updated_input is not None and r.warning is None), None
-        )
+    rewriter = rewriting_result(results, deciding_result(results))
     report["updatedInput"] = rewriter.updated_input if rewriter is not None else None
     if rewriter is None:
         return

@@ -178,6 +178,32 @@ def relay_hook(
     }
 
 
+def deciding_result(results: Sequence[HandlerResult]) -> HandlerResult | None:
+    """The result that decides a PreToolUse chain, as over ACP: the first
+    that says allow or refuses; a plain allow leaves the decision to the
+    next handler, then to the agent (None)."""
+    return next(
+        (r for r in results if r.decision is not Decision.ALLOW or r.permission == "allow"),
+        None,
+    )
+
+
+def rewriting_result(
+    results: Sequence[HandlerResult], deciding: HandlerResult | None
+) -> HandlerResult | None:
+    """The result whose rewritten input the call would run with: the
+    deciding handler's if it allows with one, else the first plain allow
+    before it that has one; None when the call is refused anyway."""
+    if deciding is not None and deciding.decision is not Decision.ALLOW:
+        return None
+    for result in results:
+        if result.updated_input is not None and result.warning is None:
+            return result
+        if result is deciding:
+            break
+    return None
+
+
 def agent_answer(
     result: HandlerResult, updated_input: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
