@@ -509,3 +509,19 @@ def test_a_tool_to_approve_is_a_permission_prompt_and_the_stop_an_idle_prompt(
     kinds = sorted((n["notification_type"], n["message"]) for n in logged(log))
     assert [kind for kind, _ in kinds] == ["idle_prompt", "permission_prompt"]
     assert "make test" in kinds[1][1]
+
+
+def test_a_cap_is_nearing_from_its_share_on_and_the_raised_cap_is_the_first_amount_more() -> None:
+    from wrapper.core.cost import Caps, CostLedger
+    from wrapper.core.events import Usage
+    from wrapper.core.limits import CAP_NOTICE_SHARE
+
+    ledger = CostLedger(fallback_model=None, granularity="turn")
+    ledger.add(Usage(input=700, output=99, cost_usd=0.5), None)
+    caps = Caps(max_cost=1.0, max_tokens=1000)
+    assert caps.nearing(ledger, (0, 0.0), CAP_NOTICE_SHARE) is None
+    said = caps.nearing(ledger, (1, 0.0), CAP_NOTICE_SHARE)
+    assert said == "the run used 800 tokens, 80% of its --max-tokens cap of 1,000"
+    cost = Caps(max_cost=1.0).nearing(ledger, (0, 0.31), CAP_NOTICE_SHARE)
+    assert cost == "the run cost $0.8100, 81% of its --max-cost cap of $1"
+    assert caps.raised_by(Caps(max_cost=1.0, max_tokens=1000)) == Caps(2.0, 2000)
