@@ -26,6 +26,7 @@ from wrapper.core.settings import SettingsError
 from wrapper.dialects import tool_kind
 from wrapper.files.settings_file import load_settings
 from wrapper.hooks.native import RECORDS, WHOLE_CHAIN, agent_answer, record
+from wrapper.hooks.native_agents import codex_answer
 from wrapper.hooks.runner import HookContext, run_chain
 
 
@@ -89,6 +90,8 @@ def hook_relay(
         None,
     )
     answer = agent_answer(deciding) if deciding is not None else None
+    if agent == "codex":
+        answer = codex_answer(answer)
     if answer is not None:
         sys.stdout.buffer.write(dumps(answer) + b"\n")
     return 0
