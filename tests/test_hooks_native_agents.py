@@ -6,6 +6,7 @@ enforcement is in tests/real/test_conformance_hooks.py."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -15,6 +16,8 @@ from typing import Any
 
 from tests.conftest import HANG_LIMIT, ROOT, agent_env, read_result, write_scenario
 from tests.test_hooks import answer, hook_script, records
+from wrapper.commands.normalize import normalize
+from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
 from wrapper.dialects.codex import CodexDialect
 from wrapper.dialects.opencode import OpencodeDialect
 from wrapper.hooks.native_agents import codex_trust_hash
@@ -222,3 +225,30 @@ def test_the_relay_answers_codex_only_what_it_takes(tmp_path: Path) -> None:
     # Nor "allow": Codex decides as without the hook.
     allow = {"hookSpecificOutput": {"permissionDecision": "allow"}}
     assert specific(relay(tmp_path, f"print(json.dumps({allow!r}))\n")) is None
+
+
+# -- what the real CLIs' streams say of a denied tool ----------------------------------------
+
+CAPTURES = ROOT / "tests" / "data" / "real" / "hooks"
+
+
+def events_of(dialect: str, capture: str) -> list[dict[str, Any]]:
+    out = io.BytesIO()
+    with (CAPTURES / capture).open("rb") as source:
+        normalize(source, out, dialect_name=dialect, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_opencode_reports_the_denied_tool_as_failed() -> None:
+    # opencode 1.18.33, the tier's tool scenario, its bash call denied by the plugin.
+    events = events_of("opencode", "opencode-1.18.33-pretooluse-deny.jsonl")
+    (ended,) = [e for e in events if e["type"] == "tool_end"]
+    assert (ended["tool"], ended["isError"]) == ("bash", True)
+    assert [e["stopReason"] for e in events if e["type"] == "assistant_message"][-1] == "stop"
+
+
+def test_codex_reports_no_item_for_a_denied_command() -> None:
+    # Codex 0.169.0, the same: the command its hook denied is not in the stream at all.
+    events = events_of("codex", "codex-0.169.0-pretooluse-deny.jsonl")
+    assert not [e for e in events if e["type"] in ("tool_start", "tool_end")]
+    assert [e["stopReason"] for e in events if e["type"] == "assistant_message"][-1] == "stop"

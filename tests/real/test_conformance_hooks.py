@@ -104,6 +104,8 @@ def test_a_denied_tool_never_runs_and_the_reason_is_recorded(
     else:
         (tool,) = case.of_type("tool_end")
         assert tool["isError"] is True
+    # The agent is told why: the request after the refused tool carries the reason.
+    assert any(REASON in json.dumps(r["body"]) for r in case.requests), where
     notes = [w["message"] for w in case.result["warnings"]]
     assert not any("NOT ENFORCED" in n for n in notes), notes
     assert case.leftover == [], where
