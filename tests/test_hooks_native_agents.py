@@ -20,7 +20,7 @@ from wrapper.commands.normalize import normalize
 from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
 from wrapper.dialects.codex import CodexDialect
 from wrapper.dialects.opencode import OpencodeDialect
-from wrapper.hooks.native_agents import codex_trust_hash
+from wrapper.hooks.native_agents import codex_answer, codex_trust_hash
 
 FAKE = ROOT / "fixtures" / "fake_agent"
 
@@ -252,3 +252,20 @@ def test_codex_reports_no_item_for_a_denied_command() -> None:
     events = events_of("codex", "codex-0.169.0-pretooluse-deny.jsonl")
     assert not [e for e in events if e["type"] in ("tool_start", "tool_end")]
     assert [e["stopReason"] for e in events if e["type"] == "assistant_message"][-1] == "stop"
+
+
+def test_codex_is_never_answered_what_it_would_reject() -> None:
+    # Codex 0.169.0 fails a hook whose answer it cannot read: a changed input
+    # is left out (the run warns it was not applied), a context kept.
+    answer = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "updatedInput": {"command": "true"},
+            "additionalContext": "see the policy",
+        }
+    }
+    assert codex_answer(answer) == {
+        "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": "see the policy"}
+    }
+    assert codex_answer(None) is None

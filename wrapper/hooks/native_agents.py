@@ -191,10 +191,17 @@ def codex_trust_hash(event: str, matcher: str | None, command: str, timeout: int
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
+#: The keys of a PreToolUse answer's ``hookSpecificOutput`` Codex takes (0.169.0's schema).
+_CODEX_KEYS = frozenset(
+    {"hookEventName", "permissionDecision", "permissionDecisionReason", "additionalContext"}
+)
+
+
 def codex_answer(answer: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The relay's answer (Claude Code's PreToolUse answer) in what Codex
     takes: ``continue: false`` and ``ask`` become ``deny`` with the reason,
-    ``allow`` is left out (Codex refuses all three as unsupported)."""
+    ``allow`` is left out (Codex refuses all three as unsupported), and so is
+    a changed input (the run warns it was not applied)."""
     if answer is None:
         return None
     if answer.get("continue") is False:
@@ -206,7 +213,9 @@ def codex_answer(answer: Mapping[str, Any] | None) -> dict[str, Any] | None:
                 "permissionDecisionReason": reason,
             }
         }
-    specific = dict(answer.get("hookSpecificOutput") or {})
+    given = answer.get("hookSpecificOutput") or {}
+    # Only what Codex reads: an answer with anything else fails as malformed.
+    specific = {k: v for k, v in given.items() if k in _CODEX_KEYS}
     decision = specific.get("permissionDecision")
     if decision == "ask":
         specific["permissionDecision"] = "deny"
