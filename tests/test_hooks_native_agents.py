@@ -214,7 +214,7 @@ def test_the_relay_answers_codex_only_what_it_takes(tmp_path: Path) -> None:
         "permissionDecision": "deny",
         "permissionDecisionReason": "stop now",
     }
-    # Nor "ask": nobody is there to be asked, so it is a deny.
+    # Nor "ask" (0.169.0 ran a command its hook answered ask): it is a deny.
     ask = {"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "ask"}}
     asked = relay(tmp_path, f"print(json.dumps({ask!r}))\n")
     assert specific(asked) == {

@@ -18,8 +18,9 @@ and trust is a hash of the hook's configuration under its key
 (``hooks.state``); the run gives that too with ``-c``, for its own hook only,
 so the user's config.toml is not written and no other hook's trust changes.
 Codex takes no ``continue: false`` and no ``ask`` or ``allow`` answer from a
-PreToolUse hook: the relay says ``deny`` for the first two, nothing for the
-third (``codex_answer``).
+PreToolUse hook, and runs the tool when given one (0.169.0 ran a command its
+hook answered ``ask``): the relay says ``deny`` for the first two, nothing for
+the third (``codex_answer``).
 """
 
 from __future__ import annotations
