@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import HANG_LIMIT, ROOT, agent_env, read_result, write_scenario
 from tests.test_hooks import answer, hook_script, records
 from wrapper.commands.normalize import normalize
@@ -160,13 +162,19 @@ def test_only_codex_exec_takes_the_hook() -> None:
     assert OpencodeDialect().takes_native_hooks(["opencode", "run", "--format", "json"])
 
 
+@pytest.mark.parametrize(
+    ("own", "key"),
+    [
+        ('hooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]', "hooks.PreToolUse"),
+        ('hooks.state={"k" = {trusted_hash = "sha256:0"}}', "hooks.state"),
+    ],
+)
 def test_codex_pre_tool_use_hooks_of_the_users_on_command_are_a_usage_error(
-    tmp_path: Path,
+    tmp_path: Path, own: str, key: str
 ) -> None:
-    own = 'hooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]'
     proc = run(tmp_path, [str(FAKE / "codex"), "exec", "--json", "-c", own], deny_shell(tmp_path))
     assert proc.returncode == 2
-    assert b"COMMAND's -c hooks.PreToolUse sets Codex's PreToolUse hooks" in proc.stderr
+    assert f"COMMAND's -c {key} sets what the wrapper sets".encode() in proc.stderr
     assert records(tmp_path) == []
 
 

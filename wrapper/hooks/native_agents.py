@@ -159,11 +159,13 @@ def codex_hook_args(
         if word.startswith("--config="):
             value = word.split("=", 1)[1]
         key = value.split("=", 1)[0].strip()
-        if key == "hooks" or key.startswith("hooks.PreToolUse"):
+        # A later -c of the same key replaces the earlier one's whole value.
+        if key == "hooks" or key.startswith(("hooks.PreToolUse", "hooks.state")):
             raise NativeHooksError(
-                f"COMMAND's -c {value.split('=', 1)[0]} sets Codex's PreToolUse hooks, and so "
-                "does the wrapper for the run's PreToolUse handlers: put the handlers in the "
-                "wrapper's settings, or Codex's own in its config.toml"
+                f"COMMAND's -c {key} sets what the wrapper sets with -c to give Codex the run's "
+                "PreToolUse handlers (hooks.PreToolUse and their trust, hooks.state), and one "
+                "would replace the other: put the handlers in the wrapper's settings, or "
+                "Codex's own hooks in its config.toml"
             )
     timeout = math.ceil(relay_limit(settings))
     hook = {"type": "command", "command": shlex.join(relay_argv(wrapper_bin, files, "codex"))}
