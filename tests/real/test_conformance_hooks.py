@@ -118,6 +118,8 @@ def test_an_allowed_tool_runs(cli: str, version: str, mock: Mock, tmp_path: Path
     hooks = {"PreToolUse": [{"matcher": matcher, "hooks": [{"type": "command", "args": allow}]}]}
     case = run_with_hooks(cli, version, tmp_path, mock, hooks)
     where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
+    # opencode reaches the mock through the provider of the user's own
+    # OPENCODE_CONFIG file: it still loads beside the wrapper's plugin.
     assert case.files().get("tool-out.txt") == "tool-ok", where
     assert [d["decision"] for d in decisions(case)] == ["allow"], where
     assert case.result["outcome"] == "ok", where
