@@ -811,9 +811,16 @@ def test_pre_tool_use_is_not_enforced_on_an_agent_without_hooks_of_its_own(
     scenario = write_scenario(tmp_path, answer("Done."))
     path = settings_file(tmp_path, settings)
     argv = wrapper_argv(tmp_path / "run", scenario, options=["--settings", str(path)])
-    codex = tmp_path / "codex"
-    codex.symlink_to(ROOT / "fixtures" / "fake_agent" / "fake-agent")
-    argv[argv.index("--") + 1 :] = [str(codex), "exec", "--json", "--scenario", str(scenario)]
+    # Gemini CLI's stream mode reads hooks only from settings files the wrapper does not write.
+    gemini = tmp_path / "gemini"
+    gemini.symlink_to(ROOT / "fixtures" / "fake_agent" / "fake-agent")
+    argv[argv.index("--") + 1 :] = [
+        str(gemini),
+        "--output-format",
+        "stream-json",
+        "--scenario",
+        str(scenario),
+    ]
     proc = invoke(argv, tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = read_result(tmp_path / "run" / "result.json")

@@ -144,11 +144,14 @@ def run_case(
     agent_args: list[str] | None = None,
     during: Callable[[Path, str], None] | None = None,
     mode: tuple[list[str], list[str]] | None = None,
+    config_content: dict[str, Any] | None = None,
 ) -> Case:
     """Run one case to its end. ``options`` go to the wrapper, ``agent_args``
     to the CLI (after its own); ``mode``: (its JSON-mode words, the words
     that replace them), to run the CLI in another mode (pi's ``--mode
-    rpc``). ``during``, when given, is called with the run directory and
+    rpc``). ``config_content``: for opencode, more configuration that,
+    with the case's own file, is given in ``OPENCODE_CONFIG_CONTENT`` instead
+    of that file. ``during``, when given, is called with the run directory and
     the case's nonce while the wrapper runs (to steer or abort it from
     outside); the wrapper's output then goes to files, not pipes nobody
     reads."""
@@ -162,6 +165,12 @@ def run_case(
     work.mkdir(parents=True, exist_ok=True)
     setup = cli.configure(home, mock.url, str(exe))
     env = base_env(home) | setup.env
+    if config_content is not None:
+        # Its file goes, so that the content is where the provider comes from.
+        own_file = Path(env.pop("OPENCODE_CONFIG"))
+        own = json.loads(own_file.read_text())
+        own_file.unlink()
+        env["OPENCODE_CONFIG_CONTENT"] = json.dumps(own | config_content)
     nonce = secrets.token_hex(6)
     task = f"[scenario:{scenario}:{nonce}] Do the scripted task."
     argv = [sys.executable, "-m", "wrapper", "run", "--output", "jsonl", "--run-dir", str(run_dir)]

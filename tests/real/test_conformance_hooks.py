@@ -1,7 +1,10 @@
 """PreToolUse handlers enforced natively by the real CLIs (the agent runs them
-as its own hooks, behind the wrapper's relay), against the mock model server:
-a denied tool leaves no side effect and the run records the decision and its
-reason; an allowed tool runs; the CLI's own settings on COMMAND still apply.
+as its own hooks, behind the wrapper's relay: Claude Code's ``--settings``,
+pi's ``--extension``, opencode's plugin, Codex's ``-c`` hooks), against the
+mock model server: a denied tool leaves no side effect and the run records
+the decision and its reason; an allowed tool runs; one ``@execute`` rule
+denies every agent's shell tool; the CLI's own settings (Claude Code's
+``--settings`` on COMMAND, opencode's ``OPENCODE_CONFIG_CONTENT``) still apply.
 Runs only when ``AGENT_WRAPPER_CLIS`` names the install cache."""
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from tests.real.harness import Case, Mock, cache_dir, cli_versions, mock_server_
 
 #: The CLIs whose own hooks the wrapper hands PreToolUse handlers to, and
 #: what each calls its shell tool (matchers are case-sensitive).
-SHELL = {"claude": "Bash", "pi": "bash"}
+SHELL = {"claude": "Bash", "pi": "bash", "opencode": "bash", "codex": "Bash"}
 NATIVE = [(cli, version) for cli in SHELL for version in cli_versions(CLIS[cli])]
 IDS = [f"{cli}-{version}" for cli, version in NATIVE]
 REASON = "No shell in this run."
@@ -44,7 +47,11 @@ def run_with_hooks(
     mock: Mock,
     hooks: dict[str, Any],
     agent_args: list[str] | None = None,
+    env: dict[str, Any] | None = None,
 ) -> Case:
+    """One ``tool`` case with ``hooks`` as the run's settings; ``env``: the
+    user's own opencode configuration given in OPENCODE_CONFIG_CONTENT,
+    which then also takes over the provider from the case's config file."""
     exe = CLIS[cli].executable(cache_dir(), version)
     if not exe.exists():
         pytest.fail(f"{cli} {version} is not installed at {exe}: run scripts/conformance")
@@ -58,6 +65,7 @@ def run_with_hooks(
         version=version,
         options=["--settings", str(settings)],
         agent_args=agent_args,
+        config_content=env,
     )
 
 
@@ -90,8 +98,14 @@ def test_a_denied_tool_never_runs_and_the_reason_is_recorded(
     assert asked["hook_event_name"] == "PreToolUse"
     assert asked["tool_name"] == SHELL[cli]
     assert asked["run_id"] == case.result["runId"]
-    (tool,) = case.of_type("tool_end")
-    assert tool["isError"] is True
+    if cli == "codex":
+        # Codex reports no item for a command its hook blocked.
+        assert case.of_type("tool_start") == [], where
+    else:
+        (tool,) = case.of_type("tool_end")
+        assert tool["isError"] is True
+    # The agent is told why: the request after the refused tool carries the reason.
+    assert any(REASON in json.dumps(r["body"]) for r in case.requests), where
     notes = [w["message"] for w in case.result["warnings"]]
     assert not any("NOT ENFORCED" in n for n in notes), notes
     assert case.leftover == [], where
@@ -104,6 +118,8 @@ def test_an_allowed_tool_runs(cli: str, version: str, mock: Mock, tmp_path: Path
     hooks = {"PreToolUse": [{"matcher": matcher, "hooks": [{"type": "command", "args": allow}]}]}
     case = run_with_hooks(cli, version, tmp_path, mock, hooks)
     where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
+    # opencode reaches the mock through the provider of the user's own
+    # OPENCODE_CONFIG file: it still loads beside the wrapper's plugin.
     assert case.files().get("tool-out.txt") == "tool-ok", where
     assert [d["decision"] for d in decisions(case)] == ["allow"], where
     assert case.result["outcome"] == "ok", where
@@ -134,8 +150,12 @@ def test_claudes_own_settings_on_command_still_apply(
     assert case.result["command"][-2:] == ["--settings", str(user)], "result.json: the user's"
 
 
-@pytest.mark.parametrize(("cli", "version"), NATIVE, ids=IDS)
-def test_a_rewritten_input_is_what_runs(cli: str, version: str, mock: Mock, tmp_path: Path) -> None:
+#: The agents whose own mechanism takes a changed input, and those that cannot.
+REWRITING = [(cli, version) for cli, version in NATIVE if cli in ("pi", "claude")]
+NOT_REWRITING = [(cli, version) for cli, version in NATIVE if cli not in ("pi", "claude")]
+
+
+def rewrite_command(cli: str, version: str, mock: Mock, tmp_path: Path) -> Case:
     rewrite = script(
         tmp_path,
         "rewrite.py",
@@ -147,7 +167,12 @@ def test_a_rewritten_input_is_what_runs(cli: str, version: str, mock: Mock, tmp_
     hooks = {
         "PreToolUse": [{"matcher": SHELL[cli], "hooks": [{"type": "command", "args": rewrite}]}]
     }
-    case = run_with_hooks(cli, version, tmp_path, mock, hooks)
+    return run_with_hooks(cli, version, tmp_path, mock, hooks)
+
+
+@pytest.mark.parametrize(("cli", "version"), REWRITING, ids=[f"{c}-{v}" for c, v in REWRITING])
+def test_a_rewritten_input_is_what_runs(cli: str, version: str, mock: Mock, tmp_path: Path) -> None:
+    case = rewrite_command(cli, version, mock, tmp_path)
     where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
     files = case.files()
     assert files.get("tool-rewritten.txt") == "rewritten", where
@@ -157,3 +182,68 @@ def test_a_rewritten_input_is_what_runs(cli: str, version: str, mock: Mock, tmp_
     codes = [w["code"] for w in case.result["warnings"]]
     assert "updated_input_refused" not in codes, where
     assert case.leftover == [], where
+
+
+@pytest.mark.parametrize(
+    ("cli", "version"), NOT_REWRITING, ids=[f"{c}-{v}" for c, v in NOT_REWRITING]
+)
+def test_a_rewritten_input_an_agent_cannot_take_is_denied(
+    cli: str, version: str, mock: Mock, tmp_path: Path
+) -> None:
+    case = rewrite_command(cli, version, mock, tmp_path)
+    where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
+    files = case.files()
+    assert "tool-rewritten.txt" not in files, where
+    assert "tool-out.txt" not in files, "neither the rewritten command nor the original ran"
+    assert [d["decision"] for d in decisions(case)] == ["block"], where
+    codes = [w["code"] for w in case.result["warnings"]]
+    assert "updated_input_refused" in codes, where
+    assert case.leftover == [], where
+
+
+#: One rule for every agent's shell tool, whatever it is called.
+KINDS = [
+    (cli, version)
+    for cli, version in NATIVE
+    if cli in ("pi", "opencode", "codex") or (cli, version) == ("claude", "2.1.332")
+]
+
+
+@pytest.mark.parametrize(("cli", "version"), KINDS, ids=[f"{c}-{v}" for c, v in KINDS])
+def test_one_execute_rule_denies_every_agents_shell(
+    cli: str, version: str, mock: Mock, tmp_path: Path
+) -> None:
+    deny = script(tmp_path, "deny.py", f"print({REASON!r}, file=sys.stderr)\nsys.exit(2)\n")
+    hooks = {"PreToolUse": [{"matcher": "@execute", "hooks": [{"type": "command", "args": deny}]}]}
+    case = run_with_hooks(cli, version, tmp_path, mock, hooks)
+    where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
+    assert "tool-out.txt" not in case.files(), where
+    assert [(d["decision"], d["reason"]) for d in decisions(case)] == [("block", REASON)], where
+    assert case.leftover == [], where
+
+
+OPENCODE = [(cli, version) for cli, version in NATIVE if cli == "opencode"]
+
+
+@pytest.mark.parametrize(("cli", "version"), OPENCODE, ids=[f"{c}-{v}" for c, v in OPENCODE])
+def test_opencodes_own_config_content_still_applies(
+    cli: str, version: str, mock: Mock, tmp_path: Path
+) -> None:
+    """The user's OPENCODE_CONFIG_CONTENT is merged, not replaced: here it
+    holds the only provider the model can be reached through, and a plugin
+    of the user's own that leaves a mark."""
+    deny = script(tmp_path, "deny.py", f"print({REASON!r}, file=sys.stderr)\nsys.exit(2)\n")
+    hooks = {"PreToolUse": [{"matcher": "bash", "hooks": [{"type": "command", "args": deny}]}]}
+    marker = tmp_path / "own-plugin-ran"
+    own = tmp_path / "own-plugin.mjs"
+    own.write_text(
+        'import { writeFileSync } from "node:fs";\n'
+        f"export default async () => {{ writeFileSync({json.dumps(str(marker))}, 'yes'); "
+        "return {}; };\n"
+    )
+    case = run_with_hooks(cli, version, tmp_path, mock, hooks, env={"plugin": [own.as_uri()]})
+    where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
+    assert case.result["outcome"] == "ok", where
+    assert "tool-out.txt" not in case.files(), where
+    assert [d["decision"] for d in decisions(case)] == ["block"], where
+    assert marker.read_text() == "yes", "the user's own plugin was merged, not dropped"

@@ -36,6 +36,7 @@ from wrapper.hooks.native import (
     refused_input_reason,
     rewriting_result,
 )
+from wrapper.hooks.native_agents import codex_answer
 from wrapper.hooks.runner import HookContext, run_chain
 
 
@@ -116,6 +117,8 @@ def hook_relay(
     if deciding is None and new_input is not None:
         deciding = rewriter
     answer = agent_answer(deciding, new_input) if deciding is not None else None
+    if agent == "codex":
+        answer = codex_answer(answer)
     if answer is not None:
         sys.stdout.buffer.write(dumps(answer) + b"\n")
     return 0

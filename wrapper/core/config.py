@@ -159,6 +159,9 @@ class RunConfig:
     on_budget: str = "stop"
     #: What a batch says of the run in its result.json (``{"lineDigest"}``), else None.
     batch: Mapping[str, Any] | None = None
+    #: Variables the agent is given beyond the wrapper's own (opencode's
+    #: configuration with the wrapper's PreToolUse plugin), over the inherited ones.
+    agent_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def stop_event(self) -> str:
@@ -252,7 +255,7 @@ def child_depth(environ: Mapping[str, str]) -> int:
 
 def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[str, str]:
     """The environment for the agent: everything the wrapper has, plus the run's identity."""
-    env = dict(base)
+    env = {**base, **config.agent_env}
     parent = base.get(environment.RUN_ID)
     env.pop(environment.PARENT_RUN_ID, None)
     if parent:

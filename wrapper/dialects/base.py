@@ -456,7 +456,10 @@ class Dialect:
     native_hooks_option: ClassVar[str | None] = None
     native_hooks_programs: ClassVar[frozenset[str]] = frozenset()
     #: What that option names: a ``settings`` file (Claude Code's format,
-    #: merged with the user's) or an ``extension`` (pi's, added to the user's).
+    #: merged with the user's) or an ``extension`` (pi's, added to the user's);
+    #: or, for an agent that takes its hooks otherwise, a ``plugin`` (opencode's,
+    #: named in its configuration from the environment) or ``config`` (Codex's
+    #: ``-c`` overrides, in ``native_hook_args``).
     native_hooks_kind: ClassVar[str] = "settings"
     #: How often the agent reports its usage (what a cost cap is checked
     #: on): ``message`` (each assistant message), ``turn`` (once a prompt's
@@ -477,6 +480,9 @@ class Dialect:
     #: The file given to the agent with ``native_hooks_option`` (its path and
     #: text, written with every launch), once the run has one.
     native_hooks: tuple[Path, str] | None = None
+    #: The words that give the agent the run's hooks on its command line,
+    #: for a ``config`` kind, once the run has them.
+    native_hook_args: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._reset()

@@ -82,6 +82,7 @@ from wrapper.core.events import (
     Usage,
     canonical_stop_reason,
 )
+from wrapper.core.registry import program
 from wrapper.dialects._shared import CommandLineDialect, exit_message
 from wrapper.dialects.base import (
     Handler,
@@ -136,6 +137,8 @@ class CodexDialect(CommandLineDialect):
     #: ``other``.
     tool_kinds: ClassVar[Mapping[str, str]] = {
         "command_execution": "execute",
+        # what its hooks call the shell tool (0.169.0)
+        "Bash": "execute",
         "shell": "execute",
         "local_shell": "execute",
         "exec_command": "execute",
@@ -159,6 +162,18 @@ class CodexDialect(CommandLineDialect):
     resume_flag: ClassVar[tuple[str, ...]] = ("resume",)
     no_session_flag: ClassVar[str | None] = "--ephemeral"
     session_source: ClassVar[str] = "thread id (no thread.started line was seen)"
+
+    #: ``codex exec`` takes the run's PreToolUse handlers as a hook given with
+    #: ``-c``, trusted with ``-c`` too (``wrapper.hooks.native_agents``;
+    #: checked on 0.169.0). The app-server asks the wrapper before a command.
+    native_hooks_programs: ClassVar[frozenset[str]] = frozenset({"codex"})
+    native_hooks_kind: ClassVar[str] = "config"
+
+    def takes_native_hooks(self, command: Sequence[str]) -> bool:
+        found = program(command)
+        if found is None or found[0] not in self.native_hooks_programs:
+            return False
+        return "exec" in found[1] and not is_app_server(command)
 
     #: The client of the app-server session being read, which learns what
     #: it needs of the answers and requests among the lines.
@@ -201,7 +216,8 @@ class CodexDialect(CommandLineDialect):
         self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
     ) -> Launch:
         if not is_app_server(command):
-            return super().launch(command, task, run_dir, resumable=resumable)
+            words = [*command, *self.native_hook_args]
+            return super().launch(words, task, run_dir, resumable=resumable)
         if task is None:
             raise UsageError(
                 "codex app-server needs a task (--task or --task-file): it takes its prompt "
@@ -219,7 +235,7 @@ class CodexDialect(CommandLineDialect):
             # one continues the thread.
             self._resume_thread = session_id
             return Launch(list(command), prompt=prompt)
-        return super().resume(command, prompt, run_dir, session_id)
+        return super().resume([*command, *self.native_hook_args], prompt, run_dir, session_id)
 
     def parse(self, line: bytes) -> list[Event]:
         obj = decode_object(line)

@@ -37,7 +37,8 @@ than one argument is a usage error.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from wrapper.core.events import (
@@ -53,9 +54,11 @@ from wrapper.core.events import (
     canonical_stop_reason,
     is_terminal,
 )
+from wrapper.core.registry import program
 from wrapper.dialects._shared import CommandLineDialect, exit_message
 from wrapper.dialects.base import (
     Handler,
+    Launch,
     as_count,
     as_float,
     as_int,
@@ -114,6 +117,33 @@ class OpencodeDialect(CommandLineDialect):
     agent_name: ClassVar[str] = "opencode"
     resume_flag: ClassVar[tuple[str, ...]] = ("--session",)
     session_source: ClassVar[str] = "session id (no line carried a sessionID)"
+
+    #: ``opencode run`` takes the run's PreToolUse handlers as a plugin named
+    #: in ``OPENCODE_CONFIG_CONTENT`` (``wrapper.hooks.native_agents``); its
+    #: ``tool.execute.before`` hook throwing refuses the tool (checked on 1.18.33).
+    native_hooks_programs: ClassVar[frozenset[str]] = frozenset({"opencode"})
+    native_hooks_kind: ClassVar[str] = "plugin"
+
+    def takes_native_hooks(self, command: Sequence[str]) -> bool:
+        found = program(command)
+        if found is None or found[0] not in self.native_hooks_programs:
+            return False
+        words = list(found[1])
+        return "run" in (words[: words.index("--")] if "--" in words else words)
+
+    def launch(
+        self, command: Sequence[str], task: str | None, run_dir: Path, *, resumable: bool = False
+    ) -> Launch:
+        launch = super().launch(command, task, run_dir, resumable=resumable)
+        launch.files.update([self.native_hooks] if self.native_hooks else [])
+        return launch
+
+    def resume(
+        self, command: Sequence[str], prompt: str, run_dir: Path, session_id: str | None
+    ) -> Launch:
+        launch = super().resume(command, prompt, run_dir, session_id)
+        launch.files.update([self.native_hooks] if self.native_hooks else [])
+        return launch
 
     def _reset(self) -> None:
         self._session: str | None = None

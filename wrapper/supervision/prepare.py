@@ -41,6 +41,14 @@ from wrapper.files.artifacts import run_dir_problem
 from wrapper.files.settings_file import check_commands, read_settings_object
 from wrapper.files.settings_file import load_settings as load
 from wrapper.hooks.native import EXTENSION_FILE, SETTINGS_FILE, agent_settings, pi_extension
+from wrapper.hooks.native_agents import (
+    OPENCODE_CONFIG_ENV,
+    OPENCODE_PLUGIN_FILE,
+    NativeHooksError,
+    codex_hook_args,
+    opencode_config,
+    opencode_plugin,
+)
 from wrapper.process.invocation import LAUNCHER, wrapper_command, wrapper_executable
 
 PROG = "agent-wrapper"
@@ -315,7 +323,10 @@ def prepare_run(
     from_outside = task is not None and config.max_external_steers > 0 and _can_hold(run_dir)
     config = dataclasses.replace(config, resumable=config.may_steer or from_outside)
     if settings.pre_tool_use and dialect.takes_native_hooks(command):
-        dialect.native_hooks = native_hooks(dialect, config, environ)
+        if dialect.native_hooks_kind in ("plugin", "config"):
+            config = agent_hooks(dialect, config, environ)
+        else:
+            dialect.native_hooks = native_hooks(dialect, config, environ)
     if unplaced:
         # Nothing to place the task in: starting it fails, as it is said.
         return PreparedRun(config, dialect, Launch(list(config.command)))
@@ -324,6 +335,27 @@ def prepare_run(
     except UsageError as exc:
         raise RunUsageError(f"run: {exc}") from None
     return PreparedRun(config, dialect, launch)
+
+
+def agent_hooks(dialect: Dialect, config: RunConfig, environ: Mapping[str, str]) -> RunConfig:
+    """``config`` with what hands the run's PreToolUse handlers to opencode
+    (its plugin, named in its configuration from the environment) or Codex
+    (``-c`` words), which ``dialect`` then gives the agent."""
+    wrapper_bin = config.wrapper_bin or str(config.run_dir / LAUNCHER)
+    files = [os.path.abspath(path) for path in config.settings.files]
+    try:
+        if dialect.native_hooks_kind == "config":
+            dialect.native_hook_args = tuple(
+                codex_hook_args(config.settings, wrapper_bin, files, config.command)
+            )
+            return config
+        plugin = config.run_dir / OPENCODE_PLUGIN_FILE
+        content = opencode_config(environ.get(OPENCODE_CONFIG_ENV), plugin)
+    except NativeHooksError as exc:
+        raise RunUsageError(f"run: {exc}") from None
+    dialect.native_hooks = plugin, opencode_plugin(config.settings, wrapper_bin, files)
+    env = {**config.agent_env, OPENCODE_CONFIG_ENV: content}
+    return dataclasses.replace(config, agent_env=env)
 
 
 def native_hooks(

@@ -1,0 +1,279 @@
+"""PreToolUse handlers handed to opencode (a plugin named in its
+configuration from the environment) and Codex (``-c`` hooks, trusted with
+``-c``): what each agent is given, the user's own configuration merged and
+never written, and the relay's answer in Codex's terms. The real CLIs'
+enforcement is in tests/real/test_conformance_hooks.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import HANG_LIMIT, ROOT, agent_env, read_result, write_scenario
+from tests.test_hooks import answer, hook_script, records
+from wrapper.commands.normalize import normalize
+from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
+from wrapper.dialects.codex import CodexDialect
+from wrapper.dialects.opencode import OpencodeDialect
+from wrapper.hooks.native_agents import codex_answer, codex_trust_hash
+
+FAKE = ROOT / "fixtures" / "fake_agent"
+
+
+def deny_shell(tmp_path: Path, matcher: str = "@execute") -> Path:
+    script = hook_script(tmp_path, "deny.py", "print('no shell', file=sys.stderr)\nsys.exit(2)\n")
+    hook = {"type": "command", "command": script}
+    path = tmp_path / "wrapper-settings.json"
+    path.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [hook]}]}}))
+    return path
+
+
+def run(
+    tmp_path: Path, command: list[str], settings: Path, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    scenario = write_scenario(tmp_path, answer("Done."))
+    argv = [sys.executable, "-m", "wrapper", "run", "--output", "quiet"]
+    argv += ["--run-dir", str(tmp_path / "run"), "--settings", str(settings)]
+    argv += ["--task", "Fix it", "--", *command, "--scenario", str(scenario)]
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=agent_env(tmp_path, **env),
+        cwd=tmp_path,
+        check=False,
+    )
+
+
+def no_not_enforced(tmp_path: Path, proc: subprocess.CompletedProcess[bytes]) -> None:
+    assert b"NOT ENFORCED" not in proc.stderr, proc.stderr.decode()
+    result = read_result(tmp_path / "run" / "result.json")
+    assert not any("NOT ENFORCED" in w["message"] for w in result["warnings"])
+
+
+# -- opencode: a plugin ---------------------------------------------------------------------
+
+
+def test_opencode_run_gets_a_plugin_that_relays_each_tool_call(tmp_path: Path) -> None:
+    proc = run(tmp_path, [str(FAKE / "opencode"), "run", "--format", "json"], deny_shell(tmp_path))
+    assert proc.returncode == 0, proc.stderr.decode()
+    no_not_enforced(tmp_path, proc)
+    (started,) = records(tmp_path)
+    assert started["prompt"] == "Fix it"
+    plugin = tmp_path / "run" / "hooks" / "opencode-plugin.mjs"
+    config = json.loads(started["env"]["OPENCODE_CONFIG_CONTENT"])
+    assert config == {"plugin": [plugin.as_uri()]}
+    text = plugin.read_text()
+    assert '"tool.execute.before"' in text
+    assert "throw new Error(specific.permissionDecisionReason" in text
+    assert (
+        '"hook-relay","--agent","opencode","--handler","*","*","PreToolUse","--settings",' in text
+    )
+
+
+def test_opencodes_own_config_content_is_merged_and_its_plugins_kept(tmp_path: Path) -> None:
+    own = {"model": "mine/model", "plugin": ["opencode-foo@1.2.3"]}
+    proc = run(
+        tmp_path,
+        [str(FAKE / "opencode"), "run", "--format", "json"],
+        deny_shell(tmp_path),
+        OPENCODE_CONFIG_CONTENT=json.dumps(own),
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    (started,) = records(tmp_path)
+    plugin = (tmp_path / "run" / "hooks" / "opencode-plugin.mjs").as_uri()
+    config = json.loads(started["env"]["OPENCODE_CONFIG_CONTENT"])
+    assert config == {"model": "mine/model", "plugin": ["opencode-foo@1.2.3", plugin]}
+
+
+def test_opencode_config_content_that_is_not_json_is_a_usage_error(tmp_path: Path) -> None:
+    proc = run(
+        tmp_path,
+        [str(FAKE / "opencode"), "run", "--format", "json"],
+        deny_shell(tmp_path),
+        OPENCODE_CONFIG_CONTENT='{"model": "x", // mine\n}',
+    )
+    assert proc.returncode == 2
+    assert b"OPENCODE_CONFIG_CONTENT is not JSON" in proc.stderr
+    assert b"write it as plain JSON" in proc.stderr
+    assert records(tmp_path) == [], "nothing was started"
+
+
+def test_opencode_without_pre_tool_use_handlers_gets_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text("{}")
+    proc = run(tmp_path, [str(FAKE / "opencode"), "run", "--format", "json"], path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    (started,) = records(tmp_path)
+    assert "OPENCODE_CONFIG_CONTENT" not in started["env"]
+    assert not (tmp_path / "run" / "hooks").exists()
+
+
+# -- Codex: -c hooks, trusted -----------------------------------------------------------------
+
+
+def config_words(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, word in enumerate(argv) if word == "-c"]
+
+
+def test_codex_exec_gets_a_trusted_hook_on_its_command_line(tmp_path: Path) -> None:
+    proc = run(tmp_path, [str(FAKE / "codex"), "exec", "--json"], deny_shell(tmp_path))
+    assert proc.returncode == 0, proc.stderr.decode()
+    no_not_enforced(tmp_path, proc)
+    (started,) = records(tmp_path)
+    assert started["prompt"] == "Fix it"
+    hooks, state = config_words(started["argv"])
+    assert hooks.startswith('hooks.PreToolUse=[{matcher = "", hooks = [{type = "command", ')
+    command = hooks.split('command = "', 1)[1].split('", timeout = ', 1)[0]
+    assert " hook-relay --agent codex --handler '*' '*' PreToolUse --settings " in command
+    timeout = int(hooks.rsplit("timeout = ", 1)[1].split("}", 1)[0])
+    assert timeout == 60 + 10, "the handler's limit and the relay's margin"
+    trust = codex_trust_hash("pre_tool_use", "", command.replace('\\"', '"'), timeout)
+    assert state == (
+        'hooks.state={"/<session-flags>/config.toml:pre_tool_use:0:0" = '
+        f'{{trusted_hash = "{trust}"}}}}'
+    )
+    assert not (tmp_path / "run" / "hooks").exists(), "no file: nothing of Codex's is written"
+
+
+def test_the_trust_hash_is_the_one_codex_computes() -> None:
+    # A hook given with -c that Codex 0.169.0 ran with this hash as its trust
+    # (and did not run without it).
+    command = "python3 /tmp/h-native-exp/codex_hook.py"
+    assert codex_trust_hash("pre_tool_use", "", command, 30) == (
+        "sha256:4a87a8581ee66955b4ea90172919850514fe450e5b77d3e10b2e8df42b86cf0c"
+    )
+
+
+def test_only_codex_exec_takes_the_hook() -> None:
+    # The app-server asks the wrapper before a command runs (its approvals).
+    dialect = CodexDialect()
+    assert dialect.takes_native_hooks(["codex", "exec", "--json"])
+    assert dialect.takes_native_hooks(["npx", "@openai/codex", "exec", "--json"])
+    assert not dialect.takes_native_hooks(["codex", "app-server"])
+    assert not OpencodeDialect().takes_native_hooks(["opencode", "acp"])
+    assert OpencodeDialect().takes_native_hooks(["opencode", "run", "--format", "json"])
+
+
+@pytest.mark.parametrize(
+    ("own", "key"),
+    [
+        ('hooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]', "hooks.PreToolUse"),
+        ('hooks.state={"k" = {trusted_hash = "sha256:0"}}', "hooks.state"),
+    ],
+)
+def test_codex_pre_tool_use_hooks_of_the_users_on_command_are_a_usage_error(
+    tmp_path: Path, own: str, key: str
+) -> None:
+    proc = run(tmp_path, [str(FAKE / "codex"), "exec", "--json", "-c", own], deny_shell(tmp_path))
+    assert proc.returncode == 2
+    assert f"COMMAND's -c {key} sets what the wrapper sets".encode() in proc.stderr
+    assert records(tmp_path) == []
+
+
+def relay(tmp_path: Path, body: str) -> subprocess.CompletedProcess[bytes]:
+    script = hook_script(tmp_path, "handler.py", body)
+    path = tmp_path / "s.json"
+    hook = {"type": "command", "command": script}
+    path.write_text(
+        json.dumps({"hooks": {"PreToolUse": [{"matcher": "@execute", "hooks": [hook]}]}})
+    )
+    argv = [sys.executable, "-m", "wrapper", "hook-relay", "--agent", "codex"]
+    argv += ["--handler", "*", "*", "PreToolUse", "--settings", str(path)]
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}
+    return subprocess.run(
+        argv,
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        env={**os.environ, "AGENT_WRAPPER_RUN_DIR": str(tmp_path / "run")},
+        cwd=ROOT,
+        timeout=HANG_LIMIT,
+        check=False,
+    )
+
+
+def specific(proc: subprocess.CompletedProcess[bytes]) -> dict[str, Any] | None:
+    assert proc.returncode == 0, proc.stderr.decode()
+    if not proc.stdout.strip():
+        return None
+    found: dict[str, Any] = json.loads(proc.stdout)["hookSpecificOutput"]
+    return found
+
+
+def test_the_relay_answers_codex_only_what_it_takes(tmp_path: Path) -> None:
+    # Codex's shell tool is Bash, an @execute; a refusal is a deny with its reason.
+    denied = relay(tmp_path, "print('no shell', file=sys.stderr)\nsys.exit(2)\n")
+    assert specific(denied) == {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "no shell",
+    }
+    # Codex takes no continue:false: the tool is denied with the handler's reason.
+    ended = relay(tmp_path, "print(json.dumps({'continue': False, 'stopReason': 'stop now'}))\n")
+    assert specific(ended) == {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "stop now",
+    }
+    # Nor "ask" (0.169.0 ran a command its hook answered ask): it is a deny.
+    ask = {"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "ask"}}
+    asked = relay(tmp_path, f"print(json.dumps({ask!r}))\n")
+    assert specific(asked) == {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "ask",
+    }
+    # Nor "allow": Codex decides as without the hook.
+    allow = {"hookSpecificOutput": {"permissionDecision": "allow"}}
+    assert specific(relay(tmp_path, f"print(json.dumps({allow!r}))\n")) is None
+
+
+# -- what the real CLIs' streams say of a denied tool ----------------------------------------
+
+CAPTURES = ROOT / "tests" / "data" / "real" / "hooks"
+
+
+def events_of(dialect: str, capture: str) -> list[dict[str, Any]]:
+    out = io.BytesIO()
+    with (CAPTURES / capture).open("rb") as source:
+        normalize(source, out, dialect_name=dialect, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_opencode_reports_the_denied_tool_as_failed() -> None:
+    # opencode 1.18.33, the tier's tool scenario, its bash call denied by the plugin.
+    events = events_of("opencode", "opencode-1.18.33-pretooluse-deny.jsonl")
+    (ended,) = [e for e in events if e["type"] == "tool_end"]
+    assert (ended["tool"], ended["isError"]) == ("bash", True)
+    assert [e["stopReason"] for e in events if e["type"] == "assistant_message"][-1] == "stop"
+
+
+def test_codex_reports_no_item_for_a_denied_command() -> None:
+    # Codex 0.169.0, the same: the command its hook denied is not in the stream at all.
+    events = events_of("codex", "codex-0.169.0-pretooluse-deny.jsonl")
+    assert not [e for e in events if e["type"] in ("tool_start", "tool_end")]
+    assert [e["stopReason"] for e in events if e["type"] == "assistant_message"][-1] == "stop"
+
+
+def test_codex_is_never_answered_what_it_would_reject() -> None:
+    # Codex 0.169.0 fails a hook whose answer it cannot read: a changed input
+    # is left out (the run warns it was not applied), a context kept.
+    answer = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "updatedInput": {"command": "true"},
+            "additionalContext": "see the policy",
+        }
+    }
+    assert codex_answer(answer) == {
+        "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": "see the policy"}
+    }
+    assert codex_answer(None) is None
