@@ -25,7 +25,6 @@ the third (``codex_answer``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shlex
@@ -191,6 +190,10 @@ def codex_trust_hash(event: str, matcher: str | None, command: str, timeout: int
     if matcher is not None:
         group["matcher"] = matcher
     text = json.dumps(group, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # Only a Codex run with PreToolUse handlers hashes: every other run
+    # leaves hashlib (and its OpenSSL binding) unloaded.
+    import hashlib  # noqa: PLC0415
+
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
