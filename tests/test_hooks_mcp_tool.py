@@ -181,8 +181,8 @@ def test_a_stdio_server_whose_program_is_missing_is_refused_before_the_run(
     assert "mcpServers.gate: the MCP server of mcp_tool gate/block_stop: " in said
     assert "no-such-server does not exist" in said
     # A script the interpreter would not find, likewise.
-    server = {"command": sys.executable, "args": ["missing_server.py"]}
-    path.write_text(json.dumps(with_servers(stop_hooks(BLOCK_STOP), gate=server)))
+    script = {"command": sys.executable, "args": ["missing_server.py"]}
+    path.write_text(json.dumps(with_servers(stop_hooks(BLOCK_STOP), gate=script)))
     proc = invoke(argv, tmp_path)
     assert proc.returncode == 2
     assert "its script missing_server.py does not exist" in proc.stderr.decode()
