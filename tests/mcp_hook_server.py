@@ -80,6 +80,15 @@ def slow(seconds: float) -> str:
 
 
 @server.tool()
+async def stuck(seconds: float) -> str:
+    """Blocks the whole server (its event loop too, so it does not even see
+    its input end) for ``seconds``."""
+    _log("stuck", seconds=seconds)
+    time.sleep(seconds)  # blocking on purpose
+    return ""
+
+
+@server.tool()
 def crash() -> str:
     """Dies in the middle of the call."""
     sys.stderr.write("dying on purpose\n")

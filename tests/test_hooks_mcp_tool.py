@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -20,9 +21,17 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import agent_env, invoke, run_wrapper, wrapper_argv, write_scenario
+from tests.conftest import (
+    agent_env,
+    invoke,
+    run_wrapper,
+    wait_until,
+    wrapper_argv,
+    write_scenario,
+)
 from tests.test_acp_e2e import HANG, permission_answers, result_of, start, tool_ends
 from tests.test_hooks import answer, records, run_cli, run_with, stop_hooks
+from tests.test_hooks_native import given_settings, run_claude
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -320,3 +329,63 @@ def test_hook_test_runs_an_mcp_tool_handler(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert (report["decision"], report["reason"]) == ("block", "Run the tests first.")
     assert report["handler"] == "mcp_tool gate/block_stop"
+
+
+def test_claude_code_relays_a_pre_tool_use_mcp_tool_handler(tmp_path: Path) -> None:
+    handler = mcp_tool(
+        "check_command", input={"name": "${tool_name}", "command": "${tool_input.command}"}
+    )
+    settings = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [handler]}]}}
+    proc, _ = run_claude(tmp_path, with_servers(settings, gate=gate_server(tmp_path)))
+    assert proc.returncode == 0, proc.stderr.decode()
+    _, given = given_settings(tmp_path)
+    assert given is not None
+    (hook,) = given["hooks"]["PreToolUse"][0]["hooks"]
+    event = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "rm -r x"},
+    }
+    env = {**agent_env(tmp_path), "AGENT_WRAPPER_RUN_DIR": str(tmp_path / "run")}
+    relayed = subprocess.run(
+        ["/bin/sh", "-c", hook["command"]],
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=HANG,
+        check=False,
+    )
+    assert relayed.returncode == 0, relayed.stderr.decode()
+    answer_given = json.loads(relayed.stdout)["hookSpecificOutput"]
+    assert (answer_given["permissionDecision"], answer_given["permissionDecisionReason"]) == (
+        "deny",
+        "No deleting files.",
+    )
+    assert calls(tmp_path) == [{"tool": "check_command", "name": "Bash", "command": "rm -r x"}]
+
+
+def test_a_run_stopped_during_a_call_ends_the_server_with_it(tmp_path: Path) -> None:
+    # A server too busy to see its input end: only the kill of its group ends it.
+    handler = mcp_tool("stuck", input={"seconds": 120})
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(with_servers(stop_hooks(handler), gate=gate_server(tmp_path))))
+    scenario = write_scenario(tmp_path, answer("Done."))
+    argv = wrapper_argv(tmp_path / "run", scenario, options=["--settings", str(path)])
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        env=agent_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert wait_until(lambda: bool(calls(tmp_path)), HANG), "the tool was never called"
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=HANG)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr.decode()
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["outcome"] == "aborted"
+    # the server, mid-call, went with the run (no_leaks holds it)
