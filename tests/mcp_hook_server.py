@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("hook-gate")
 
@@ -26,9 +26,10 @@ def _log(tool: str, **arguments: Any) -> None:
 
 
 @server.tool()
-def block_stop(active: bool, last: str = "") -> str:
+def block_stop(ctx: Context, active: bool, last: str = "") -> str:
     """Blocks the first stop (the agent did not run the tests)."""
-    _log("block_stop", active=active, last=last)
+    token = (ctx.headers or {}).get("x-token")
+    _log("block_stop", active=active, last=last, **({"token": token} if token else {}))
     if active:
         return ""
     return json.dumps({"decision": "block", "reason": "Run the tests first."})

@@ -30,7 +30,7 @@ from tests.conftest import (
     write_scenario,
 )
 from tests.test_acp_e2e import HANG, permission_answers, result_of, start, tool_ends
-from tests.test_hooks import answer, records, run_cli, run_with, stop_hooks
+from tests.test_hooks import answer, records, run_cli, run_with, settings_file, stop_hooks
 from tests.test_hooks_native import given_settings, run_claude
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -298,23 +298,40 @@ def http_server(tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_stop_blocked_by_a_tool_over_http(tmp_path: Path, http_server: str) -> None:
-    server = {"type": "http", "url": http_server, "headers": {"X-Token": "${GATE_TOKEN}"}}
-    settings = with_servers(stop_hooks(BLOCK_STOP), gate=server)
-    run = run_with(tmp_path, settings, answer("Fixed."), resumes=[answer("Tested.")])
+    server = {"type": "http", "url": http_server, "headers": {"X-Token": "t-${GATE_TOKEN}"}}
+    settings = settings_file(tmp_path, with_servers(stop_hooks(BLOCK_STOP), gate=server))
+    env = {**agent_env(tmp_path), "GATE_TOKEN": "s3cret"}
+    run = run_wrapper(
+        tmp_path,
+        answer("Fixed."),
+        options=["--settings", str(settings)],
+        env=env,
+        scenario_extra={"resumes": [answer("Tested.")]},
+    )
     assert run.returncode == 0, run.stderr
     assert [s["reason"] for s in run.result["steers"]] == ["Run the tests first."]
-    assert [c["active"] for c in calls(tmp_path)] == [False, True]
+    # The headers went with the call, their variables expanded.
+    assert [(c["active"], c.get("token")) for c in calls(tmp_path)] == [
+        (False, "t-s3cret"),
+        (True, "t-s3cret"),
+    ]
 
 
 def test_a_server_not_listening_fails_open(tmp_path: Path) -> None:
     with socket.socket() as sock:  # a port that was free a moment ago
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = {"type": "http", "url": f"http://127.0.0.1:{port}/mcp"}
+    url = f"http://user:hunter2@127.0.0.1:{port}/mcp?key=qs3cr3t"
+    server = {"type": "http", "url": url, "headers": {"Authorization": "Bearer tok3n"}}
     run = run_with(tmp_path, with_servers(stop_hooks(BLOCK_STOP), gate=server), answer("Done."))
     assert run.returncode == 0, run.stderr
     (message,) = failures(run.result)
     assert f'the MCP server "gate" at http://127.0.0.1:{port}/mcp' in message
+    assert "connect" in message.lower()
+    # Never a credential, the query or a header's value, anywhere it is said.
+    for secret in ("hunter2", "qs3cr3t", "tok3n"):
+        assert secret not in json.dumps(run.result), secret
+        assert secret not in run.stderr, secret
 
 
 def test_hook_test_runs_an_mcp_tool_handler(tmp_path: Path) -> None:

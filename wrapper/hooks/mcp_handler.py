@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import trio
 
@@ -87,7 +88,8 @@ async def call_tool(
                     outcome = await _explained(client, handler, outcome)
         except Exception as exc:  # the SDK raises many kinds: all fail open
             if outcome is None:
-                outcome = _failed(f"could not call {handler.tool} on {where}: {_why(exc, trace)}")
+                why = _without_secrets(_why(exc, trace), server)
+                outcome = _failed(f"could not call {handler.tool} on {where}: {why}")
     if limit.cancelled_caught:
         return _failed(f"did not answer within {handler.timeout:g}s ({where})")
     return outcome or _failed(f"got no answer from {where}")
@@ -284,6 +286,22 @@ def _where(server: McpServer) -> str:
     if server.transport == STDIO:
         return f'the MCP server "{server.name}" ({server.command})'
     return f'the MCP server "{server.name}" at {url_without_secrets(server.url or "")}'
+
+
+def _without_secrets(text: str, server: McpServer) -> str:
+    """``text`` (which the HTTP library may have written with the request's
+    URL in it) without the URL's password, query and fragment, nor any
+    header's value: they are most often tokens. (A user name is no secret,
+    and a short one would cut words of the message.)"""
+    if server.url is None:
+        return text
+    parts = urlsplit(server.url)
+    secrets = [s for s in (parts.query, parts.fragment, parts.password) if s]
+    secrets += [value for _name, value in server.headers if value]
+    text = text.replace(server.url, url_without_secrets(server.url))
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "…")
+    return text
 
 
 def _why(exc: BaseException, trace: _Trace) -> str:
