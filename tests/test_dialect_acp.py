@@ -173,5 +173,11 @@ def test_a_pretooluse_answer_s_permission_decision() -> None:
     assert (allow.decision, allow.permission, allow.updated_input) == (
         Decision.ALLOW,
         "allow",
-        True,
+        {"a": 1},
+    )
+    plain = interpret_answer({"hookSpecificOutput": {"updatedInput": {"a": 2}}})
+    assert (plain.decision, plain.permission, plain.updated_input) == (
+        Decision.ALLOW,
+        None,
+        {"a": 2},
     )

@@ -797,11 +797,11 @@ def test_hook_failures_and_settings_notes_end_a_quiet_run_on_stderr(tmp_path: Pa
 
 
 def test_unenforceable_events_are_reported_loudly(tmp_path: Path) -> None:
-    settings = {"hooks": {"Notification": [{"hooks": [command("true")]}]}}
+    settings = {"hooks": {"PermissionRequest": [{"hooks": [command("true")]}]}}
     run = run_with(tmp_path, settings, answer("Done."))
     assert "NOT ENFORCED" in run.stderr
     notes = [w["message"] for w in run.result["warnings"] if w["code"] == "settings_note"]
-    assert any("Notification" in n and "NOT ENFORCED" in n for n in notes)
+    assert any("PermissionRequest" in n and "NOT ENFORCED" in n for n in notes)
 
 
 def test_pre_tool_use_is_not_enforced_on_an_agent_without_hooks_of_its_own(
@@ -822,7 +822,7 @@ def test_pre_tool_use_is_not_enforced_on_an_agent_without_hooks_of_its_own(
 
 
 def test_a_live_view_shows_a_settings_note_once(tmp_path: Path) -> None:
-    settings = {"hooks": {"Notification": [{"hooks": [command("true")]}]}}
+    settings = {"hooks": {"PermissionRequest": [{"hooks": [command("true")]}]}}
     scenario = write_scenario(tmp_path, answer("Done."))
     options = ["--output", "pretty", "--settings", str(settings_file(tmp_path, settings))]
     proc = invoke(wrapper_argv(tmp_path / "run", scenario, options=options), tmp_path)

@@ -22,7 +22,11 @@ import trio
 
 from benchmarks.mcpbench import LineClient
 from tests.conftest import FAKE_PI, ROOT, agent_env, read_result, write_scenario
-from wrapper.core.limits import MCP_ANSWER_MAX_CHARS, MCP_RESULT_DEFAULT_CHARS
+from wrapper.core.limits import (
+    MCP_ANSWER_MAX_CHARS,
+    MCP_REQUEST_MAX_BYTES,
+    MCP_RESULT_DEFAULT_CHARS,
+)
 
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
@@ -314,6 +318,27 @@ def test_a_sigkilled_server_leaves_each_run_the_guardians_result(tmp_path: Path)
     for run in runs:
         result = read_result(Path(run["run_dir"]) / "result.json")
         assert (result["outcome"], result["error"]["kind"]) == ("aborted", "wrapper_killed")
+
+
+@pytest.mark.parametrize("over", [1, MCP_REQUEST_MAX_BYTES])
+def test_a_message_too_long_is_answered_for_its_id_and_the_next_is_read(
+    tmp_path: Path, over: int
+) -> None:
+    # Just past the bound (its end read with the rest of the line) and far past
+    # it (skipped as it comes): either way the client waiting for id 77 is told.
+    server = RawClient(tmp_path)
+    arguments = {"run_id": "x" * (MCP_REQUEST_MAX_BYTES + over)}
+    server.send({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+                 "params": {"name": "status", "arguments": arguments}})  # fmt: skip
+    assert server.process.stdout is not None
+    answer = json.loads(server.process.stdout.readline())
+    assert answer["id"] == 77
+    assert (
+        f"more than this server reads ({MCP_REQUEST_MAX_BYTES} bytes)"
+        in (answer["error"]["message"])
+    )
+    assert "runs" in server.tool("list")
+    assert server.close() == 0
 
 
 def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path: Path) -> None:

@@ -132,3 +132,28 @@ def test_claudes_own_settings_on_command_still_apply(
     assert [d["decision"] for d in decisions(case)] == ["allow"], where
     assert marker.read_text() == "Bash", "the CLI's own --settings was merged, not dropped"
     assert case.result["command"][-2:] == ["--settings", str(user)], "result.json: the user's"
+
+
+@pytest.mark.parametrize(("cli", "version"), NATIVE, ids=IDS)
+def test_a_rewritten_input_is_what_runs(cli: str, version: str, mock: Mock, tmp_path: Path) -> None:
+    rewrite = script(
+        tmp_path,
+        "rewrite.py",
+        "changed = dict(event['tool_input'])\n"
+        "changed['command'] = 'printf rewritten > tool-rewritten.txt'\n"
+        "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse',\n"
+        "    'permissionDecision': 'allow', 'updatedInput': changed}}))\n",
+    )
+    hooks = {
+        "PreToolUse": [{"matcher": SHELL[cli], "hooks": [{"type": "command", "args": rewrite}]}]
+    }
+    case = run_with_hooks(cli, version, tmp_path, mock, hooks)
+    where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
+    files = case.files()
+    assert files.get("tool-rewritten.txt") == "rewritten", where
+    assert "tool-out.txt" not in files, "the command as the model asked for it never ran"
+    (decision,) = decisions(case)
+    assert decision["reason"] == "the tool's input was rewritten", where
+    codes = [w["code"] for w in case.result["warnings"]]
+    assert "updated_input_refused" not in codes, where
+    assert case.leftover == [], where

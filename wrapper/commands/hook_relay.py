@@ -10,6 +10,7 @@ the run directory is known: a relay must never be what blocks a tool.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -20,12 +21,21 @@ import trio
 
 from wrapper.core import environment
 from wrapper.core.events import Event, HookDecision
-from wrapper.core.hook_protocol import Decision
+from wrapper.core.hook_protocol import Decision, HandlerResult
 from wrapper.core.jsonout import dumps
 from wrapper.core.settings import SettingsError
 from wrapper.dialects import tool_kind
 from wrapper.files.settings_file import load_settings
-from wrapper.hooks.native import RECORDS, WHOLE_CHAIN, agent_answer, record
+from wrapper.hooks.native import (
+    RECORDS,
+    TAKES_UPDATED_INPUT,
+    WHOLE_CHAIN,
+    agent_answer,
+    deciding_result,
+    record,
+    refused_input_reason,
+    rewriting_result,
+)
 from wrapper.hooks.runner import HookContext, run_chain
 
 
@@ -80,15 +90,32 @@ def hook_relay(
     chain = functools.partial(run_chain, handlers, "PreToolUse", payload, ctx, blocking=True)
     results = trio.run(chain)
     decided = [e for e in events if isinstance(e, HookDecision)]
-    for result, decision in zip(results, decided, strict=False):
-        _append(run_dir, record(decision, tool, result.updated_input))
-    # As over ACP: the first that says allow or refuses decides; a plain
-    # allow leaves the decision to the next handler, then to the agent.
-    deciding = next(
-        (r for r in results if r.decision is not Decision.ALLOW or r.permission == "allow"),
-        None,
-    )
-    answer = agent_answer(deciding) if deciding is not None else None
+    deciding = deciding_result(results)
+    rewriter = rewriting_result(results, deciding)
+    fate = None
+    if rewriter is not None:
+        fate = "applied" if agent in TAKES_UPDATED_INPUT else "refused"
+    for result, decided_one in zip(results, decided, strict=False):
+        mine = fate if result is rewriter else None
+        said = decided_one
+        if mine == "refused":
+            why = refused_input_reason(decided_one.handler)
+            said = dataclasses.replace(decided_one, decision="block", reason=why)
+        elif mine == "applied":
+            before = f"{decided_one.reason}; " if decided_one.reason else ""
+            said = dataclasses.replace(
+                decided_one, reason=f"{before}the tool's input was rewritten"
+            )
+        _append(run_dir, record(said, tool, mine, payload))
+    if rewriter is not None and fate == "refused":
+        name = decided[results.index(rewriter)].handler if decided else origin
+        deciding = HandlerResult(
+            decision=Decision.BLOCK, permission="deny", reason=refused_input_reason(name)
+        )
+    new_input = rewriter.updated_input if rewriter is not None and fate == "applied" else None
+    if deciding is None and new_input is not None:
+        deciding = rewriter
+    answer = agent_answer(deciding, new_input) if deciding is not None else None
     if answer is not None:
         sys.stdout.buffer.write(dumps(answer) + b"\n")
     return 0
@@ -96,7 +123,7 @@ def hook_relay(
 
 def _record(run_dir: str | None, handler: str, tool: str | None, why: str) -> None:
     failed = HookDecision(event="PreToolUse", handler=handler, decision="allow", warning=why)
-    _append(run_dir, record(failed, tool, False))
+    _append(run_dir, record(failed, tool))
 
 
 def _append(run_dir: str | None, line: bytes) -> None:

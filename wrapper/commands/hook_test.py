@@ -18,12 +18,19 @@ import orjson
 import trio
 
 from wrapper.core.events import Event
-from wrapper.core.hook_protocol import PROMPT_SOURCES, Decision
+from wrapper.core.hook_protocol import PROMPT_SOURCES, Decision, HandlerResult
+from wrapper.core.hook_settings import MATCH_FIELDS
 from wrapper.core.jsonout import dumps
-from wrapper.core.settings import STOP_EVENTS, Settings, SettingsError
+from wrapper.core.settings import STOP_EVENTS, Handler, Settings, SettingsError
 from wrapper.dialects import DIALECTS, tool_kind
 from wrapper.files.settings_file import check_commands
 from wrapper.files.transcript import last_assistant_message
+from wrapper.hooks.native import (
+    TAKES_UPDATED_INPUT,
+    deciding_result,
+    refused_input_reason,
+    rewriting_result,
+)
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 
 PROG = "agent-wrapper hook-test"
@@ -53,6 +60,26 @@ def event_problem(payload: Any) -> str | None:
     if isinstance(cwd, str) and not Path(cwd).is_dir():
         return f"cwd: {cwd} is not a directory; handlers run there"
     return None
+
+
+def _rewritten(
+    report: dict[str, Any], handlers: list[Handler], results: list[HandlerResult], agent: str | None
+) -> None:
+    """A PreToolUse chain's rewritten input in ``report`` (``updatedInput``),
+    as a run takes it: applied by the agents that can, the call denied on
+    the others (on ``agent``'s, when it is named)."""
+    rewriter = rewriting_result(results, deciding_result(results))
+    report["updatedInput"] = rewriter.updated_input if rewriter is not None else None
+    if rewriter is None:
+        return
+    who = handlers[results.index(rewriter)].name
+    if agent is None:
+        report["note"] = (
+            f"{who} rewrote the tool's input: applied on "
+            f"{' and '.join(sorted(TAKES_UPDATED_INPUT))}; on any other agent the call is denied"
+        )
+    elif agent not in TAKES_UPDATED_INPUT:
+        report.update(decision="block", reason=refused_input_reason(who), handler=who)
 
 
 def hook_test(settings: Settings, event_path: str, agent: str | None = None) -> int:
@@ -106,6 +133,11 @@ def hook_test(settings: Settings, event_path: str, agent: str | None = None) -> 
     kind = tool_kind(agent, tool) if tool is not None else None
     if name == "PreToolUse":  # kept apart: only some agents enforce it
         handlers = settings.pre_tool_use_handlers(tool or "", kind)
+    elif name in MATCH_FIELDS:  # matched on a notification's type, a compaction's trigger
+        value = payload.get(MATCH_FIELDS[name])
+        value = value if isinstance(value, str) else None
+        groups = settings.hooks.get(name, ())
+        handlers = [h for g in groups if g.matches(value) for h in g.handlers]
     else:
         handlers = settings.handlers(name, tool, kind)
     # as a run has it: with stop.failClosed a failing Stop handler ends the run
@@ -142,11 +174,14 @@ def hook_test(settings: Settings, event_path: str, agent: str | None = None) -> 
                 "exitCode": result.exit_code,
                 "additionalContext": result.context,
                 "extendMaxSteers": result.extend_max_steers,
+                "updatedInput": result.updated_input,
             }
             for handler, result in zip(handlers, results, strict=False)
         ],
         "skipped": len(handlers) - len(results),
     }
+    if name == "PreToolUse":
+        _rewritten(report, handlers, results, agent)
     if not handlers:
         report["note"] = f"no handler is configured for {name}"
     if fail_closed and warnings:

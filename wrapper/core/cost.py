@@ -373,6 +373,35 @@ class Caps:
             )
         return None
 
+    def nearing(
+        self, ledger: CostLedger, pending: tuple[int, float | None], share: float
+    ) -> str | None:
+        """What the run has spent of a cap once it is ``share`` of it or
+        more (a person may want to know before the cap stops the run), or
+        None; ``pending`` as for ``exceeded``."""
+        tokens = ledger.tokens + pending[0]
+        if self.max_tokens is not None and tokens >= share * self.max_tokens:
+            return (
+                f"the run used {tokens:,} tokens, {tokens / self.max_tokens:.0%} of its "
+                f"--max-tokens cap of {self.max_tokens:,}"
+            )
+        usd = ledger.usd if ledger.reported else 0.0
+        usd = None if usd is None or pending[1] is None else usd + pending[1]
+        if self.max_cost is not None and usd is not None and usd >= share * self.max_cost:
+            return (
+                f"the run cost ${usd:.4f}, {usd / self.max_cost:.0%} of its --max-cost "
+                f"cap of ${self.max_cost:g}"
+            )
+        return None
+
+    def raised_by(self, first: Caps) -> Caps:
+        """These caps, each raised by its ``first`` amount (a person let the
+        run go on past one)."""
+        return Caps(
+            None if self.max_cost is None else self.max_cost + (first.max_cost or 0),
+            None if self.max_tokens is None else self.max_tokens + (first.max_tokens or 0),
+        )
+
     def said(self) -> str:
         """The caps as a person reads them: ``$2 and 50,000 tokens``."""
         parts = [f"${self.max_cost:g}"] if self.max_cost is not None else []

@@ -469,6 +469,11 @@ class HookDecision(WrapperEvent):
     warning: str | None = None
     exit_code: int | None = None
     duration_ms: int = 0
+    #: The tool a PreToolUse decision was about, its input and call id (for
+    #: the ``PermissionDenied`` handlers of a refusal, not the logs).
+    tool_name: str | None = field(default=None, metadata=NOT_LOGGED, compare=False)
+    tool_input: Any = field(default=None, metadata=NOT_LOGGED, compare=False)
+    tool_use_id: str | None = field(default=None, metadata=NOT_LOGGED, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

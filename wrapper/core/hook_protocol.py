@@ -36,8 +36,9 @@ RETRY_ERROR_WORDS = re.compile(r"error|failed|cannot|unable|exception|traceback"
 RETRY_SUCCESS_WORDS = re.compile(r"successfully|completed|fixed|resolved", re.IGNORECASE)
 #: What a prompt the wrapper sends is (``UserPromptSubmit``'s ``source``):
 #: the run's task, a Stop hook's steer (the stop policies' and the error
-#: retry's too), a steer or a follow-up from outside, a person's reply.
-PROMPT_SOURCES = ("task", "stop_hook", "steer", "follow_up", "reply")
+#: retry's too), a steer or a follow-up from outside, a person's reply, a
+#: person's reply that lets a run paused at its cap go on.
+PROMPT_SOURCES = ("task", "stop_hook", "steer", "follow_up", "reply", "budget_resume")
 RETRY_PROMPT = (
     "The previous approach hit an error. Try a different approach to accomplish the task."
 )
@@ -65,8 +66,9 @@ class HandlerResult:
     exit_code: int | None = None
     #: A PreToolUse answer's ``permissionDecision`` (allow, deny, ask), if any.
     permission: str | None = None
-    #: The answer carried an ``updatedInput`` (which cannot always be applied).
-    updated_input: bool = False
+    #: A PreToolUse answer's ``updatedInput``: the tool's input as the
+    #: handler rewrote it (applied only where the agent can take it).
+    updated_input: dict[str, Any] | None = None
 
 
 ALLOW = HandlerResult(decision=Decision.ALLOW)
@@ -126,6 +128,9 @@ def interpret_answer(answer: dict[str, Any], *, exit_code: int | None = None) ->
         text = message if isinstance(message, str) and message else None
         return HandlerResult(decision=Decision.END, reason=text, **common)
     permission = specific.get("permissionDecision") if isinstance(specific, dict) else None
+    new_input = specific.get("updatedInput") if isinstance(specific, dict) else None
+    if isinstance(new_input, dict):
+        common["updated_input"] = new_input
     if isinstance(specific, dict) and permission in ("allow", "deny", "ask"):
         why = specific.get("permissionDecisionReason")
         return HandlerResult(
@@ -133,7 +138,6 @@ def interpret_answer(answer: dict[str, Any], *, exit_code: int | None = None) ->
             decision=Decision.ALLOW if permission == "allow" else Decision.BLOCK,
             reason=_clip(why.strip()) if isinstance(why, str) and why.strip() else None,
             permission=permission,
-            updated_input="updatedInput" in specific,
             **common,
         )
     blocks = answer.get("decision") == "block" or answer.get("allow") is False

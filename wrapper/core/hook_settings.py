@@ -27,22 +27,34 @@ if TYPE_CHECKING:
 STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 #: Handlers that run before a prompt is sent and may add to it (or refuse it).
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
-#: Handlers fired from what the stream shows; they observe and never block.
-OBSERVED_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "PreCompact"})
+#: Handlers fired from what the stream shows or the run does; they observe
+#: and never block. ``PostCompact``: a compaction ended (agents whose stream
+#: says so); ``PermissionDenied``: a PreToolUse handler refused a tool;
+#: ``Notification``: the run waits for a person, refused a steer, or spent
+#: most of a cap.
+OBSERVED_EVENTS = frozenset(
+    {
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PreCompact",
+        "PostCompact",
+        "PermissionDenied",
+        "Notification",
+    }
+)
 #: Handlers of the run's own life: ``SessionStart`` (before an agent session's
 #: first prompt; may add context), ``SessionEnd`` (once the run's outcome is
 #: decided) and ``StopFailure`` (a turn ended on an API error); none blocks.
 LIFECYCLE_EVENTS = frozenset({"SessionStart", "SessionEnd", "StopFailure"})
 #: Claude Code events that need the agent's cooperation; the wrapper only
 #: sees the stream, so it cannot enforce them.
-UNENFORCEABLE_EVENTS = frozenset({"PreToolUse", "PermissionRequest", "Notification"})
+UNENFORCEABLE_EVENTS = frozenset({"PreToolUse", "PermissionRequest"})
 HOOK_EVENTS = STOP_EVENTS | PROMPT_EVENTS | OBSERVED_EVENTS | LIFECYCLE_EVENTS
 #: Newer Claude Code events, tied to its own features (teams, worktrees,
 #: MCP): the wrapper does not run them, and knowing them keeps them from
 #: being taken for misspellings of the events above.
 OTHER_CLAUDE_EVENTS = frozenset(
     {
-        "PostCompact",
         "Setup",
         "TeammateIdle",
         "TaskCreated",
@@ -51,7 +63,6 @@ OTHER_CLAUDE_EVENTS = frozenset(
         "ConfigChange",
         "WorktreeCreate",
         "WorktreeRemove",
-        "PermissionDenied",
         "Elicitation",
         "ElicitationResult",
     }
@@ -62,7 +73,12 @@ KNOWN_EVENTS = HOOK_EVENTS | UNENFORCEABLE_EVENTS | OTHER_CLAUDE_EVENTS
 #: Names further off stay a note, since Claude Code keeps adding events.
 NEAR_MISS_EDITS = 2
 #: Events whose matcher selects tools by name.
-TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
+TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "PermissionDenied"})
+#: Events whose matcher selects by a value of their input: a tool's name, a
+#: notification's type, a compaction's trigger (a pattern is checked early).
+MATCHED_EVENTS = TOOL_EVENTS | {"Notification", "PostCompact"}
+#: The input field the matcher of an event that is not about a tool selects.
+MATCH_FIELDS = {"Notification": "notification_type", "PostCompact": "trigger"}
 
 #: Per-handler time limits, by handler type, in seconds. An ``mcp_tool``
 #: handler's covers starting its server, the handshake and the call (a
@@ -198,7 +214,7 @@ def group(
         except matchers.MatcherError as exc:
             raise SettingsError(f"{where}: {key}.matcher: {exc}") from None
     plain = not matcher or matcher == "*" or matchers.MATCHER_LIST.fullmatch(matcher)
-    if matcher and not plain and event in TOOL_EVENTS:
+    if matcher and not plain and event in MATCHED_EVENTS:
         try:
             re.compile(matcher)
         except re.error as exc:

@@ -340,3 +340,10 @@ WATCH_LINE_MAX_BYTES = 64 * 1024 * 1024
 PRICE_LOOKUP_TIMEOUT = 5.0
 #: The largest price cache file read: a record is a few hundred bytes.
 PRICE_FILE_MAX_BYTES = 64 * 1024
+
+#: The share of a spending cap (``--max-cost``, ``--max-tokens``) at which
+#: ``Notification`` handlers are told, once per cap: late enough that most
+#: runs never see it, early enough that a person can raise the cap (or
+#: prepare to answer a ``--on-budget escalate`` question) before the run
+#: stops.
+CAP_NOTICE_SHARE = 0.8

@@ -200,3 +200,30 @@ def prompt_not_taken(prompt: str) -> str:
         f"gave ({prompt[:LOST_PROMPT_CHARS] + more!r}) never reached it; an agent "
         "driven on its stdin must wait for its input to close"
     )
+
+
+def fit_context(
+    before: list[str], after: list[str], room: int
+) -> tuple[list[str], list[str], int | None]:
+    """The context to add before and after a prompt, cut to ``room`` bytes
+    (the blank lines between included): what comes last goes first. The
+    third value is the size it had when it was cut, else None."""
+    parts = [*before, *after]
+    size = sum(len(part.encode()) + 2 for part in parts)
+    if size <= room:
+        return before, after, None
+    note = (
+        f"\n[hook context cut: {size} bytes, more than the {room} a steer's prompt leaves for it]"
+    )
+    fitted, left = [], room - len(note.encode())
+    for part in parts:
+        cost = len(part.encode()) + 2
+        if cost > left:
+            if left > 2:
+                fitted.append(part.encode()[: left - 2].decode(errors="ignore"))
+            break
+        fitted.append(part)
+        left -= cost
+    if fitted:
+        fitted[-1] += note
+    return fitted[: len(before)], fitted[len(before) :], size

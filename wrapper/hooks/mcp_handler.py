@@ -19,6 +19,7 @@ Everything that goes wrong fails open with a warning saying what happened.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Sequence
@@ -120,14 +121,8 @@ def _read(answer: Any, plain_text_is_context: bool) -> HandlerResult:
     )
     if result.warning is not None:
         return _failed(f"answered {result.warning.removeprefix('printed ')}")
-    return HandlerResult(
-        decision=result.decision,
-        reason=result.reason,
-        context=result.context,
-        extend_max_steers=result.extend_max_steers,
-        permission=result.permission,
-        updated_input=result.updated_input,
-    )
+    # Everything the answer said, as any handler's; no exit status to show.
+    return dataclasses.replace(result, exit_code=None)
 
 
 async def _explained(client: Any, handler: Handler, outcome: HandlerResult) -> HandlerResult:

@@ -44,6 +44,15 @@ WHOLE_CHAIN = ("*", "*", "PreToolUse")
 RELAY_MARGIN = 10.0
 #: A record line is read back only up to this size (a reason is cut long before).
 RECORD_BYTES = 256 * 1024
+#: A tool's input is kept in a record (for ``PermissionDenied`` handlers) only
+#: up to this size once encoded; a larger one is recorded as null, so that a
+#: record stays well under ``RECORD_BYTES``.
+RECORD_INPUT_BYTES = 64 * 1024
+#: The agents whose own hooks take a rewritten tool input (``updatedInput``):
+#: Claude Code applies it from the hook's answer, pi's extension by changing
+#: the call's input in place (its extension API documents it; checked on 0.73.1). Through the
+#: relay, any other agent gets a deny instead of the call unchanged.
+TAKES_UPDATED_INPUT = frozenset({"claude", "pi"})
 
 
 def agent_settings(
@@ -132,6 +141,13 @@ export default function (pi) {
     if (specific.permissionDecision === "deny" || specific.permissionDecision === "ask") {
       return { block: true, reason: specific.permissionDecisionReason };
     }
+    const updated = specific.updatedInput;
+    if (updated !== null && typeof updated === "object" && !Array.isArray(updated)) {
+      // pi runs the call with its input object as the handlers left it:
+      // replaced whole, as the hooks protocol's updatedInput replaces it.
+      for (const key of Object.keys(event.input)) delete event.input[key];
+      Object.assign(event.input, updated);
+    }
     return undefined;
   });
 }
@@ -162,12 +178,41 @@ def relay_hook(
     }
 
 
-def agent_answer(result: HandlerResult) -> dict[str, Any] | None:
+def deciding_result(results: Sequence[HandlerResult]) -> HandlerResult | None:
+    """The result that decides a PreToolUse chain, as over ACP: the first
+    that says allow or refuses; a plain allow leaves the decision to the
+    next handler, then to the agent (None)."""
+    return next(
+        (r for r in results if r.decision is not Decision.ALLOW or r.permission == "allow"),
+        None,
+    )
+
+
+def rewriting_result(
+    results: Sequence[HandlerResult], deciding: HandlerResult | None
+) -> HandlerResult | None:
+    """The result whose rewritten input the call would run with: the
+    deciding handler's if it allows with one, else the first plain allow
+    before it that has one; None when the call is refused anyway."""
+    if deciding is not None and deciding.decision is not Decision.ALLOW:
+        return None
+    for result in results:
+        if result.updated_input is not None and result.warning is None:
+            return result
+        if result is deciding:
+            break
+    return None
+
+
+def agent_answer(
+    result: HandlerResult, updated_input: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """What the relay tells the agent (Claude Code's PreToolUse answer) for
-    the handler's ``result``; None to say nothing (the agent decides as it
-    would without the hook: a handler that allowed without saying so, or
-    failed, which fails open)."""
-    if result.warning is not None:
+    the handler's ``result``, with the tool's input as a handler rewrote it
+    (``updated_input``, for an agent that takes one); None to say nothing
+    (the agent decides as it would without the hook: a handler that allowed
+    without saying so, or failed, which fails open)."""
+    if result.warning is not None and updated_input is None:
         return None
     if result.decision is Decision.END:
         answer: dict[str, Any] = {"continue": False}
@@ -184,13 +229,31 @@ def agent_answer(result: HandlerResult) -> dict[str, Any] | None:
             specific["permissionDecisionReason"] = result.reason
     if result.context:
         specific["additionalContext"] = result.context
+    if updated_input is not None and result.decision is Decision.ALLOW:
+        specific["updatedInput"] = updated_input
     if len(specific) == 1:
         return None
     return {"hookSpecificOutput": specific}
 
 
-def record(decided: HookDecision, tool: str | None, updated_input: bool) -> bytes:
-    """One line of ``RECORDS``."""
+def record(
+    decided: HookDecision,
+    tool: str | None,
+    updated_input: str | None = None,
+    call: Mapping[str, Any] | None = None,
+) -> bytes:
+    """One line of ``RECORDS``. ``updated_input``: what became of the
+    handler's rewritten input (``applied``, ``refused``), None without one;
+    ``call``: the hook input (the tool's input and id, for a refusal's
+    ``PermissionDenied`` handlers)."""
+    call = call or {}
+    tool_input = call.get("tool_input")
+    try:
+        if len(orjson.dumps(tool_input)) > RECORD_INPUT_BYTES:
+            tool_input = None
+    except TypeError:
+        tool_input = None
+    use_id = call.get("tool_use_id")
     return (
         orjson.dumps(
             {
@@ -202,6 +265,8 @@ def record(decided: HookDecision, tool: str | None, updated_input: bool) -> byte
                 "durationMs": decided.duration_ms,
                 "tool": tool,
                 "updatedInput": updated_input,
+                "toolInput": tool_input,
+                "toolUseId": use_id if isinstance(use_id, str) else None,
             }
         )
         + b"\n"
@@ -261,6 +326,9 @@ def _events(entry: dict[str, Any]) -> list[Event]:
             warning=warning,
             exit_code=number("exitCode"),
             duration_ms=number("durationMs") or 0,
+            tool_name=tool,
+            tool_input=entry.get("toolInput"),
+            tool_use_id=text("toolUseId"),
         ),
     ]
     if warning is not None:
@@ -271,13 +339,26 @@ def _events(entry: dict[str, Any]) -> list[Event]:
                 f"the agent decided on {tool or 'the tool'} as without it",
             )
         )
-    if entry.get("updatedInput") is True:
-        events.append(
-            WarningEvent(
-                code="updated_input_ignored",
-                message=f"PreToolUse handler {handler} changed the input of {tool!r}; "
-                "the relay cannot hand a changed input to the agent, so the tool was "
-                "decided on as the agent asked for it",
-            )
-        )
+    if entry.get("updatedInput") == "refused":
+        events.append(refused_input_warning(handler, tool, "the agent"))
     return events
+
+
+def refused_input_warning(handler: str, tool: str | None, agent: str) -> WarningEvent:
+    """The warning for a rewritten tool input that ``agent`` cannot take:
+    the call is denied rather than run as the agent asked for it."""
+    return WarningEvent(
+        code="updated_input_refused",
+        message=f"PreToolUse handler {handler} rewrote the input of {tool or 'a tool'!r}, "
+        f"but {agent} cannot take a changed input: the call was denied rather than run "
+        "unchanged (only Claude Code and pi apply updatedInput; return a deny with a "
+        "reason to steer the agent instead)",
+    )
+
+
+def refused_input_reason(handler: str) -> str:
+    """What the agent is told of a call denied for a rewritten input it cannot take."""
+    return (
+        f"PreToolUse handler {handler} would only allow this call with a changed input, "
+        "which cannot be applied here; the call was denied"
+    )

@@ -1,8 +1,11 @@
 """Hooks fired from what the stream shows (``PostToolUse``,
-``PostToolUseFailure``, ``PreCompact``): they observe and never hold the
-stream back. Jobs queue without blocking the reader, run in the background
-with bounded concurrency and their own time limits, and what is still
-running when the run ends gets a short while to finish before it is killed.
+``PostToolUseFailure``, ``PreCompact``, ``PostCompact``) and from what the
+run does (``PermissionDenied`` after a PreToolUse refusal, ``Notification``
+when the run waits for a person, refuses a steer or has spent most of a
+cap): they observe and never hold the stream back. Jobs queue without
+blocking the reader, run in the background with bounded concurrency and
+their own time limits, and what is still running when the run ends gets a
+short while to finish before it is killed.
 """
 
 from __future__ import annotations
@@ -12,12 +15,22 @@ from typing import Any
 
 import trio
 
-from wrapper.core.events import Compaction, Event, ToolEnded, ToolStarted, WarningEvent
+from wrapper.core.events import (
+    Compaction,
+    Escalated,
+    Event,
+    HookDecision,
+    SteerRefused,
+    ToolEnded,
+    ToolStarted,
+    WarningEvent,
+)
 from wrapper.core.hook_protocol import plain_text
 from wrapper.core.limits import OBSERVER_CONCURRENCY, OBSERVER_QUEUE
 from wrapper.core.settings import OBSERVED_EVENTS, Handler, Settings
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 from wrapper.hooks.stop_gate import StopGate
+from wrapper.sinks.stream import EventStream
 
 _Job = tuple[str, list[Handler], dict[str, Any]]
 
@@ -41,6 +54,9 @@ class Observers:
         self.dropped = 0
         self._send, self._receive = trio.open_memory_channel[_Job](OBSERVER_QUEUE)
         self._tool_args: dict[str, Any] = {}
+        #: The questions asking a person to approve a tool (``Notification``'s
+        #: ``permission_prompt``), kept by the run's permission gate.
+        self.approvals: set[str | None] = set()
         self._scope = trio.CancelScope()
         self._done = trio.Event()
 
@@ -64,6 +80,71 @@ class Observers:
         elif type(event) is Compaction and event.phase == "start":
             extra = {"trigger": "auto", "custom_instructions": None, "reason": event.reason}
             self._queue("PreCompact", self.settings.handlers("PreCompact"), extra)
+        elif type(event) is Compaction and event.phase == "end":
+            # Claude Code says whether a person asked for it; the stream
+            # carries no summary (``compact_summary`` is null).
+            trigger = "manual" if event.reason == "manual" else "auto"
+            extra = {"trigger": trigger, "compact_summary": None, "reason": event.reason}
+            self._queue("PostCompact", self._matching("PostCompact", trigger), extra)
+
+    def observe_run(self, event: Event) -> None:
+        """Called for the run's own events (the wrapper's as well as the
+        agent's): the ones that notify a person, and the refusals of the
+        PreToolUse handlers the agent ran itself."""
+        if type(event) is Escalated:
+            kind = "permission_prompt" if event.question in self.approvals else "idle_prompt"
+            self.notify(kind, event.question or "The run waits for a person's answer.")
+        elif type(event) is SteerRefused:
+            self.notify("steer_refused", f"A steer was refused: {event.why}")
+        elif (
+            type(event) is HookDecision
+            and event.event == "PreToolUse"
+            and event.decision in ("block", "end")
+            and event.tool_name is not None
+        ):
+            self.tool_denied(event.tool_name, event.tool_input, event.tool_use_id, event.reason)
+
+    def watch(self, stream: EventStream) -> None:
+        """Be told of every event ``stream`` carries (``observe_run``), after
+        whoever was told before."""
+        before = stream.observer
+
+        def told(event: Event, now: float, attempt: int) -> None:
+            if before is not None:
+                before(event, now, attempt)
+            self.observe_run(event)
+
+        stream.observer = told
+
+    def near_cap(self, spent: str) -> None:
+        """Most of a spending cap is spent (``spent``, said)."""
+        self.notify("budget_warning", f"Most of a spending cap is spent: {spent}.")
+
+    def notify(self, kind: str, message: str) -> None:
+        """``Notification``: something a person should know (``kind``: its
+        ``notification_type``, which its matchers select)."""
+        extra = {"message": message, "title": "agent-wrapper", "notification_type": kind}
+        self._queue("Notification", self._matching("Notification", kind), extra)
+
+    def tool_denied(
+        self, tool: str, tool_input: Any, use_id: str | None, reason: str | None
+    ) -> None:
+        """``PermissionDenied``: a PreToolUse handler refused ``tool``."""
+        extra = {
+            "tool_name": tool,
+            "tool_input": tool_input,
+            "tool_use_id": use_id,
+            "reason": reason or "",
+        }
+        handlers = self._matching("PermissionDenied", tool, self.kind_of(tool))
+        self._queue("PermissionDenied", handlers, extra)
+
+    def _matching(self, name: str, value: str, kind: str | None = None) -> list[Handler]:
+        """The handlers of ``name`` whose matcher takes ``value`` (a tool, of
+        ``kind``; a notification's type; a compaction's trigger), as Claude
+        Code's matchers select them."""
+        groups = self.settings.hooks.get(name, ())
+        return [h for g in groups if g.matches(value, kind) for h in g.handlers]
 
     def _queue(self, name: str, handlers: list[Handler], extra: dict[str, Any]) -> None:
         if not handlers:

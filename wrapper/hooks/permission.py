@@ -5,7 +5,7 @@ handler asks for one, else the permissions setting."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -14,6 +14,7 @@ from wrapper.core.events import Event, WarningEvent
 from wrapper.core.hook_protocol import Decision
 from wrapper.core.limits import PERMISSION_HOOK_CONCURRENCY
 from wrapper.core.settings import Handler
+from wrapper.hooks.native import refused_input_reason, refused_input_warning
 from wrapper.hooks.runner import HookContext, run_chain
 from wrapper.hooks.stop_gate import StopGate
 
@@ -37,6 +38,12 @@ class PermissionGate:
         self._hook_ctx = hook_ctx
         #: PreToolUse chains running at once (an agent may ask in parallel).
         self._running = trio.Semaphore(PERMISSION_HOOK_CONCURRENCY)
+        #: Told of each tool a PreToolUse handler refused: its name, input,
+        #: call id and the reason (the run's ``PermissionDenied`` observers).
+        self.on_denied: Callable[[str, Any, str | None, str], None] | None = None
+        #: The questions that ask a person to approve a tool (a
+        #: ``Notification`` says ``permission_prompt`` for them).
+        self.approvals: set[str | None] = set()
 
     def decided_now(self, tool: ToolInfo) -> tuple[bool, str | None] | None:
         """The decision on ``tool`` when no PreToolUse handler takes part
@@ -72,23 +79,30 @@ class PermissionGate:
                     handlers, "PreToolUse", payload, self._hook_ctx, blocking=True
                 )
             for handler, result in zip(handlers, results, strict=False):
-                if result.updated_input:
-                    self._emit(
-                        WarningEvent(
-                            code="updated_input_ignored",
-                            message=f"PreToolUse handler {handler.name} changed the input of "
-                            f"{tool.name!r}; an ACP agent cannot be given a changed input, "
-                            "so the tool was decided on as the agent asked for it",
-                        )
-                    )
+                if result.updated_input is not None and result.decision is Decision.ALLOW:
+                    # The answer to an ACP permission request is one of its
+                    # options, never a new input: running the call unchanged
+                    # would run what the handler meant to replace.
+                    self._emit(refused_input_warning(handler.name, tool.name, "an ACP agent"))
+                    return self._denied(tool, refused_input_reason(handler.name))
                 if result.decision is Decision.ALLOW and result.permission != "allow":
                     continue
                 if result.decision is Decision.ALLOW:
                     return True, None
                 if result.permission == "ask":
-                    return await self._ask_about(tool, handler.name, result.reason)
-                return False, result.reason or f"denied by PreToolUse handler {handler.name}"
+                    allowed, why = await self._ask_about(tool, handler.name, result.reason)
+                    return (True, None) if allowed else self._denied(tool, why)
+                return self._denied(
+                    tool, result.reason or f"denied by PreToolUse handler {handler.name}"
+                )
         return self._by_setting()
+
+    def _denied(self, tool: ToolInfo, why: str | None) -> tuple[bool, str | None]:
+        """A PreToolUse handler refused ``tool``: its ``PermissionDenied``
+        handlers are told (``on_denied``)."""
+        if self.on_denied is not None:
+            self.on_denied(tool.name, tool.input, tool.tool_call_id, why or "")
+        return False, why
 
     async def _ask_about(
         self, tool: ToolInfo, handler: str, why: str | None
@@ -112,7 +126,11 @@ class PermissionGate:
             + (f" ({why})" if why else "")
             + ". Allow it? (reply --continue to allow, --stop to refuse)"
         )
-        record = await self._gate.ask_person(question, then="running")
+        self.approvals.add(question)
+        try:
+            record = await self._gate.ask_person(question, then="running")
+        finally:
+            self.approvals.discard(question)
         if record.answer == "continue":
             return True, None
         if record.answer == "text":

@@ -4,7 +4,7 @@ At a stop the built-in error retry and the Stop hooks go first; when they
 allow it, the ``onStop`` policy decides (escalating to a person if need be).
 A block becomes a steer: the agent's session resumed with the reason as its
 next prompt. Before every prompt (the task, a Stop hook's steer, a steer
-from outside, a person's reply: its ``source``) the ``UserPromptSubmit``
+from outside, a person's reply, at a cap too: its ``source``) the ``UserPromptSubmit``
 (and for a subagent's task ``SubagentStart``) handlers may add context or
 refuse it, and a refusal refuses that prompt only (a refused Stop-hook
 steer lets the stop go ahead, as at the steer limit); before the first
@@ -43,7 +43,7 @@ from wrapper.core.policy import (
     StopPolicy,
 )
 from wrapper.core.settings import Handler
-from wrapper.core.steering import AllowedBy, Block, Steering, with_context
+from wrapper.core.steering import AllowedBy, Block, Steering, fit_context, with_context
 from wrapper.core.summary import RunSummary
 from wrapper.dialects import CannotResume, Dialect, Launch, UsageError
 from wrapper.files import mailbox
@@ -443,12 +443,23 @@ class StopGate:
         )
         return record
 
-    async def steer_back(self, handler: str, reason: str, number: int) -> Launch | None:
+    async def steer_back(
+        self, handler: str, reason: str, number: int, checked: Sequence[str] | None = None
+    ) -> Launch | None:
         """Steer the agent back to work with ``reason`` (attempt ``number``),
-        as a Stop handler's block named ``handler`` would."""
-        return await self._steer(Block(handler, reason), number)
+        as a Stop handler's block named ``handler`` would; ``checked``: the
+        context a person's reply got when it passed the prompt handlers (a
+        ``budget_resume``), None for a steer the handlers have not seen."""
+        source = "stop_hook" if checked is None else "budget_resume"
+        return await self._steer(Block(handler, reason), number, source, checked)
 
-    async def _steer(self, block: Block, number: int, source: str = "stop_hook") -> Launch | None:
+    async def _steer(
+        self,
+        block: Block,
+        number: int,
+        source: str = "stop_hook",
+        checked: Sequence[str] | None = None,
+    ) -> Launch | None:
         """Resume the agent with ``block``'s reason (``source``: a Stop
         hook's or a policy's steer, or a person's reply, which passed the
         prompt handlers when it came), with the steers from outside that
@@ -471,7 +482,7 @@ class StopGate:
             return None
         # A live session goes on in the same process: no new session starts.
         resumed = "resume" if launch.prompt is None else None
-        checked = self._reply_context if source == "reply" else None
+        checked = self._reply_context if source == "reply" else checked
         preamble, contexts, refused = await self.prompt_parts(
             block.reason, first=False, source=source, session=resumed, checked=checked
         )
@@ -593,35 +604,17 @@ class StopGate:
     def _fit_context(
         self, before: list[str], after: list[str], room: int
     ) -> tuple[list[str], list[str]]:
-        """The context to add before and after a prompt, cut to ``room`` bytes
-        (the blank lines between included): what comes last goes first."""
-        parts = [*before, *after]
-        size = sum(len(part.encode()) + 2 for part in parts)
-        if size <= room:
-            return before, after
-        note = (
-            f"\n[hook context cut: {size} bytes, more than the {room} a steer's prompt "
-            "leaves for it]"
-        )
-        fitted, left = [], room - len(note.encode())
-        for part in parts:
-            cost = len(part.encode()) + 2
-            if cost > left:
-                if left > 2:
-                    fitted.append(part.encode()[: left - 2].decode(errors="ignore"))
-                break
-            fitted.append(part)
-            left -= cost
-        if fitted:
-            fitted[-1] += note
-        self.stream.emit(
-            WarningEvent(
-                code="hook_context_cut",
-                message=f"hook context of {size} bytes was cut to {room} bytes: a steer "
-                "delivered on the agent's command line leaves no more room for it",
+        """``fit_context``, the cut said in a warning."""
+        before, after, size = fit_context(before, after, room)
+        if size is not None:
+            self.stream.emit(
+                WarningEvent(
+                    code="hook_context_cut",
+                    message=f"hook context of {size} bytes was cut to {room} bytes: a steer "
+                    "delivered on the agent's command line leaves no more room for it",
+                )
             )
-        )
-        return fitted[: len(before)], fitted[len(before) :]
+        return before, after
 
     def hook_input(self, event: str, **extra: Any) -> dict[str, Any]:
         config = self.config

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
+import re
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -32,7 +34,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from wrapper.core.limits import MCP_REQUEST_MAX_BYTES
+from wrapper.core.limits import MCP_REQUEST_MAX_BYTES, STEER_MAX_BYTES
 from wrapper.core.version import VERSION
 from wrapper.mcp import catalog
 from wrapper.mcp.registry import OptionsFrom, Policy, Runs, ToolError, open_runs
@@ -42,42 +44,10 @@ from wrapper.mcp.tools import FINAL_TEXT_FILE, Tools
 FINAL_TEXT_URI = "agent-wrapper://runs/{run_id}/" + FINAL_TEXT_FILE
 
 _READ_CHUNK = 65536
-
-
-class _Lines:
-    """The client's messages, a line at a time, from a file descriptor. A
-    line past ``MCP_REQUEST_MAX_BYTES`` is dropped whole and handed on as a
-    line that is not JSON, so the client is told of it and the next is read."""
-
-    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
-        self._stream = stream
-        self._buffer = bytearray()
-        self._dropping = False
-
-    def __aiter__(self) -> _Lines:
-        return self
-
-    async def __anext__(self) -> str:
-        while True:
-            end = self._buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self._buffer[:end])
-                del self._buffer[: end + 1]
-                if self._dropping:
-                    self._dropping = False
-                    return "a message too long for this server"
-                return line.decode("utf-8", errors="replace")
-            if len(self._buffer) > MCP_REQUEST_MAX_BYTES:
-                self._buffer.clear()
-                self._dropping = True
-            chunk = await self._stream.receive_some(_READ_CHUNK)
-            if not chunk:
-                if self._buffer and not self._dropping:
-                    line = bytes(self._buffer)
-                    self._buffer.clear()
-                    return line.decode("utf-8", errors="replace")
-                raise StopAsyncIteration
-            self._buffer += chunk
+#: How much of a line too long is kept to find its request id.
+_HEAD_BYTES = 4096
+#: A request's id in a message's head: clients write it before the params.
+_REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 
 
 class _Out:
@@ -93,6 +63,66 @@ class _Out:
 
     async def flush(self) -> None:
         return None
+
+
+class _Lines:
+    """The client's messages, a line at a time, from a file descriptor. A
+    line past ``MCP_REQUEST_MAX_BYTES`` is not read whole: it is answered
+    at once on ``out`` with an error for its request id (found in the
+    line's head, where clients put it), so the client waiting for that
+    answer is told, and the next line is read."""
+
+    def __init__(self, stream: trio.lowlevel.FdStream, out: _Out) -> None:
+        self._stream = stream
+        self._out = out
+        self._buffer = bytearray()
+        #: The head of a line too long, kept while the rest is skipped.
+        self._dropped: bytes | None = None
+        self._dropped_size = 0
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                if self._dropped is None and len(line) <= MCP_REQUEST_MAX_BYTES:
+                    return line.decode("utf-8", errors="replace")
+                head = self._dropped if self._dropped is not None else line[:_HEAD_BYTES]
+                await self._too_long(head, self._dropped_size + len(line))
+                self._dropped, self._dropped_size = None, 0
+                continue
+            if len(self._buffer) > MCP_REQUEST_MAX_BYTES:
+                if self._dropped is None:
+                    self._dropped = bytes(self._buffer[:_HEAD_BYTES])
+                self._dropped_size += len(self._buffer)
+                self._buffer.clear()
+            chunk = await self._stream.receive_some(_READ_CHUNK)
+            if not chunk:
+                if self._buffer and self._dropped is None:
+                    line = bytes(self._buffer)
+                    self._buffer.clear()
+                    return line.decode("utf-8", errors="replace")
+                raise StopAsyncIteration
+            self._buffer += chunk
+
+    async def _too_long(self, head: bytes, size: int) -> None:
+        found = _REQUEST_ID.search(head)
+        request_id: Any = None
+        if found is not None:
+            with contextlib.suppress(ValueError):
+                request_id = json.loads(found.group(1))
+        message = (
+            f"the message is {size} bytes, more than this server reads "
+            f"({MCP_REQUEST_MAX_BYTES} bytes); it was not read: send a shorter one "
+            f"(a steer's text is at most {STEER_MAX_BYTES} bytes)"
+        )
+        error = {"code": -32600, "message": message}
+        answer = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+        await self._out.write(answer + "\n")
 
 
 @contextlib.contextmanager
@@ -113,7 +143,8 @@ def _own_stdio() -> Iterator[tuple[_Lines, _Out]]:
             else:
                 os.dup2(2, fd)
             streams.append(trio.lowlevel.FdStream(os.dup(private)))
-        yield _Lines(streams[0]), _Out(streams[1])
+        out = _Out(streams[1])
+        yield _Lines(streams[0], out), out
     finally:
         for fd, private, flags in saved:
             # trio's streams made the shared file description non-blocking.

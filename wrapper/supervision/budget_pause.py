@@ -11,12 +11,20 @@ server's ``reply``), as ``--on-stop escalate`` asks:
 - ``reply TEXT``: the same, with TEXT as the steer;
 - ``reply --stop``, or no answer within ``--escalation-timeout``: the run
   ends as the cap ends it without asking (``budget_exceeded``).
+
+The steer a reply becomes passes the ``UserPromptSubmit`` handlers when the
+reply comes (``source``: ``budget_resume``): a block refuses the reply as it
+refuses any reply (``reply`` exits 1 with the reason, the question stays
+open), and the context they add goes with the steer.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from wrapper.core.config import RunConfig
 from wrapper.core.cost import Caps
+from wrapper.core.events import WarningEvent
 from wrapper.hooks.stop_gate import StopGate
 from wrapper.supervision.attempt import AttemptSupervisor
 from wrapper.supervision.spending import Spending
@@ -39,6 +47,8 @@ class BudgetPause:
         self.gate = gate
         self.why: str | None = None
         self.stopped = ""
+        #: What the prompt handlers added to the reply the agent goes on with.
+        self.contexts: list[str] = []
 
     @property
     def wanted(self) -> bool:
@@ -61,7 +71,8 @@ class BudgetPause:
             f"{why}. Reply --continue to raise the cap by {first.said()} and let the agent "
             "go on (or reply with a message to steer it with), --stop to end the run."
         )
-        record = await self.gate.ask_person(question)
+        self.contexts = []
+        record = await self.gate.ask_person(question, check=self._check_reply)
         if record.answer not in ("continue", "text"):
             how = (
                 "a person answered stop"
@@ -75,3 +86,33 @@ class BudgetPause:
         if record.answer == "text" and record.text:
             return record.text
         return GO_ON.format(caps=raised)
+
+    def _steer_for(self, kind: object, text: object) -> str | None:
+        """The steer a person's answer lets the run go on with (the caps as
+        they will be raised), or None (the answer ends the run)."""
+        if kind == "text" and isinstance(text, str) and text:
+            return text
+        if kind not in ("continue", "text"):
+            return None
+        first = Caps(self.config.max_cost, self.config.max_tokens)
+        return GO_ON.format(caps=self.spending.caps.raised_by(first).said())
+
+    async def _check_reply(self, escalation: str, answer: dict[str, Any]) -> str | None:
+        """The prompt handlers on the steer a reply becomes: why the reply
+        is refused (the question stays open), or None."""
+        prompt = self._steer_for(answer.get("kind"), answer.get("text"))
+        self.contexts = []
+        if prompt is None:
+            return None
+        contexts, refused = await self.gate.check_prompt(prompt, "budget_resume")
+        if refused is None:
+            self.contexts = contexts
+            return None
+        self.gate.stream.emit(
+            WarningEvent(
+                code="reply_refused",
+                message=f"a reply to {escalation} was refused: the prompt {refused}; "
+                "the question stays open",
+            )
+        )
+        return f"the prompt {refused}"

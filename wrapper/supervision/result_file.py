@@ -30,6 +30,7 @@ WARNINGS_AT_END = frozenset(
         "silent_agent",
         "pre_tool_use_not_asked",
         "mcp_sdk_missing",
+        "updated_input_refused",
     }
 )
 

@@ -244,6 +244,11 @@ class Run:
         )
         self.pause = BudgetPause(config, self.spending, self.gate)
         self.permissions = PermissionGate(config, self.gate, self.stream.emit, self.hook_ctx)
+        if self.observers.wanted:  # what the run does, beside what the stream shows
+            self.observers.watch(self.stream)
+            self.observers.approvals = self.permissions.approvals
+            self.permissions.on_denied = self.observers.tool_denied
+            self.spending.on_near_cap = self.observers.near_cap
 
     def status_written(self) -> bool:
         """Whether status.json is there: the run directory is usable and no
@@ -490,7 +495,9 @@ class Run:
                 text = await self._past_cap()
                 resumed = None
                 if text is not None:
-                    resumed = await self.gate.steer_back(BUDGET_HANDLER, text, number + 1)
+                    resumed = await self.gate.steer_back(
+                        BUDGET_HANDLER, text, number + 1, checked=self.pause.contexts
+                    )
             else:
                 resumed = await self.external.after_stop(facts, number)
             if self.interrupts or self.timed_out:
@@ -551,6 +558,8 @@ class Run:
             return None
         if self.pause.why is not None:
             prompt = await self._past_cap()
+            if prompt is not None:  # it passed the prompt handlers when the reply came
+                prompt = "\n\n".join([prompt, *self.pause.contexts])
         else:
             prompt = await self.external.at_turn_end(facts, record.number)
         if self.interrupts or self.timed_out or prompt is None:

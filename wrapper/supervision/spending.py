@@ -32,7 +32,7 @@ import trio
 from wrapper.core.config import RunConfig
 from wrapper.core.cost import Caps, CostLedger, PriceRecord, model_key, model_on_command_line
 from wrapper.core.events import AssistantMessage, Usage, WarningEvent
-from wrapper.core.limits import PRICE_LOOKUP_TIMEOUT
+from wrapper.core.limits import CAP_NOTICE_SHARE, PRICE_LOOKUP_TIMEOUT
 from wrapper.dialects import Dialect, SniffingDialect, dialect_for_command
 from wrapper.files.prices import (
     INSTALL_LINE,
@@ -106,6 +106,10 @@ class Spending:
         self.pricing = config.max_cost is not None
         #: Told whenever what the run spent may have changed (its batch's caps).
         self.on_spent: Callable[[], None] | None = None
+        #: Told once per cap when ``CAP_NOTICE_SHARE`` of it is spent (what
+        #: was spent, said): the run's ``Notification`` observers.
+        self.on_near_cap: Callable[[str], None] | None = None
+        self._near_told = False
 
     # -- while the run goes on ---------------------------------------------------
 
@@ -156,12 +160,9 @@ class Spending:
         for usage in usages:
             self.ledger.add(usage, model)
         self._progress = ((), None)
-        first, caps = Caps(self.config.max_cost, self.config.max_tokens), self.caps
-        self.caps = Caps(
-            None if caps.max_cost is None else caps.max_cost + (first.max_cost or 0),
-            None if caps.max_tokens is None else caps.max_tokens + (first.max_tokens or 0),
-        )
+        self.caps = self.caps.raised_by(Caps(self.config.max_cost, self.config.max_tokens))
         self.over = None
+        self._near_told = False
         return self.caps.said()
 
     def spent(self) -> tuple[int, float | None]:
@@ -178,7 +179,13 @@ class Spending:
         if self.over is not None or self.ended or not self.caps:
             return
         # A price that came since is used for the turn's progress too.
-        over = self.caps.exceeded(self.ledger, self.ledger.provisional(*self._progress))
+        pending = self.ledger.provisional(*self._progress)
+        if self.on_near_cap is not None and not self._near_told:
+            near = self.caps.nearing(self.ledger, pending, CAP_NOTICE_SHARE)
+            if near is not None:
+                self._near_told = True
+                self.on_near_cap(near)
+        over = self.caps.exceeded(self.ledger, pending)
         if over is not None:
             self.over = over
             self.on_over(over)
