@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -293,3 +294,46 @@ def test_a_run_keeps_no_generated_source_for_its_whole_life(tmp_path: Path) -> N
 @given(st.text(alphabet=" \t\n\x0c\u3000ab"))
 def test_a_stand_in_cleans_a_docstring_as_inspect_does(doc: str) -> None:
     assert ANSWERED["inspect"]["cleandoc"](doc) == inspect.cleandoc(doc)  # type: ignore[operator]
+
+
+#: What only an ``mcp_tool`` hook handler loads: the MCP SDK and its own.
+MCP_SDK = ("mcp", "mcp_types", "anyio", "pydantic", "httpx2", "wrapper.hooks.mcp_handler")
+
+
+def test_a_run_with_hooks_but_no_mcp_tool_handler_never_loads_the_mcp_sdk(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(RECORD_IMPORTS)
+    hook = {"type": "command", "command": f"{sys.executable} -c pass"}
+    settings = tmp_path / "settings.json"
+    settings.write_text(
+        orjson.dumps(
+            {
+                "hooks": {"Stop": [{"hooks": [hook]}], "UserPromptSubmit": [{"hooks": [hook]}]},
+                "mcpServers": {"gate": {"command": "gate-server"}},
+            }
+        ).decode()
+    )
+    scenario = write_scenario(tmp_path, FINAL)
+    options = ["--output", "quiet", "--settings", str(settings)]
+    argv = wrapper_argv(tmp_path / "run", scenario, task="hi", options=options)
+    env = {
+        **agent_env(tmp_path),
+        "PYTHONPATH": str(tmp_path / "site"),
+        "IMPORT_LOG": str(tmp_path / "imports"),
+    }
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        timeout=HANG_LIMIT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert read_result(tmp_path / "run" / "result.json")["stopAllowedBy"] == "handlers"
+    loaded = {name for log in tmp_path.glob("imports.*") for name in log.read_text().splitlines()}
+    assert "wrapper.hooks.runner" in loaded, "the run's own imports are seen"
+    sdk = sorted(n for n in loaded if any(n == r or n.startswith(r + ".") for r in MCP_SDK))
+    assert not sdk, sdk

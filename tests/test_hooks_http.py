@@ -333,16 +333,6 @@ def test_a_malformed_http_handler_is_a_settings_error(
     assert said in proc.stderr.decode()
 
 
-def test_an_mcp_tool_handler_is_skipped_with_a_note(tmp_path: Path, server: Server) -> None:
-    url = server.answer("/gate", Answer())
-    mcp = {"type": "mcp_tool", "server": "linter", "tool": "check"}
-    run = run_with(tmp_path, stop_hooks(mcp, http(url)), answer("Done."))
-    assert run.result["success"] is True
-    notes = [w["message"] for w in run.result["warnings"] if w["code"] == "settings_note"]
-    assert any("hooks[0]: an mcp_tool handler is skipped" in n for n in notes)
-    assert len(server.seen("/gate")) == 1
-
-
 def test_hook_test_runs_an_http_handler(tmp_path: Path, server: Server) -> None:
     url = server.answer("/gate", block_first)
     settings = tmp_path / "s.json"

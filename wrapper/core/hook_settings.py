@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from wrapper.core import matchers
+from wrapper.core.jsonout import dumps
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.core.spelling import closest
 from wrapper.core.urls import url_without_secrets
+
+if TYPE_CHECKING:
+    from wrapper.core.mcp_servers import McpServer
 
 #: Stop handlers: may block a stop and steer the agent.
 STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
@@ -76,12 +80,17 @@ MATCHED_EVENTS = TOOL_EVENTS | {"Notification", "PostCompact"}
 #: The input field the matcher of an event that is not about a tool selects.
 MATCH_FIELDS = {"Notification": "notification_type", "PostCompact": "trigger"}
 
-#: Per-handler time limits, by handler type, in seconds.
-DEFAULT_HANDLER_TIMEOUTS = {"command": 60.0, "http": 60.0, "prompt": 30.0, "agent": 60.0}
-#: Claude Code handler types the wrapper skips (with a note): an ``mcp_tool``
-#: handler calls a tool of an MCP server the agent is connected to, and the
-#: wrapper has no such connection of its own.
-SKIPPED_HANDLER_TYPES = frozenset({"mcp_tool"})
+#: Per-handler time limits, by handler type, in seconds. An ``mcp_tool``
+#: handler's covers starting its server, the handshake and the call (a
+#: Python server on the SDK starts in about a second): the same minute as a
+#: command, not Claude Code's ten, since a handler that hangs holds the run.
+DEFAULT_HANDLER_TIMEOUTS = {
+    "command": 60.0,
+    "http": 60.0,
+    "prompt": 30.0,
+    "agent": 60.0,
+    "mcp_tool": 60.0,
+}
 
 #: A handler's command is shown in events and result.json at most this long
 #: (its middle is cut: the start and the script name at the end matter most).
@@ -113,6 +122,13 @@ class Handler:
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     allowed_env_vars: frozenset[str] = frozenset()
+    #: ``mcp_tool``: the server and tool named, the tool's arguments (the
+    #: configured ``input`` as JSON text, ``${path}`` placeholders unfilled)
+    #: and the server as configured (attached once every file is merged).
+    server: str | None = None
+    tool: str | None = None
+    tool_input: str | None = None
+    mcp_server: McpServer | None = None
 
     @property
     def name(self) -> str:
@@ -125,6 +141,8 @@ class Handler:
                 return text
             half = NAME_CHARS // 2
             return text[:half] + "…" + text[-half:]
+        if self.type == "mcp_tool":
+            return f"mcp_tool {self.server}/{self.tool}"[:NAME_CHARS]
         return f"{self.type} ({self.origin})"
 
 
@@ -204,31 +222,19 @@ def group(
     handlers = value.get("hooks")
     if not isinstance(handlers, list) or not handlers:
         raise SettingsError(f"{where}: {key}.hooks: expected a non-empty list of handlers")
-    kept = []
-    for i, raw in enumerate(handlers):
-        handler = _handler(where, f"{key}.hooks[{i}]", raw)
-        if handler is not None:
-            kept.append(handler)
-        elif notes is not None:
-            notes.append(
-                f"{where}: {key}.hooks[{i}]: an mcp_tool handler is skipped: it calls a tool "
-                "of an MCP server the agent is connected to, and the wrapper has no MCP "
-                "connection of its own; use a command or http handler instead"
-            )
+    kept = [_handler(where, f"{key}.hooks[{i}]", raw) for i, raw in enumerate(handlers)]
     return MatcherGroup(matcher, tuple(kept))
 
 
-def _handler(where: str, key: str, value: Any) -> Handler | None:
-    """The handler ``value`` configures; None for a type the wrapper skips."""
+def _handler(where: str, key: str, value: Any) -> Handler:
+    """The handler ``value`` configures."""
     if not isinstance(value, dict):
         raise SettingsError(f"{where}: {key}: expected an object")
     kind = value.get("type", "command")
-    if kind in SKIPPED_HANDLER_TYPES:
-        return None
     if kind not in DEFAULT_HANDLER_TIMEOUTS:
         raise SettingsError(
             f"{where}: {key}.type: {kind!r} is not a handler type "
-            "(command, http, prompt, agent; mcp_tool is skipped)"
+            "(command, http, prompt, agent, mcp_tool)"
         )
     timeout = seconds(where, f"{key}.timeout", value.get("timeout", DEFAULT_HANDLER_TIMEOUTS[kind]))
     origin = f"{where}: {key}"
@@ -236,6 +242,8 @@ def _handler(where: str, key: str, value: Any) -> Handler | None:
         return _command_handler(where, key, value, origin, timeout)
     if kind == "http":
         return _http_handler(where, key, value, origin, timeout)
+    if kind == "mcp_tool":
+        return _mcp_tool_handler(where, key, value, origin, timeout)
     prompt = value.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise SettingsError(f"{where}: {key}.prompt: a {kind} handler needs a prompt")
@@ -311,6 +319,32 @@ def _http_handler(
         url=url,
         headers=tuple(headers.items()),
         allowed_env_vars=frozenset(allowed),
+    )
+
+
+def _mcp_tool_handler(
+    where: str, key: str, value: dict[str, Any], origin: str, timeout: float
+) -> Handler:
+    for field_name in ("server", "tool"):
+        text = value.get(field_name)
+        if not isinstance(text, str) or not text.strip():
+            raise SettingsError(
+                f'{where}: {key}.{field_name}: an mcp_tool handler needs a "{field_name}" '
+                "string (the server's name in mcpServers, and the tool to call on it)"
+            )
+    arguments = value.get("input", {})
+    if not isinstance(arguments, dict):
+        raise SettingsError(
+            f"{where}: {key}.input: expected an object (the tool's arguments; strings may "
+            'hold ${path} placeholders filled from the hook input, as "${tool_input.command}")'
+        )
+    return Handler(
+        type="mcp_tool",
+        origin=origin,
+        timeout=timeout,
+        server=value["server"],
+        tool=value["tool"],
+        tool_input=dumps(arguments).decode(),
     )
 
 

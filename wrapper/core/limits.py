@@ -93,6 +93,15 @@ MAX_SIGNAL_SWEEPS = 10
 HANDLER_OUTPUT_BYTES = 1024 * 1024
 #: After a handler exits, how long a process it left behind may hold its pipes.
 HANDLER_DRAIN_TIMEOUT = 1.0
+#: An ``mcp_tool`` handler's stdio server, once its call is done and its
+#: stdin closed, has this long to exit before its group is killed; then as
+#: long again to be reaped. The protocol asks a server to exit at the end
+#: of its input; one that has not within a second is not going to.
+MCP_SERVER_EXIT_GRACE = 1.0
+#: The longest line kept from an ``mcp_tool`` handler's stdio server: an
+#: answer is a hook decision of a few kilobytes, and a handler's output is
+#: capped at ``HANDLER_OUTPUT_BYTES`` anyway; anything longer ends the call.
+MCP_HANDLER_LINE_MAX_BYTES = 4 * 1024 * 1024
 #: A verifier agent gets this long beyond its own limit to write its result.
 VERIFIER_MARGIN = 10.0
 #: An http handler's response is read up to this size; a larger one is a

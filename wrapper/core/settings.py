@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wrapper.core import hook_settings, matchers
+from wrapper.core import hook_settings, matchers, mcp_servers
 from wrapper.core.cost import caps_settings, limits_json
 from wrapper.core.hook_settings import (
     HOOK_EVENTS,
@@ -67,6 +67,7 @@ _WRAPPER_KEYS = frozenset(
         "notify",
         "summarizer",
         "observers",
+        "mcpServers",
     }
 )
 #: How a tool an ACP agent asks permission for is answered when no hook decides.
@@ -200,6 +201,7 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
     notes: list[str] = []
     pre_tool_use: list[MatcherGroup] = []
     pre_notes: list[str] = []
+    servers: dict[str, mcp_servers.McpServer] = {}
     for where in files:
         data = read(where)
         for key in data:
@@ -222,13 +224,19 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
                 else:
                     notes.append(f"{where}: {key}[{i}].matcher: not a valid pattern; skipped")
             pre_notes += [n for n in notes[before:] if f": {key}: NOT ENFORCED" in n]
-        for key in _WRAPPER_KEYS - {"hooks", "disableAllHooks"}:
+        if "mcpServers" in data:
+            # Server by server, as Claude Code merges its scopes: a later
+            # file's server of the same name replaces the earlier one.
+            servers.update(mcp_servers.parse_servers(where, data["mcpServers"]))
+        for key in _WRAPPER_KEYS - {"hooks", "disableAllHooks", "mcpServers"}:
             if key in data and not (key == "permissions" and _claude_permissions(data)):
                 merged[key] = (where, data[key])
     if merged.get("disableAllHooks"):
         notes.append("disableAllHooks is true: no hook handler will run")
         hooks = {}
         pre_tool_use = []
+    hooks = {event: mcp_servers.attach(groups, servers) for event, groups in hooks.items()}
+    pre_tool_use = mcp_servers.attach(pre_tool_use, servers)
     stop = _stop(*merged["stop"]) if "stop" in merged else {}
     evaluator = _evaluator(*merged["evaluator"]) if "evaluator" in merged else None
     if evaluator is None:

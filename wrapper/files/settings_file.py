@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from wrapper.core.settings import Settings, SettingsError, merge_settings
+from wrapper.core.mcp_servers import STDIO
+from wrapper.core.settings import Handler, Settings, SettingsError, merge_settings
 from wrapper.core.shellwords import ShellSyntax, split_command
 from wrapper.files.artifacts import UnreadableFile, read_regular_file
 
@@ -84,6 +85,9 @@ def check_commands(settings: Settings, env: Mapping[str, str], cwd: Path) -> Non
     or runs through a shell, cannot be checked and is left alone."""
     for groups in settings.hooks.values():
         for handler in (h for group in groups for h in group.handlers):
+            if handler.type == "mcp_tool":
+                _check_server(handler, env, cwd)
+                continue
             if handler.type != "command" or handler.shell:
                 continue
             if handler.args is not None:
@@ -103,6 +107,24 @@ def check_commands(settings: Settings, env: Mapping[str, str], cwd: Path) -> Non
                     f"are taken from the run's working directory, {cwd}; "
                     '"$CLAUDE_PROJECT_DIR/..." names a path in it from anywhere)'
                 )
+
+
+def _check_server(handler: Handler, env: Mapping[str, str], cwd: Path) -> None:
+    """The same check for the program of the stdio server an ``mcp_tool``
+    handler calls (its variables expanded as the handler will have them)."""
+    server = handler.mcp_server
+    if server is None or server.transport != STDIO:
+        return
+    lookup = _Lookup(env)
+    expanded = server.expanded(lookup)
+    if lookup.missing:
+        return
+    problem = _missing_program([expanded.command or "", *expanded.args], env, cwd)
+    if problem is not None:
+        raise SettingsError(
+            f"{server.origin}: the MCP server of {handler.name}: {problem} (relative paths "
+            f"are taken from the run's working directory, {cwd})"
+        )
 
 
 def _missing_program(words: list[str], env: Mapping[str, str], cwd: Path) -> str | None:

@@ -89,6 +89,8 @@ class HookContext:
     evaluator: tuple[str, ...] | None
     emit: Callable[[Event], None]
     _verifiers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    #: What the run has said once and will not repeat (a missing extra).
+    said: set[str] = field(default_factory=set)
 
 
 async def run_chain(
@@ -136,6 +138,11 @@ async def run_handler(
         return await _http(handler, payload, ctx, plain_text_is_context)
     if handler.type == "prompt":
         return await _prompt(handler, payload, ctx)
+    if handler.type == "mcp_tool":
+        # Loaded when such a handler runs, never otherwise: it loads the MCP SDK.
+        from wrapper.hooks.mcp_handler import call_tool  # noqa: PLC0415
+
+        return await call_tool(handler, payload, ctx, plain_text_is_context)
     return await _agent(handler, payload, ctx)
 
 

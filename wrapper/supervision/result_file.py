@@ -29,6 +29,7 @@ WARNINGS_AT_END = frozenset(
         "hook_context_cut",
         "silent_agent",
         "pre_tool_use_not_asked",
+        "mcp_sdk_missing",
         "updated_input_refused",
     }
 )
