@@ -77,4 +77,6 @@ class BuildWithWaiter(build_py):
         return [*outputs, waiter] if waiter else outputs
 
 
-setup(cmdclass={"build_py": BuildWithWaiter})
+# The build backend runs this file as the main module; the tests import it.
+if __name__ == "__main__":
+    setup(cmdclass={"build_py": BuildWithWaiter})

@@ -8,6 +8,7 @@ or cannot start leaves the run to the Python one."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -274,3 +275,41 @@ def test_a_compiled_waiter_that_cannot_start_leaves_the_run_to_the_python_one(
     _running(wrapper, run_dir, "python")
     assert wrapper.wait(timeout=HANG_LIMIT) == 0
     assert read_result(run_dir / "result.json")["outcome"] == "ok"
+
+
+def _build_step() -> Any:
+    """The package's ``setup.py``, imported (it builds nothing on import)."""
+    spec = importlib.util.spec_from_file_location("package_setup", ROOT / "setup.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_build_without_a_c_compiler_says_so_in_one_line_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build = _build_step()
+    program = tmp_path / guardian.WAITER_PROGRAM
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    assert build.compile_waiter(str(ROOT / "wrapper/process/waiter.c"), str(program)) is False
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1, said
+    assert "could not compile" in said[0]
+    assert "the guardian will wait in Python" in said[0]
+    assert not program.exists()
+
+
+def test_the_build_compiles_the_waiter_with_the_platforms_compiler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler here")
+    monkeypatch.setenv("CC", "cc")
+    program = tmp_path / guardian.WAITER_PROGRAM
+    assert _build_step().compile_waiter(str(ROOT / "wrapper/process/waiter.c"), str(program))
+    # Started with arguments it does not understand, it says so and exits 2.
+    done = subprocess.run([str(program)], capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "arguments it does not understand" in done.stderr
