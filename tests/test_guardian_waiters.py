@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,7 @@ from tests.conftest import (
 )
 from tests.test_batch import batch_argv, line, scenario, write_spec
 from tests.test_hardening import _starting_status
+from wrapper.core.signals import STOP_SIGNALS
 from wrapper.process import guardian
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -54,6 +56,7 @@ WORKING: list[dict[str, Any]] = [
 GUARDED = """
 import os, signal, sys, time
 from pathlib import Path
+from wrapper.core.signals import STOP_SIGNALS
 from wrapper.process import guardian
 
 mode, base, count, name = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -313,3 +316,10 @@ def test_the_build_compiles_the_waiter_with_the_platforms_compiler(
     done = subprocess.run([str(program)], capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert "arguments it does not understand" in done.stderr
+
+
+def test_the_compiled_waiter_passes_on_the_stop_signals_everyone_else_uses() -> None:
+    source = (ROOT / "wrapper/process/waiter.c").read_text()
+    found = re.search(r"stop_signals\[\] = \{([^}]*)\}", source)
+    assert found is not None
+    assert [name.strip() for name in found.group(1).split(",")] == [s.name for s in STOP_SIGNALS]
