@@ -1,6 +1,7 @@
 """The guardian's guarantees under each way the package can be installed.
 
-The guardian waits in a fresh interpreter started with ``-I -S``, which
+The guardian cleans up (and, where its compiled waiter was not built,
+waits) in a fresh interpreter started with ``-I -S``, which
 leaves out site and with it what an install may rely on to make the
 package importable: the site-packages directories, and the import hooks
 ``.pth`` files install (a plain ``pip install -e``, with setuptools 64 or
@@ -16,12 +17,13 @@ its own:
 - ``zipapp``: the ``wrapper`` package in a zip archive run by the Python of
   an environment holding only the runtime dependencies.
 
-Under each: a SIGKILLed wrapper (or worker) still ends the agent and leaves
-result.json, a SIGTERM while a batch starts ends it as a SIGTERM, with no
-import error, and a hook's nested run starts the same wrapper. The
-environments are built once for the module (about 15 s with the pip cache
-warm); a case that cannot be installed for want of the package registry is
-skipped, saying why.
+The regular and the editable install build the compiled waiter (where a C
+compiler is); the zipapp cannot run one from its archive. Under each: a
+SIGKILLed wrapper (or worker) still ends the agent and leaves result.json,
+a SIGTERM while a batch starts ends it as a SIGTERM, with no import error,
+and a hook's nested run starts the same wrapper. The environments are built
+once for the module (about 15 s with the pip cache warm); a case that
+cannot be installed for want of the package registry is skipped, saying why.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def _copy_source(destination: Path) -> Path:
     """What a build of the package reads, without the repository's virtual
     environment, caches or build leftovers."""
     destination.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(ROOT / name, destination / name)
     shutil.copytree(
         ROOT / "wrapper",
@@ -188,17 +190,27 @@ def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Install | st
         assert on_path, "a regular install is on a path entry (site-packages)"
         assert origin is not None
         assert Path(origin).is_relative_to(pythons["regular"].parent.parent / "lib"), origin
+        _assert_compiled_waiter(Path(origin).parent)
         made["regular"] = Install("regular", [str(bin_of["regular"] / "agent-wrapper")])
     if "editable" not in made:
         on_path, origin = _where_from(pythons["editable"], neutral)
         # What the brief is about: found through the install's finder alone.
         assert not on_path, "the editable install is a path entry, not an import hook"
         assert origin == str(editable / "wrapper" / "__init__.py"), origin
+        _assert_compiled_waiter(editable / "wrapper")
         made["editable"] = Install("editable", [str(bin_of["editable"] / "agent-wrapper")])
     if "zipapp" not in made:
         assert _where_from(pythons["zipapp"], neutral) == (False, None), "no wrapper installed"
         made["zipapp"] = Install("zipapp", [str(pythons["zipapp"]), str(archive)])
     return made
+
+
+def _assert_compiled_waiter(package: Path) -> None:
+    """The build made the guardian's compiled waiter in the installed package
+    (beside the source for an editable install), wherever a C compiler is."""
+    if shutil.which("cc") or shutil.which("gcc") or os.environ.get("CC"):
+        program = package / "process" / guardian.WAITER_PROGRAM
+        assert os.access(program, os.X_OK), f"the install has no compiled waiter at {program}"
 
 
 @pytest.fixture(params=INSTALLS)

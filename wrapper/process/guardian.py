@@ -12,7 +12,9 @@ what the guardian does at the worker's death it does for every run
 announced.
 
 The guardian costs nothing while the run goes on. It replaces itself with
-a fresh interpreter holding only built-in modules (``wrapper/process/guardian_waiter.py``),
+a small compiled program (``wrapper/process/waiter.c``, where the package
+was built with a C compiler) or else a fresh interpreter holding only
+built-in modules (``wrapper/process/guardian_waiter.py``),
 blocks reading the announcement and then in ``waitpid`` on the worker,
 passes on the stop signals it receives (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
 each once, as it comes), and exits with the worker's exit status. It is a
@@ -253,6 +255,16 @@ WAITER_BOOTSTRAP = (
     "import sys;sys.path.insert(0,sys.argv[1]);import guardian_waiter as w;w.main(sys.argv[1:])"
 )
 
+#: The compiled waiter's file name in this package's directory: built from
+#: ``waiter.c`` when the package is built (``setup.py``), absent where no C
+#: compiler was found (the Python waiter then waits).
+WAITER_PROGRAM = "_waiter"
+#: The environment variable that chooses the guardian's waiter: ``python``
+#: for the Python one, or the path of a program to try first; unset, the
+#: compiled one where it was built. For tests and diagnosis.
+WAITER_VARIABLE = "AGENT_WRAPPER_GUARDIAN_WAITER"
+PYTHON_WAITER = "python"
+
 #: This package's directory as it was imported: made absolute now, while the
 #: current directory is the one a relative ``sys.path`` entry meant.
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -363,11 +375,14 @@ def end_orphaned_run(watches: list[Watch]) -> None:
 def _become_guardian(worker: int, announced: int) -> None:
     """Become the guardian: a child subreaper that waits for ``worker``.
 
-    The waiting is done by a fresh interpreter with nothing imported
-    (``wrapper/process/guardian_waiter.py``, exec'd in place: same pid, same children, the
-    subreaper flag kept): what this process holds would otherwise stay in
-    memory for the whole run, and the pages the worker writes to would be
-    copied, costing twice. Where that cannot be started, it waits here.
+    The waiting is done by the compiled waiter (``wrapper/process/waiter.c``,
+    a few hundred kB), else by a fresh interpreter with nothing imported
+    (``wrapper/process/guardian_waiter.py``), exec'd in place: same pid, same
+    children, the subreaper flag kept. What this process holds would
+    otherwise stay in memory for the whole run, and the pages the worker
+    writes to would be copied, costing twice. The compiled waiter execs the
+    Python one's cleanup only when there is one to do. Where neither can be
+    started, it waits here.
     """
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # Held from now until the waiter has its handlers; not lost meanwhile.
@@ -376,11 +391,31 @@ def _become_guardian(worker: int, announced: int) -> None:
     if command is not None:
         try:
             os.set_inheritable(announced, True)
-            # The command line last: it is what shows in ps for the run.
-            os.execv(command[0], [*command, str(worker), str(announced), *sys.argv])
-        except (OSError, ValueError):
-            pass
+        except OSError:
+            command = None
+    if command is not None:
+        handed = [str(worker), str(announced)]
+        program = compiled_waiter()
+        if program is not None:
+            # Where it fails to start (not built for this machine, not
+            # executable), the Python waiter does the same.
+            with contextlib.suppress(OSError, ValueError):
+                os.execv(program, [program, *handed, str(len(command)), *command, *sys.argv])
+        # The command line last: it is what shows in ps for the run.
+        with contextlib.suppress(OSError, ValueError):
+            os.execv(command[0], [*command, *handed, *sys.argv])
     _stand_guard(worker, announced)
+
+
+def compiled_waiter() -> str | None:
+    """The compiled waiter to try first (``wrapper/process/waiter.c``, built
+    with the package as ``WAITER_PROGRAM`` beside this module where a C
+    compiler was found), or ``None`` for the Python one: ``WAITER_VARIABLE``
+    set to ``python`` chooses the Python waiter, set to a path that program."""
+    chosen = os.environ.get(WAITER_VARIABLE, "")
+    if chosen == PYTHON_WAITER:
+        return None
+    return chosen or os.path.join(_PACKAGE_DIR, WAITER_PROGRAM)
 
 
 def _stand_guard(worker: int, announced: int) -> None:

@@ -13,6 +13,11 @@ up, imported the way the launching process imported it (IMPORTS). Only
 built-in modules until then: the waiting costs the least a Python process
 can.
 
+The compiled waiter (``wrapper/process/waiter.c``), where it was built,
+does the waiting instead and starts this module only to clean up (``IMPORTS
+--waited WORKER STATUS FD ARGV...``): the worker already waited for (its
+wait status STATUS), what it announced to be read from FD.
+
 A worker whose guardian died starts this module too (``IMPORTS --orphaned
 ...``), in its own place, to end its runs from a clean start.
 
@@ -29,14 +34,19 @@ import sys
 #: The stop signals passed on: SIGTERM, SIGINT, SIGHUP, SIGQUIT (as in
 #: ``wrapper.core.signals.STOP_SIGNALS``; the signal module is not imported here).
 STOP_SIGNALS = (15, 2, 1, 3)
+#: The first argument after IMPORTS when the compiled waiter did the waiting.
+WAITED = "--waited"
 
 
 def main(argv: list[str]) -> None:
-    """``argv``: ``PACKAGE_DIR IMPORTS WORKER FD ARGV...`` or ``PACKAGE_DIR
-    IMPORTS --orphaned ...``."""
+    """``argv``: ``PACKAGE_DIR IMPORTS WORKER FD ARGV...``, ``PACKAGE_DIR
+    IMPORTS --waited WORKER STATUS FD ARGV...`` or ``PACKAGE_DIR IMPORTS
+    --orphaned ...``."""
     path, roots, args = _take_imports(argv[1:])
     if args[0] == "--orphaned":
         _orphaned(path, roots, args[1:])
+    if args[0] == WAITED:
+        _waited(path, roots, args[1:])
     worker, announced = int(args[0]), int(args[1])
 
     def forward(signum: int, _frame: object) -> None:
@@ -62,6 +72,27 @@ def main(argv: list[str]) -> None:
     _reap_the_dead()
     if posix.WIFEXITED(status) and not _has_children():
         posix._exit(posix.WEXITSTATUS(status))
+    _import_as_launched(path, roots)
+    from wrapper.process.guardian import worker_ended  # noqa: PLC0415 - only now importable
+
+    worker_ended(worker, status, announcement)
+
+
+def _waited(path: list[str], roots: dict[str, str], args: list[str]) -> None:
+    """The compiled waiter waited for the worker and hands over the cleanup:
+    ``--waited WORKER STATUS FD ARGV...``, FD holding the announcement (see
+    ``wrapper/process/waiter.c``). Never returns."""
+    worker, status, handed = int(args[0]), int(args[1]), int(args[2])
+    announcement = b""
+    try:
+        while chunk := posix.read(handed, 65536):
+            announcement += chunk
+    except OSError:  # none could be handed over: the runs are not known
+        pass
+    try:  # noqa: SIM105 - contextlib is not imported here
+        posix.close(handed)
+    except OSError:
+        pass
     _import_as_launched(path, roots)
     from wrapper.process.guardian import worker_ended  # noqa: PLC0415 - only now importable
 
