@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: What a session's folder links to, by the same name.
-LINKED = (".venv", "wrapper", "fixtures", "scripts", "examples", "pyproject.toml")
+LINKED = (".venv", "wrapper", "fixtures", "scripts", "examples", "pyproject.toml", "setup.py")
 
 #: What the documents show for the session's folder: the program prints
 #: absolute paths, and so do the documents, under a folder a reader has.
