@@ -304,6 +304,23 @@ def test_a_build_without_a_c_compiler_says_so_in_one_line_and_goes_on(
     assert not program.exists()
 
 
+def test_a_build_without_a_c_compiler_leaves_no_waiter_of_an_earlier_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # pip builds in the source tree's build/ and an editable install beside the
+    # source: a program of an earlier build there would be installed and used
+    # (built from an older waiter.c), whatever the line says.
+    program = tmp_path / guardian.WAITER_PROGRAM
+    program.write_bytes(b"#!/bin/sh\nexit 0\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    assert (
+        _build_step().compile_waiter(str(ROOT / "wrapper/process/waiter.c"), str(program)) is False
+    )
+    assert "the guardian will wait in Python" in capsys.readouterr().err
+    assert not program.exists()
+
+
 def test_the_build_compiles_the_waiter_with_the_platforms_compiler(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
