@@ -340,3 +340,18 @@ def test_the_compiled_waiter_passes_on_the_stop_signals_everyone_else_uses() -> 
     found = re.search(r"stop_signals\[\] = \{([^}]*)\}", source)
     assert found is not None
     assert [name.strip() for name in found.group(1).split(",")] == [s.name for s in STOP_SIGNALS]
+
+
+def test_the_benchmarks_measure_the_waiter_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # benchmarks/run with AGENT_WRAPPER_GUARDIAN_WAITER=python measures the
+    # Python waiter (it measured the compiled one, saying nothing); a
+    # surrounding run's identity still stays out.
+    from benchmarks.procs import child_env
+
+    monkeypatch.setenv(guardian.WAITER_VARIABLE, guardian.PYTHON_WAITER)
+    monkeypatch.setenv("AGENT_WRAPPER_RUN_ID", "outer")
+    env = child_env(tmp_path)
+    assert env[guardian.WAITER_VARIABLE] == guardian.PYTHON_WAITER
+    assert "AGENT_WRAPPER_RUN_ID" not in env
