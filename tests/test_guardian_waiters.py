@@ -355,3 +355,25 @@ def test_the_benchmarks_measure_the_waiter_chosen(
     env = child_env(tmp_path)
     assert env[guardian.WAITER_VARIABLE] == guardian.PYTHON_WAITER
     assert "AGENT_WRAPPER_RUN_ID" not in env
+
+
+@pytest.mark.parametrize("closed", ["<&- >&-", "2>&-", "<&- >&- 2>&-"])
+def test_a_run_started_with_its_standard_streams_closed_ends_ok(
+    tmp_path: Path, waiter: str, closed: str
+) -> None:
+    # A runner (a daemon, a service manager) may start the wrapper with stdin,
+    # stdout or stderr closed: the run's exit status is still the run's (it
+    # was 1 with a traceback for an ok run), and its files hold only their own.
+    steps: list[dict[str, Any]] = [{"assistant": {"text": "Done.", "stopReason": "stop"}}]
+    run_dir = tmp_path / "run"
+    argv = wrapper_argv(run_dir, write_scenario(tmp_path, steps))
+    done = subprocess.run(
+        ["sh", "-c", f'exec "$@" {closed}', "sh", *argv],
+        env=_env(tmp_path, waiter), capture_output=True, text=True, timeout=HANG_LIMIT,
+        check=False,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert read_result(run_dir / "result.json")["outcome"] == "ok"
+    for event in (run_dir / "events.jsonl").read_text().splitlines():
+        json.loads(event)
