@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -377,3 +378,46 @@ def test_a_run_started_with_its_standard_streams_closed_ends_ok(
     assert read_result(run_dir / "result.json")["outcome"] == "ok"
     for event in (run_dir / "events.jsonl").read_text().splitlines():
         json.loads(event)
+
+
+def test_a_big_announcement_is_handed_to_the_cleanup_where_tmp_is_read_only(
+    started: list[subprocess.Popen[bytes]],
+) -> None:
+    # A container with a read-only root has no writable /tmp: an announcement
+    # past a pipe's size (a batch, an MCP server of many runs) still reaches
+    # the cleanup, so the run announced last gets its result (it did not).
+    if not os.access(PROGRAM, os.X_OK):
+        pytest.skip("no compiled waiter")
+    if not shutil.which("unshare") or any(
+        str(path).startswith("/tmp/") for path in (sys.executable, ROOT)
+    ):
+        pytest.skip("needs unshare, and the interpreter and the source outside /tmp")
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o ro tmpfs /tmp"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    if probe.returncode != 0 or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("cannot mount a read-only /tmp here (not root), or no /dev/shm")
+    base = Path(tempfile.mkdtemp(prefix="read-only-tmp-", dir="/dev/shm"))
+    try:
+        count = 600
+        last = base / f"{count - 1:04d}-{'r' * 200}"
+        last.mkdir()
+        status = {**_starting_status(f"run-{count - 1}"), "state": "running"}
+        (last / "status.json").write_text(json.dumps(status))
+        name = f"marker-{base.name}"
+        script = 'mount -t tmpfs -o ro tmpfs /tmp && exec "$@"'
+        command = [sys.executable, "-c", GUARDED, "killed", str(base), str(count), name]
+        done = subprocess.run(
+            ["unshare", "-m", "sh", "-c", script, "sh", *command],
+            env=agent_env(base, PYTHONPATH=str(ROOT)), cwd=ROOT, capture_output=True,
+            stdin=subprocess.DEVNULL, timeout=HANG_LIMIT, check=False,
+        )  # fmt: skip
+        stderr = done.stderr.decode(errors="replace")
+        assert done.returncode == 128 + signal.SIGKILL, stderr
+        assert "could not all be handed" not in stderr
+        assert not processes_matching(name)
+        result = read_result(last / "result.json")
+        assert (result["runId"], result["error"]["kind"]) == (f"run-{count - 1}", "wrapper_killed")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
