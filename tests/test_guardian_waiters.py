@@ -421,3 +421,46 @@ def test_a_big_announcement_is_handed_to_the_cleanup_where_tmp_is_read_only(
         assert (result["runId"], result["error"]["kind"]) == (f"run-{count - 1}", "wrapper_killed")
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+#: Stands in for the command line of a run whose guardian gets SIGINT in its
+#: first instant, while it sets itself up; the worker (its stop signals
+#: recorded from the start here, so that only the guardian's handling is
+#: tried) announces its run and ends as a run ends on SIGINT.
+EARLY_SIGINT = """
+import os, signal, sys, time
+from pathlib import Path
+from wrapper.process import guardian
+
+setting_up = guardian._prctl
+
+def prctl(option, value):
+    if option == guardian.PR_SET_CHILD_SUBREAPER:  # in the guardian, just forked
+        os.kill(os.getpid(), signal.SIGINT)
+    return setting_up(option, value)
+
+guardian._prctl = prctl
+early = guardian.record_stop_signals()
+guardian.fork_for_run([sys.argv[0], "run"])
+guardian.announce("early", Path(sys.argv[1]), Path(sys.argv[1]) / "result.json")
+deadline = time.monotonic() + 10
+while not early and time.monotonic() < deadline:
+    time.sleep(0.01)
+os._exit(128 + early[0] if early else 99)
+"""
+
+
+def test_a_stop_signal_in_the_guardians_first_instant_is_passed_on(
+    tmp_path: Path, waiter: str
+) -> None:
+    # It reached the guardian's Python handling halfway through its set-up
+    # instead: lost (or, with Python's default handler, a traceback and the
+    # guardian dead), the run going on.
+    done = subprocess.run(
+        [sys.executable, "-c", EARLY_SIGINT, str(tmp_path / "run")],
+        env=_env(tmp_path, waiter), cwd=ROOT, capture_output=True,
+        stdin=subprocess.DEVNULL, timeout=HANG_LIMIT, check=False,
+    )  # fmt: skip
+    stderr = done.stderr.decode(errors="replace")
+    assert "Traceback" not in stderr
+    assert done.returncode == 128 + signal.SIGINT, stderr
