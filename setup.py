@@ -10,6 +10,7 @@ the guardian then waits with its Python waiter.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
@@ -37,7 +38,10 @@ def compiler() -> list[str]:
 
 def compile_waiter(source: str, program: str) -> bool:
     """Compile ``source`` into ``program``; on failure say why in one line
-    (the Python waiter is used) and return False."""
+    (the Python waiter is used) and return False, with no ``program`` left:
+    neither one an earlier build left (a build directory or a source tree is
+    reused) nor one cut short."""
+    _remove(program)
     command = [*compiler(), *FLAGS, "-o", program, source]
     try:
         done = subprocess.run(
@@ -50,9 +54,15 @@ def compile_waiter(source: str, program: str) -> bool:
             return True
         lines = (done.stderr or done.stdout).strip().splitlines()
         why = lines[0] if lines else f"exit status {done.returncode}"
+    _remove(program)
     said = f"{command[0]} could not compile {source} ({why})"
     print(f"agent-wrapper: {said}; the guardian will wait in Python", file=sys.stderr)
     return False
+
+
+def _remove(program: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(program)
 
 
 class BuildWithWaiter(build_py):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks.report import Row, Verdict
 from benchmarks.streams import write_pi_stream
+from wrapper.process.guardian import WAITER_PROGRAM
 
 if TYPE_CHECKING:
     from benchmarks.suite import Bench
@@ -101,6 +102,15 @@ def _marked(pid: int) -> bool:
             return any(item.startswith(RUN_ID_MARK) for item in file.read().split(b"\0"))
     except OSError:
         return False
+
+
+def _waiter_of(guardian: int) -> str:
+    """What the guardian ``guardian`` waits in: its compiled waiter, or Python."""
+    try:
+        program = os.path.basename(os.readlink(f"/proc/{guardian}/exe"))
+    except OSError:
+        return "an unknown waiter"
+    return "its compiled waiter" if program == WAITER_PROGRAM else "Python"
 
 
 def wrapper_side(root: int, children: dict[int, list[int]]) -> list[int]:
@@ -200,6 +210,7 @@ def idle(bench: Bench) -> list[Row]:
             if pid not in ours
         ]
         bare = [proc.pid for proc in sleepers]
+        waiters = sorted({_waiter_of(proc.pid) for proc, _ in wrappers})
         first = [sample(ours), sample(bare), sample(agents)]
         started = time.monotonic_ns()
         time.sleep(window)
@@ -250,7 +261,7 @@ def idle(bench: Bench) -> list[Row]:
         ),
         Row(
             "idle",
-            f"PSS per run, {runs} runs at once",
+            f"PSS per run, {runs} runs at once (the guardian waiting in {' and '.join(waiters)})",
             f"{pss / MB:.1f} MB",
             f"{bare_pss / MB:.1f} MB (a bare python sleeping); the agent {agent_pss / MB:.1f} MB",
             f"{pss / bare_pss:.1f}×",

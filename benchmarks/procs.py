@@ -77,15 +77,26 @@ class Measured:
     max_rss: int | None = None
 
 
+#: The wrapper's variables that say how it is to run, not which run it is
+#: part of: passed on to every measured process, so that each waiter of the
+#: guardian can be measured (``AGENT_WRAPPER_GUARDIAN_WAITER=python``).
+KEPT_VARIABLES = frozenset({"AGENT_WRAPPER_GUARDIAN_WAITER"})
+
+
 def child_env(pycache: Path) -> dict[str, str]:
     """The environment of every measured process.
 
     Without a surrounding wrapper's identity (no nesting limits), and with a
     bytecode cache in ``pycache``, whatever ``PYTHONDONTWRITEBYTECODE`` says
     here: an installed wrapper starts from compiled bytecode, and the cache
-    lives outside the source tree.
+    lives outside the source tree. The guardian's waiter chosen here
+    (``KEPT_VARIABLES``) is the one measured.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_WRAPPER_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AGENT_WRAPPER_") or k in KEPT_VARIABLES
+    }
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(pycache)
     return env

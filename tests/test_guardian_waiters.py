@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -304,6 +305,23 @@ def test_a_build_without_a_c_compiler_says_so_in_one_line_and_goes_on(
     assert not program.exists()
 
 
+def test_a_build_without_a_c_compiler_leaves_no_waiter_of_an_earlier_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # pip builds in the source tree's build/ and an editable install beside the
+    # source: a program of an earlier build there would be installed and used
+    # (built from an older waiter.c), whatever the line says.
+    program = tmp_path / guardian.WAITER_PROGRAM
+    program.write_bytes(b"#!/bin/sh\nexit 0\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    assert (
+        _build_step().compile_waiter(str(ROOT / "wrapper/process/waiter.c"), str(program)) is False
+    )
+    assert "the guardian will wait in Python" in capsys.readouterr().err
+    assert not program.exists()
+
+
 def test_the_build_compiles_the_waiter_with_the_platforms_compiler(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -323,3 +341,126 @@ def test_the_compiled_waiter_passes_on_the_stop_signals_everyone_else_uses() -> 
     found = re.search(r"stop_signals\[\] = \{([^}]*)\}", source)
     assert found is not None
     assert [name.strip() for name in found.group(1).split(",")] == [s.name for s in STOP_SIGNALS]
+
+
+def test_the_benchmarks_measure_the_waiter_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # benchmarks/run with AGENT_WRAPPER_GUARDIAN_WAITER=python measures the
+    # Python waiter (it measured the compiled one, saying nothing); a
+    # surrounding run's identity still stays out.
+    from benchmarks.procs import child_env
+
+    monkeypatch.setenv(guardian.WAITER_VARIABLE, guardian.PYTHON_WAITER)
+    monkeypatch.setenv("AGENT_WRAPPER_RUN_ID", "outer")
+    env = child_env(tmp_path)
+    assert env[guardian.WAITER_VARIABLE] == guardian.PYTHON_WAITER
+    assert "AGENT_WRAPPER_RUN_ID" not in env
+
+
+@pytest.mark.parametrize("closed", ["<&- >&-", "2>&-", "<&- >&- 2>&-"])
+def test_a_run_started_with_its_standard_streams_closed_ends_ok(
+    tmp_path: Path, waiter: str, closed: str
+) -> None:
+    # A runner (a daemon, a service manager) may start the wrapper with stdin,
+    # stdout or stderr closed: the run's exit status is still the run's (it
+    # was 1 with a traceback for an ok run), and its files hold only their own.
+    steps: list[dict[str, Any]] = [{"assistant": {"text": "Done.", "stopReason": "stop"}}]
+    run_dir = tmp_path / "run"
+    argv = wrapper_argv(run_dir, write_scenario(tmp_path, steps))
+    done = subprocess.run(
+        ["sh", "-c", f'exec "$@" {closed}', "sh", *argv],
+        env=_env(tmp_path, waiter), capture_output=True, text=True, timeout=HANG_LIMIT,
+        check=False,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert read_result(run_dir / "result.json")["outcome"] == "ok"
+    for event in (run_dir / "events.jsonl").read_text().splitlines():
+        json.loads(event)
+
+
+def test_a_big_announcement_is_handed_to_the_cleanup_where_tmp_is_read_only(
+    started: list[subprocess.Popen[bytes]],
+) -> None:
+    # A container with a read-only root has no writable /tmp: an announcement
+    # past a pipe's size (a batch, an MCP server of many runs) still reaches
+    # the cleanup, so the run announced last gets its result (it did not).
+    if not os.access(PROGRAM, os.X_OK):
+        pytest.skip("no compiled waiter")
+    if not shutil.which("unshare") or any(
+        str(path).startswith("/tmp/") for path in (sys.executable, ROOT)
+    ):
+        pytest.skip("needs unshare, and the interpreter and the source outside /tmp")
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o ro tmpfs /tmp"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    if probe.returncode != 0 or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("cannot mount a read-only /tmp here (not root), or no /dev/shm")
+    base = Path(tempfile.mkdtemp(prefix="read-only-tmp-", dir="/dev/shm"))
+    try:
+        count = 600
+        last = base / f"{count - 1:04d}-{'r' * 200}"
+        last.mkdir()
+        status = {**_starting_status(f"run-{count - 1}"), "state": "running"}
+        (last / "status.json").write_text(json.dumps(status))
+        name = f"marker-{base.name}"
+        script = 'mount -t tmpfs -o ro tmpfs /tmp && exec "$@"'
+        command = [sys.executable, "-c", GUARDED, "killed", str(base), str(count), name]
+        done = subprocess.run(
+            ["unshare", "-m", "sh", "-c", script, "sh", *command],
+            env=agent_env(base, PYTHONPATH=str(ROOT)), cwd=ROOT, capture_output=True,
+            stdin=subprocess.DEVNULL, timeout=HANG_LIMIT, check=False,
+        )  # fmt: skip
+        stderr = done.stderr.decode(errors="replace")
+        assert done.returncode == 128 + signal.SIGKILL, stderr
+        assert "could not all be handed" not in stderr
+        assert not processes_matching(name)
+        result = read_result(last / "result.json")
+        assert (result["runId"], result["error"]["kind"]) == (f"run-{count - 1}", "wrapper_killed")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+#: Stands in for the command line of a run whose guardian gets SIGINT in its
+#: first instant, while it sets itself up; the worker (its stop signals
+#: recorded from the start here, so that only the guardian's handling is
+#: tried) announces its run and ends as a run ends on SIGINT.
+EARLY_SIGINT = """
+import os, signal, sys, time
+from pathlib import Path
+from wrapper.process import guardian
+
+setting_up = guardian._prctl
+
+def prctl(option, value):
+    if option == guardian.PR_SET_CHILD_SUBREAPER:  # in the guardian, just forked
+        os.kill(os.getpid(), signal.SIGINT)
+    return setting_up(option, value)
+
+guardian._prctl = prctl
+early = guardian.record_stop_signals()
+guardian.fork_for_run([sys.argv[0], "run"])
+guardian.announce("early", Path(sys.argv[1]), Path(sys.argv[1]) / "result.json")
+deadline = time.monotonic() + 10
+while not early and time.monotonic() < deadline:
+    time.sleep(0.01)
+os._exit(128 + early[0] if early else 99)
+"""
+
+
+def test_a_stop_signal_in_the_guardians_first_instant_is_passed_on(
+    tmp_path: Path, waiter: str
+) -> None:
+    # It reached the guardian's Python handling halfway through its set-up
+    # instead: lost (or, with Python's default handler, a traceback and the
+    # guardian dead), the run going on.
+    done = subprocess.run(
+        [sys.executable, "-c", EARLY_SIGINT, str(tmp_path / "run")],
+        env=_env(tmp_path, waiter), cwd=ROOT, capture_output=True,
+        stdin=subprocess.DEVNULL, timeout=HANG_LIMIT, check=False,
+    )  # fmt: skip
+    stderr = done.stderr.decode(errors="replace")
+    assert "Traceback" not in stderr
+    assert done.returncode == 128 + signal.SIGINT, stderr

@@ -19,6 +19,8 @@ from typing import Any
 import jsonschema
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from benchmarks.mcpbench import LineClient
 from tests.conftest import FAKE_PI, ROOT, agent_env, read_result, write_scenario
@@ -321,15 +323,21 @@ def test_a_sigkilled_server_leaves_each_run_the_guardians_result(tmp_path: Path)
 
 
 @pytest.mark.parametrize("over", [1, MCP_REQUEST_MAX_BYTES])
+@pytest.mark.parametrize("id_last", [False, True], ids=["id-first", "id-last"])
 def test_a_message_too_long_is_answered_for_its_id_and_the_next_is_read(
-    tmp_path: Path, over: int
+    tmp_path: Path, over: int, id_last: bool
 ) -> None:
     # Just past the bound (its end read with the rest of the line) and far past
     # it (skipped as it comes): either way the client waiting for id 77 is told.
+    # The Python SDK writes the id first; the TypeScript SDK (most clients)
+    # after the params, where an "id" argument must not be taken for it.
     server = RawClient(tmp_path)
-    arguments = {"run_id": "x" * (MCP_REQUEST_MAX_BYTES + over)}
-    server.send({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
-                 "params": {"name": "status", "arguments": arguments}})  # fmt: skip
+    arguments = {"id": "not-the-request", "run_id": "x" * (MCP_REQUEST_MAX_BYTES + over)}
+    params = {"name": "status", "arguments": arguments}
+    if id_last:
+        server.send({"method": "tools/call", "params": params, "jsonrpc": "2.0", "id": 77})
+    else:
+        server.send({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": params})
     assert server.process.stdout is not None
     answer = json.loads(server.process.stdout.readline())
     assert answer["id"] == 77
@@ -339,6 +347,34 @@ def test_a_message_too_long_is_answered_for_its_id_and_the_next_is_read(
     )
     assert "runs" in server.tool("list")
     assert server.close() == 0
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"na', b"", 5),
+        (b'{"jsonrpc":"2.0","id":"a\\"b","method"', b"", 'a"b'),
+        # Only the outermost object's id: not one in the params, nor a value "id".
+        (b'{"method":"id","params":{"id":9,"arguments":{"t', b'xx"}},"jsonrpc":"2.0","id":7}\r', 7),
+        (b'{"method":"x","params":{"t":"\\"id\\":3', b'x"},"id":"last"} ', "last"),
+        # An id cut short by the head's end is not guessed at.
+        (b'{"jsonrpc":"2.0","id":12', b'xx"}}}', None),
+        (b'{"params":{"id":1,"t":"', b'xx"}}', None),
+        (b"", b"", None),
+    ],
+)
+def test_the_request_id_of_a_message_too_long(head: bytes, tail: bytes, expected: Any) -> None:
+    from wrapper.mcp.server import request_id_of
+
+    assert request_id_of(head, tail) == expected
+
+
+@given(st.binary(max_size=300), st.binary(max_size=300))
+def test_the_request_id_of_any_bytes_raises_nothing(head: bytes, tail: bytes) -> None:
+    from wrapper.mcp.server import request_id_of
+
+    found = request_id_of(head, tail)
+    assert found is None or isinstance(found, int | str)
 
 
 def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ def main() -> None:
     vanish anyway) is skipped: the runner waiting on the wrapper gets its exit
     status sooner. Library callers use ``wrapper.cli.main``.
     """
+    _hold_standard_streams()
     # Imported here, not at the top: the guardian forks before anything
     # heavier than the guardian module is loaded, so the worker copies nothing.
     from wrapper.process.guardian import fork_for_run  # noqa: PLC0415
@@ -36,3 +37,26 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+def _hold_standard_streams() -> None:
+    """Open /dev/null on each of stdin, stdout and stderr that the runner left
+    closed. Otherwise the guardian's pipe, or a file of the run, would take
+    its number and be written to as the output, and a write to the missing
+    stream would fail the run's exit status: the run's output goes nowhere,
+    as the runner asked."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            opened = os.open(os.devnull, os.O_RDWR)
+        except OSError:
+            return
+        if opened != fd:
+            os.dup2(opened, fd)
+            os.close(opened)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115

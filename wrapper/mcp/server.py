@@ -44,10 +44,18 @@ from wrapper.mcp.tools import FINAL_TEXT_FILE, Tools
 FINAL_TEXT_URI = "agent-wrapper://runs/{run_id}/" + FINAL_TEXT_FILE
 
 _READ_CHUNK = 65536
-#: How much of a line too long is kept to find its request id.
+#: How much of each end of a line too long is kept to find its request id.
 _HEAD_BYTES = 4096
-#: A request's id in a message's head: clients write it before the params.
-_REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+#: A request id's value: a number or a string.
+_ID_VALUE = rb'(-?\d+|"(?:[^"\\]|\\.)*")'
+#: In a message's head, the JSON tokens that tell the depth: a string (one
+#: cut short by the head's end runs to that end) and the brackets.
+_HEAD_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|[{}\[\]]')
+#: A string token followed by a colon: a key, and the id's value after it.
+_KEY_VALUE = re.compile(rb"\s*:\s*" + _ID_VALUE + rb"\s*[,}]")
+#: The id as a message's last member, where the TypeScript SDK writes it
+#: (after the method and the params).
+_LAST_ID = re.compile(rb'(?<!\\)"id"\s*:\s*' + _ID_VALUE + rb"\s*}\s*\Z")
 
 
 class _Out:
@@ -68,16 +76,19 @@ class _Out:
 class _Lines:
     """The client's messages, a line at a time, from a file descriptor. A
     line past ``MCP_REQUEST_MAX_BYTES`` is not read whole: it is answered
-    at once on ``out`` with an error for its request id (found in the
-    line's head, where clients put it), so the client waiting for that
-    answer is told, and the next line is read."""
+    at once on ``out`` with an error for its request id (the message's own,
+    in its head or at its end, where clients put it), so the client waiting
+    for that answer is told, and the next line is read."""
 
     def __init__(self, stream: trio.lowlevel.FdStream, out: _Out) -> None:
         self._stream = stream
         self._out = out
         self._buffer = bytearray()
-        #: The head of a line too long, kept while the rest is skipped.
+        #: How far the buffer was searched for a line's end.
+        self._searched = 0
+        #: The head of a line too long, and the last bytes skipped of it.
         self._dropped: bytes | None = None
+        self._dropped_tail = b""
         self._dropped_size = 0
 
     def __aiter__(self) -> _Lines:
@@ -85,21 +96,26 @@ class _Lines:
 
     async def __anext__(self) -> str:
         while True:
-            end = self._buffer.find(b"\n")
+            end = self._buffer.find(b"\n", self._searched)
             if end >= 0:
                 line = bytes(self._buffer[:end])
                 del self._buffer[: end + 1]
+                self._searched = 0
                 if self._dropped is None and len(line) <= MCP_REQUEST_MAX_BYTES:
                     return line.decode("utf-8", errors="replace")
                 head = self._dropped if self._dropped is not None else line[:_HEAD_BYTES]
-                await self._too_long(head, self._dropped_size + len(line))
-                self._dropped, self._dropped_size = None, 0
+                tail = (self._dropped_tail + line)[-_HEAD_BYTES:]
+                await self._too_long(head, tail, self._dropped_size + len(line))
+                self._dropped, self._dropped_tail, self._dropped_size = None, b"", 0
                 continue
+            self._searched = len(self._buffer)
             if len(self._buffer) > MCP_REQUEST_MAX_BYTES:
                 if self._dropped is None:
                     self._dropped = bytes(self._buffer[:_HEAD_BYTES])
+                self._dropped_tail = bytes(self._buffer[-_HEAD_BYTES:])
                 self._dropped_size += len(self._buffer)
                 self._buffer.clear()
+                self._searched = 0
             chunk = await self._stream.receive_some(_READ_CHUNK)
             if not chunk:
                 if self._buffer and self._dropped is None:
@@ -109,12 +125,8 @@ class _Lines:
                 raise StopAsyncIteration
             self._buffer += chunk
 
-    async def _too_long(self, head: bytes, size: int) -> None:
-        found = _REQUEST_ID.search(head)
-        request_id: Any = None
-        if found is not None:
-            with contextlib.suppress(ValueError):
-                request_id = json.loads(found.group(1))
+    async def _too_long(self, head: bytes, tail: bytes, size: int) -> None:
+        request_id = request_id_of(head, tail)
         message = (
             f"the message is {size} bytes, more than this server reads "
             f"({MCP_REQUEST_MAX_BYTES} bytes); it was not read: send a shorter one "
@@ -123,6 +135,33 @@ class _Lines:
         error = {"code": -32600, "message": message}
         answer = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
         await self._out.write(answer + "\n")
+
+
+def request_id_of(head: bytes, tail: bytes) -> Any:
+    """The request id of a message known only by its first and last bytes
+    (``head``, ``tail``), or ``None``. Only the message's own id counts, never
+    an ``id`` inside its params: a member of the outermost object in the
+    head, else the message's last member (its end is always whole)."""
+    depth = 0
+    for token in _HEAD_TOKEN.finditer(head):
+        first = token.group()[:1]
+        if first in b"{[":
+            depth += 1
+        elif first in b"}]":
+            depth -= 1
+        elif depth == 1 and token.group() == b'"id"':
+            value = _KEY_VALUE.match(head, token.end())
+            if value is not None:
+                return _decoded(value.group(1))
+    last = _LAST_ID.search(tail)
+    return None if last is None else _decoded(last.group(1))
+
+
+def _decoded(value: bytes) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
 
 
 @contextlib.contextmanager

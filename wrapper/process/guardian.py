@@ -126,13 +126,19 @@ def fork_for_run(argv: list[str] | None = None) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
+    # Held from before the fork: a stop signal sent to the guardian while it
+    # sets itself up waits for its waiter to pass it on, instead of reaching
+    # Python's default handling halfway through the set-up.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         worker = os.fork()
     except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(read_end)
         os.close(write_end)
         return
     if worker == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(read_end)
         _guardian_pid, _guardian_pgid, _announce_fd = me, os.getpgid(0), write_end
         _become_worker(me)
@@ -384,9 +390,9 @@ def _become_guardian(worker: int, announced: int) -> None:
     Python one's cleanup only when there is one to do. Where neither can be
     started, it waits here.
     """
+    # The stop signals are held (since before the fork) until the waiter has
+    # its handlers; not lost meanwhile.
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    # Held from now until the waiter has its handlers; not lost meanwhile.
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     command = waiter_command()
     if command is not None:
         try:

@@ -26,11 +26,13 @@
  *     CLEANUP_1 ... CLEANUP_COUNT --waited WORKER STATUS FD2 ARGV...
  *
  * STATUS is the worker's wait status, FD2 the announcement to be read to
- * its end (a pipe, or a temporary file where it does not fit in one).
+ * its end (a pipe, or a file in memory where it does not fit in one).
  *
  * C99 and POSIX, with Linux's prctl for the subreaper flag.
  */
 #define _XOPEN_SOURCE 700
+/* For syscall(), to make a file in memory (memfd_create). */
+#define _DEFAULT_SOURCE
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -205,14 +208,35 @@ static size_t write_all(int fd, const char *data, size_t size) {
     return done;
 }
 
+/* A file in memory holding DATA, read from its start and kept across exec;
+ * -1 where the system has none. Needs no writable directory: /tmp may be
+ * read-only (a container's read-only root). */
+static int memory_file(const char *data, size_t size) {
+#ifdef SYS_memfd_create
+    int fd = (int)syscall(SYS_memfd_create, "agent-wrapper-announcement", 0U);
+    if (fd < 0) {
+        return -1;
+    }
+    if (write_all(fd, data, size) == size && lseek(fd, 0, SEEK_SET) == 0) {
+        return fd;
+    }
+    close(fd);
+#else
+    (void)data;
+    (void)size;
+#endif
+    return -1;
+}
+
 /* A descriptor the cleanup reads the announcement from: a pipe when it fits
- * in one (the usual case, nothing touches a disk), else an unlinked
+ * in one (the usual case), else a file in memory, else an unlinked
  * temporary file, else the pipe with what fitted (whole runs in it are
  * still ended). -1 when not even a pipe could be made. */
 static int hand_over(const struct announcement *announced) {
     int ends[2] = {-1, -1};
     size_t fitted = 0;
     FILE *file;
+    int fd;
     if (pipe(ends) == 0) {
         int flags = fcntl(ends[1], F_GETFL);
         if (flags >= 0 && fcntl(ends[1], F_SETFL, flags | O_NONBLOCK) == 0) {
@@ -223,9 +247,16 @@ static int hand_over(const struct announcement *announced) {
             return ends[0];
         }
     }
+    fd = memory_file(announced->data, announced->used);
+    if (fd >= 0) {
+        if (ends[0] >= 0) {
+            close(ends[0]);
+        }
+        return fd;
+    }
     file = tmpfile();
     if (file) {
-        int fd = fileno(file);
+        fd = fileno(file);
         if (write_all(fd, announced->data, announced->used) == announced->used
             && lseek(fd, 0, SEEK_SET) == 0 && fcntl(fd, F_SETFD, 0) == 0) {
             if (ends[0] >= 0) {
@@ -235,10 +266,11 @@ static int hand_over(const struct announcement *announced) {
         }
         fclose(file);
     }
-    say(ends[0] >= 0 ? "the runs announced could not all be handed to the cleanup (no temporary "
-                       "file could be made); those announced last may be left without a result"
-                     : "the runs announced could not be handed to the cleanup (no pipe, no "
-                       "temporary file); their processes may be left running",
+    say(ends[0] >= 0 ? "the runs announced could not all be handed to the cleanup (no file in "
+                       "memory nor temporary file could be made); those announced last may be "
+                       "left without a result"
+                     : "the runs announced could not be handed to the cleanup (no pipe, no file "
+                       "in memory nor temporary file); their processes may be left running",
         NULL);
     return ends[0];
 }
