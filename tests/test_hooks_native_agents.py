@@ -129,7 +129,9 @@ def test_codex_exec_gets_a_trusted_hook_on_its_command_line(tmp_path: Path) -> N
     no_not_enforced(tmp_path, proc)
     (started,) = records(tmp_path)
     assert started["prompt"] == "Fix it"
-    hooks, state = config_words(started["argv"])
+    feature, hooks, state = config_words(started["argv"])
+    # A config.toml that turns Codex's hooks off would skip the run's hook.
+    assert feature == "features.hooks=true"
     assert hooks.startswith('hooks.PreToolUse=[{matcher = "", hooks = [{type = "command", ')
     command = hooks.split('command = "', 1)[1].split('", timeout = ', 1)[0]
     assert " hook-relay --agent codex --handler '*' '*' PreToolUse --settings " in command
@@ -165,17 +167,50 @@ def test_only_codex_exec_takes_the_hook() -> None:
 @pytest.mark.parametrize(
     ("own", "key"),
     [
-        ('hooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]', "hooks.PreToolUse"),
-        ('hooks.state={"k" = {trusted_hash = "sha256:0"}}', "hooks.state"),
+        (
+            ["-c", 'hooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]'],
+            "hooks.PreToolUse",
+        ),
+        (["-c", 'hooks.state={"k" = {trusted_hash = "sha256:0"}}'], "hooks.state"),
+        # Every spelling Codex takes: joined to -c, --config with = or not, a quoted key.
+        (['-chooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]'], "hooks.PreToolUse"),
+        (["--config", "hooks.state={}"], "hooks.state"),
+        (["--config=hooks.PreToolUse=[]"], "hooks.PreToolUse"),
+        (["-c", '"hooks" . "state"={}'], "hooks.state"),
     ],
 )
 def test_codex_pre_tool_use_hooks_of_the_users_on_command_are_a_usage_error(
-    tmp_path: Path, own: str, key: str
+    tmp_path: Path, own: list[str], key: str
 ) -> None:
-    proc = run(tmp_path, [str(FAKE / "codex"), "exec", "--json", "-c", own], deny_shell(tmp_path))
+    proc = run(tmp_path, [str(FAKE / "codex"), "exec", "--json", *own], deny_shell(tmp_path))
     assert proc.returncode == 2
     assert f"COMMAND's -c {key} sets what the wrapper sets".encode() in proc.stderr
     assert records(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "own",
+    [
+        ["--disable", "hooks"],
+        ["--disable=hooks"],
+        ["-c", "features.hooks=false"],
+        ["-cfeatures.hooks=false"],
+        ["--config=features={hooks=false}"],
+    ],
+)
+def test_a_command_turning_codex_hooks_off_is_a_usage_error(tmp_path: Path, own: list[str]) -> None:
+    # Codex 0.169.0 then skips the run's hook and runs every tool unchecked.
+    proc = run(tmp_path, [str(FAKE / "codex"), "exec", "--json", *own], deny_shell(tmp_path))
+    assert proc.returncode == 2, proc.stderr.decode()
+    assert b"COMMAND turns Codex's hooks feature off" in proc.stderr
+    assert b"drop it" in proc.stderr
+    assert records(tmp_path) == []
+
+
+def test_a_command_turning_codex_hooks_on_runs(tmp_path: Path) -> None:
+    command = [str(FAKE / "codex"), "exec", "--json", "--enable", "hooks"]
+    proc = run(tmp_path, [*command, "-c", "features.hooks=true"], deny_shell(tmp_path))
+    assert proc.returncode == 0, proc.stderr.decode()
 
 
 def relay(tmp_path: Path, body: str) -> subprocess.CompletedProcess[bytes]:

@@ -153,11 +153,8 @@ def codex_hook_args(
     for index, word in enumerate(command):
         if word == "--":
             break
-        given = word in ("-c", "--config") and index + 1 < len(command)
-        value = command[index + 1] if given else ""
-        if word.startswith("--config="):
-            value = word.split("=", 1)[1]
-        key = value.split("=", 1)[0].strip()
+        following = command[index + 1] if index + 1 < len(command) else ""
+        key, value = _codex_override(word, following)
         # A later -c of the same key replaces the earlier one's whole value.
         if key == "hooks" or key.startswith(("hooks.PreToolUse", "hooks.state")):
             raise NativeHooksError(
@@ -166,6 +163,13 @@ def codex_hook_args(
                 "would replace the other: put the handlers in the wrapper's settings, or "
                 "Codex's own hooks in its config.toml"
             )
+        if _turns_codex_hooks_off(word, following, key, value):
+            raise NativeHooksError(
+                "COMMAND turns Codex's hooks feature off, and with it the hook the wrapper "
+                "gives Codex the run's PreToolUse handlers by (the tools would run unchecked): "
+                "drop it (the wrapper turns the feature on for the run with -c "
+                "features.hooks=true)"
+            )
     timeout = math.ceil(relay_limit(settings))
     hook = {"type": "command", "command": shlex.join(relay_argv(wrapper_bin, files, "codex"))}
     # An empty matcher takes every tool: the relay applies the handlers' own.
@@ -173,11 +177,44 @@ def codex_hook_args(
     trust = codex_trust_hash("pre_tool_use", "", hook["command"], timeout)
     key = f"{CODEX_FLAGS_SOURCE}:pre_tool_use:0:0"
     return [
+        # A config.toml that turns the feature off would skip the run's hook
+        # without a word, and the tools would run unchecked.
+        "-c",
+        "features.hooks=true",
         "-c",
         f"hooks.PreToolUse=[{_toml_inline(group)}]",
         "-c",
         f"hooks.state={{{_toml_string(key)} = {{trusted_hash = {_toml_string(trust)}}}}}",
     ]
+
+
+def _codex_override(word: str, following: str) -> tuple[str, str]:
+    """The dotted key and the value ``word`` (with the word ``following``
+    it) overrides with ``-c``, in every spelling Codex takes (``-c k=v``,
+    ``--config k=v``, ``--config=k=v``, ``-ck=v``), quotes and spaces
+    around the key's parts left out; ("", "") for a word that is no override."""
+    if word in ("-c", "--config"):
+        text = following
+    elif word.startswith("--config="):
+        text = word.split("=", 1)[1]
+    elif word.startswith("-c") and not word.startswith("--"):
+        text = word[2:]
+    else:
+        return "", ""
+    key, _, value = text.partition("=")
+    return ".".join(part.strip().strip("\"'").strip() for part in key.split(".")), value.strip()
+
+
+def _turns_codex_hooks_off(word: str, following: str, key: str, value: str) -> bool:
+    """Whether ``word`` (with ``following``) may turn Codex's hooks off:
+    ``--disable hooks``, or a ``-c`` of the feature to anything but true."""
+    if word == "--disable":
+        return following.strip() == "hooks"
+    if word.startswith("--disable="):
+        return word.split("=", 1)[1].strip() == "hooks"
+    if key == "features.hooks":
+        return value != "true"
+    return key == "features" and "hooks" in value
 
 
 def codex_trust_hash(event: str, matcher: str | None, command: str, timeout: int) -> str:
