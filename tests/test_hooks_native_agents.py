@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -312,3 +313,24 @@ def test_codex_is_never_answered_what_it_would_reject() -> None:
         "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": "see the policy"}
     }
     assert codex_answer(None) is None
+
+
+def test_opencodes_plugin_names_odd_settings_paths_as_they_are(tmp_path: Path) -> None:
+    # A directory name with quotes, a backslash, a template's own markers and
+    # JavaScript's: the relay is given the file's path unchanged, never code.
+    odd = tmp_path / 'it\'s "q" \\ ${x} `y` $LIMIT_MS $RELAY é\u2028'
+    odd.mkdir()
+    settings = odd / "settings.json"
+    hook = {"type": "command", "args": [sys.executable, "-c", "import sys; sys.exit(2)"]}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [hook]}]}}))
+    proc = run(tmp_path, [str(FAKE / "opencode"), "run", "--format", "json"], settings)
+    assert proc.returncode == 0, proc.stderr.decode()
+    text = (tmp_path / "run" / "hooks" / "opencode-plugin.mjs").read_text()
+    (line,) = [line for line in text.split("\n") if line.startswith("const RELAY = ")]
+    relay = json.loads(line.removeprefix("const RELAY = ").removesuffix(";"))
+    assert relay[-2:] == ["--settings", str(settings)]
+    assert "{ timeout: 70000, maxBuffer" in text
+    node = shutil.which("node")
+    if node is not None:  # opencode's runtime parses it as written
+        plugin = tmp_path / "run" / "hooks" / "opencode-plugin.mjs"
+        subprocess.run([node, "--check", str(plugin)], check=True, timeout=HANG_LIMIT)

@@ -70,9 +70,9 @@ def opencode_plugin(settings: Settings, wrapper_bin: str, files: Sequence[str]) 
     failure included, lets it run."""
     argv = relay_argv(wrapper_bin, files, "opencode")
     limit_ms = math.ceil(relay_limit(settings) * 1000)
-    return _OPENCODE_PLUGIN.replace("$RELAY", orjson.dumps(argv).decode()).replace(
-        "$LIMIT_MS", str(limit_ms)
-    )
+    # The relay's words last: a path in them may read "$LIMIT_MS" too.
+    plugin = _OPENCODE_PLUGIN.replace("$LIMIT_MS", str(limit_ms))
+    return plugin.replace("$RELAY", orjson.dumps(argv).decode())
 
 
 _OPENCODE_PLUGIN = """\
