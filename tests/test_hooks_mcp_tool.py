@@ -334,6 +334,27 @@ def test_a_server_not_listening_fails_open(tmp_path: Path) -> None:
         assert secret not in run.stderr, secret
 
 
+def test_a_token_a_variable_puts_in_the_url_is_never_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("GATE_TOKEN", "pathS3cret")
+    monkeypatch.setenv("GATE_KEY", "hdrS3cret")
+    url = f"http://127.0.0.1:{port}/mcp/${{GATE_TOKEN}}"
+    server = {"type": "http", "url": url, "headers": {"X-Api-Key": "${GATE_KEY}"}}
+    run = run_with(tmp_path, with_servers(stop_hooks(BLOCK_STOP), gate=server), answer("Done."))
+    assert run.returncode == 0, run.stderr
+    (message,) = failures(run.result)
+    # The server is named as configured: which variable, never its value.
+    assert f'the MCP server "gate" at http://127.0.0.1:{port}/mcp/${{GATE_TOKEN}}' in message
+    for secret in ("pathS3cret", "hdrS3cret"):
+        assert secret not in (tmp_path / "run" / "events.jsonl").read_text(), secret
+        assert secret not in json.dumps(run.result), secret
+        assert secret not in run.stderr, secret
+
+
 def test_hook_test_runs_an_mcp_tool_handler(tmp_path: Path) -> None:
     settings = tmp_path / "s.json"
     settings.write_text(

@@ -72,10 +72,12 @@ async def call_tool(
             ctx.said.add(SDK_MISSING)
             ctx.emit(_sdk_missing_warning())
         return _failed(f"needs the MCP SDK, which is not installed ({INSTALL_LINE})")
+    # Named as configured: a variable in its url is most often a token.
+    where = _where(server)
+    hidden = server.filled_in(ctx.env)
     server = server.expanded(ctx.env)
     arguments = tool_arguments(handler, payload)
     trace = _Trace()
-    where = _where(server)
     outcome: HandlerResult | None = None
     with trio.move_on_after(handler.timeout) as limit:
         try:
@@ -89,7 +91,7 @@ async def call_tool(
                     outcome = await _explained(client, handler, outcome)
         except Exception as exc:  # the SDK raises many kinds: all fail open
             if outcome is None:
-                why = _without_secrets(_why(exc, trace), server)
+                why = _without_secrets(_why(exc, trace), server, hidden)
                 outcome = _failed(f"could not call {handler.tool} on {where}: {why}")
     if limit.cancelled_caught:
         return _failed(f"did not answer within {handler.timeout:g}s ({where})")
@@ -283,16 +285,18 @@ def _where(server: McpServer) -> str:
     return f'the MCP server "{server.name}" at {url_without_secrets(server.url or "")}'
 
 
-def _without_secrets(text: str, server: McpServer) -> str:
+def _without_secrets(text: str, server: McpServer, hidden: Sequence[str] = ()) -> str:
     """``text`` (which the HTTP library may have written with the request's
     URL in it) without the URL's password, query and fragment, nor any
-    header's value: they are most often tokens. (A user name is no secret,
-    and a short one would cut words of the message.)"""
+    header's value, nor what a variable put in either (``hidden``): they
+    are most often tokens. (A user name is no secret, and a short one would
+    cut words of the message.)"""
     if server.url is None:
         return text
     parts = urlsplit(server.url)
     secrets = [s for s in (parts.query, parts.fragment, parts.password) if s]
     secrets += [value for _name, value in server.headers if value]
+    secrets += hidden
     text = text.replace(server.url, url_without_secrets(server.url))
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "…")
