@@ -23,7 +23,9 @@ from wrapper.commands.normalize import normalize
 from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
 from wrapper.dialects.codex import CodexDialect
 from wrapper.dialects.opencode import OpencodeDialect
-from wrapper.hooks.native_agents import codex_answer, codex_trust_hash
+from wrapper.files.settings_file import load_settings
+from wrapper.hooks.native import pi_extension
+from wrapper.hooks.native_agents import codex_answer, codex_trust_hash, opencode_plugin
 
 FAKE = ROOT / "fixtures" / "fake_agent"
 
@@ -334,3 +336,96 @@ def test_opencodes_plugin_names_odd_settings_paths_as_they_are(tmp_path: Path) -
     if node is not None:  # opencode's runtime parses it as written
         plugin = tmp_path / "run" / "hooks" / "opencode-plugin.mjs"
         subprocess.run([node, "--check", str(plugin)], check=True, timeout=HANG_LIMIT)
+
+
+# -- pi's extension and opencode's plugin, run by node as the agents run them -----------------
+
+#: Loads the script as its agent does and calls its hook for one bash call.
+RUN_SCRIPT = """\
+import { pathToFileURL } from "node:url";
+const [kind, path] = process.argv.slice(2);
+const mod = await import(pathToFileURL(path).href);
+let call;
+if (kind === "opencode") {
+  const hooks = await mod.default({ directory: process.cwd() });
+  const input = { tool: "bash", sessionID: "s", callID: "c" };
+  call = () => hooks["tool.execute.before"](input, { args: { command: "ls" } });
+} else {
+  let listener;
+  mod.default({ on: (_name, fn) => { listener = fn; } });
+  call = async () => {
+    const answer = await listener({ toolName: "bash", input: { command: "ls" }, toolCallId: "c" });
+    if (answer && answer.block) throw new Error(answer.reason);
+  };
+}
+try {
+  await call();
+  console.log("RAN");
+} catch (error) {
+  console.log("REFUSED: " + error.message);
+}
+"""
+
+
+def run_relay_script(
+    tmp_path: Path, kind: str, handler_body: str, relay: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``kind``'s script run by node for one bash call, relaying to a
+    handler running ``handler_body``; ``relay``: a shell script standing
+    for the wrapper instead."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node (the agents' runtime) is not installed")
+    settings = tmp_path / "settings.json"
+    hook = {"type": "command", "args": [sys.executable, "-c", handler_body]}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [hook]}]}}))
+    launcher = tmp_path / "agent-wrapper"
+    launcher.write_text(relay or f'#!/bin/sh\nexec "{sys.executable}" -m wrapper "$@"\n')
+    launcher.chmod(0o755)
+    loaded = load_settings([str(settings)])
+    if kind == "opencode":
+        text = opencode_plugin(loaded, str(launcher), [str(settings)])
+    else:
+        text = pi_extension(loaded, str(launcher), [str(settings)])
+    script = tmp_path / f"{kind}.mjs"
+    script.write_text(text)
+    runner = tmp_path / "run.mjs"
+    runner.write_text(RUN_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENT_WRAPPER_RUN_DIR": str(tmp_path / "run")}
+    return subprocess.run(
+        [node, str(runner), kind, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=HANG_LIMIT,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("kind", ["opencode", "pi"])
+def test_a_long_refusal_is_still_a_refusal(tmp_path: Path, kind: str) -> None:
+    # A deny as long as a handler may print, the relay's own keys on top:
+    # the answer is over a MiB, and reading it must not fail the gate open.
+    body = (
+        "import json, sys\n"
+        "def answer(n):\n"
+        "    out = {'permissionDecision': 'deny', 'permissionDecisionReason': 'No shell.',\n"
+        "           'additionalContext': 'y' * n}\n"
+        "    return json.dumps({'hookSpecificOutput': out})\n"
+        "n = 1024 * 1024 - 1 - len(answer(0))\n"
+        "print(answer(n))\n"
+    )
+    proc = run_relay_script(tmp_path, kind, body)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "REFUSED: No shell.", proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["opencode", "pi"])
+def test_a_relay_that_fails_lets_the_tool_run_and_says_so(tmp_path: Path, kind: str) -> None:
+    broken = "#!/bin/sh\necho 'cannot start' >&2\nexit 3\n"
+    proc = run_relay_script(tmp_path, kind, "print('no')", relay=broken)
+    assert proc.stdout.strip() == "RAN", proc.stderr
+    assert proc.stderr == (
+        "agent-wrapper: the PreToolUse relay failed (exit status 3: cannot start); the tool runs\n"
+    )

@@ -91,6 +91,12 @@ MAX_SIGNAL_SWEEPS = 10
 
 #: Output kept from a handler, per stream; the rest is read and dropped.
 HANDLER_OUTPUT_BYTES = 1024 * 1024
+#: How much of the PreToolUse relay's answer pi's extension and opencode's
+#: plugin read: one handler's answer (at most ``HANDLER_OUTPUT_BYTES``), a
+#: rewritten input of another's (as much again) and the relay's own keys.
+#: An answer past it fails the read, and with it the gate, open: this is
+#: far above what the relay can print.
+RELAY_ANSWER_MAX_BYTES = 4 * HANDLER_OUTPUT_BYTES
 #: After a handler exits, how long a process it left behind may hold its pipes.
 HANDLER_DRAIN_TIMEOUT = 1.0
 #: An ``mcp_tool`` handler's stdio server, once its call is done and its

@@ -32,10 +32,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from wrapper.core.settings import Settings
-from wrapper.hooks.native import RELAY_MARGIN, WHOLE_CHAIN
+from wrapper.hooks.native import RELAY_MARGIN, WHOLE_CHAIN, relay_script
 
 #: The plugin opencode is given, in the run directory.
 OPENCODE_PLUGIN_FILE = Path("hooks") / "opencode-plugin.mjs"
@@ -69,10 +67,7 @@ def opencode_plugin(settings: Settings, wrapper_bin: str, files: Sequence[str]) 
     throws its reason, so the tool does not run; anything else, the relay's
     failure included, lets it run."""
     argv = relay_argv(wrapper_bin, files, "opencode")
-    limit_ms = math.ceil(relay_limit(settings) * 1000)
-    # The relay's words last: a path in them may read "$LIMIT_MS" too.
-    plugin = _OPENCODE_PLUGIN.replace("$LIMIT_MS", str(limit_ms))
-    return plugin.replace("$RELAY", orjson.dumps(argv).decode())
+    return relay_script(_OPENCODE_PLUGIN, argv, relay_limit(settings))
 
 
 _OPENCODE_PLUGIN = """\
@@ -96,8 +91,20 @@ export default async ({ directory }) => ({
       const child = execFile(
         RELAY[0],
         RELAY.slice(1),
-        { timeout: $LIMIT_MS, maxBuffer: 1024 * 1024 },
-        (error, stdout) => resolve(error ? "" : String(stdout)),
+        { timeout: $LIMIT_MS, maxBuffer: $MAX_BUFFER },
+        (error, stdout, stderr) => {
+          // Fail open, but say so: the tool runs unchecked.
+          if (error) {
+            const status = typeof error.code === "number" ? `exit status ${error.code}` : "";
+            const why = error.killed ? "no answer in time" : status || error.code || error.message;
+            const said = String(stderr).trim().slice(-300);
+            const tail = said ? `: ${said}` : "";
+            console.error(
+              `agent-wrapper: the PreToolUse relay failed (${why}${tail}); the tool runs`,
+            );
+          }
+          resolve(error ? "" : String(stdout));
+        },
       );
       child.stdin.on("error", () => {});
       child.stdin.end(payload);
