@@ -147,6 +147,10 @@ def test_a_tool_denies_a_command_over_acp(tmp_path: Path) -> None:
         ),
         (mcp_tool("fail"), "answered with a tool error: Error executing tool fail"),
         (
+            mcp_tool("huge", input={"mib": 5}),
+            "the server wrote a message longer than 4 MiB, more than any answer",
+        ),
+        (
             mcp_tool("nope"),
             "names a tool the server \"gate\" does not have: 'nope' (its tools: add_context, ",
         ),

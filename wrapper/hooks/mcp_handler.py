@@ -180,7 +180,7 @@ async def _stdio(server: McpServer, ctx: HookContext, trace: _Trace) -> AsyncIte
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_collect, proc.stderr, trace.stderr)
-            lines, out = _Lines(proc.stdout), _Out(proc.stdin)
+            lines, out = _Lines(proc.stdout, trace), _Out(proc.stdin)
             async with stdio_server(stdin=lines, stdout=out) as streams:  # type: ignore[arg-type]
                 yield _Ready(streams)
                 # The SDK's reader would wait for the server's output to end.
@@ -214,6 +214,8 @@ class _Trace:
 
     stderr: bytearray = field(default_factory=bytearray)
     exit_code: int | None = None
+    #: It wrote a message longer than any answer is read.
+    too_long: bool = False
 
 
 class _Ready:
@@ -233,8 +235,9 @@ class _Lines:
     """The server's messages, a line at a time; a line longer than
     ``MCP_HANDLER_LINE_MAX_BYTES`` ends the call (no answer is that long)."""
 
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+    def __init__(self, stream: trio.abc.ReceiveStream, trace: _Trace) -> None:
         self._stream = stream
+        self._trace = trace
         self._buffer = bytearray()
 
     def __aiter__(self) -> _Lines:
@@ -248,6 +251,7 @@ class _Lines:
                 del self._buffer[: end + 1]
                 return line.decode("utf-8", errors="replace")
             if len(self._buffer) > MCP_HANDLER_LINE_MAX_BYTES:
+                self._trace.too_long = True
                 raise StopAsyncIteration
             chunk = await self._stream.receive_some(_READ_CHUNK)
             if not chunk:
@@ -308,6 +312,9 @@ def _why(exc: BaseException, trace: _Trace) -> str:
     how the server ended and the end of its stderr (why it died, most often)."""
     leaves = [e for e in _leaves(exc) if not isinstance(e, trio.Cancelled)]
     text = "; ".join(dict.fromkeys(_one(e) for e in leaves)) or type(exc).__name__
+    if trace.too_long:
+        mib = MCP_HANDLER_LINE_MAX_BYTES / 2**20
+        text += f"; the server wrote a message longer than {mib:g} MiB, more than any answer"
     if trace.exit_code is not None:
         text += f"; the server exited with status {trace.exit_code}"
     said = trace.stderr.decode("utf-8", "replace").strip()[-STDERR_QUOTE_CHARS:]
