@@ -429,3 +429,15 @@ def test_a_relay_that_fails_lets_the_tool_run_and_says_so(tmp_path: Path, kind: 
     assert proc.stderr == (
         "agent-wrapper: the PreToolUse relay failed (exit status 3: cannot start); the tool runs\n"
     )
+
+
+def test_pis_extension_names_odd_settings_paths_as_they_are(tmp_path: Path) -> None:
+    odd = tmp_path / 'it\'s "q" \\ ${x} `y` $LIMIT_MS $MAX_BUFFER $RELAY é'
+    odd.mkdir()
+    settings = odd / "settings.json"
+    hook = {"type": "command", "args": [sys.executable, "-c", "import sys; sys.exit(2)"]}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [hook]}]}}))
+    text = pi_extension(load_settings([str(settings)]), "agent-wrapper", [str(settings)])
+    (line,) = [line for line in text.split("\n") if line.startswith("const RELAY = ")]
+    relay = json.loads(line.removeprefix("const RELAY = ").removesuffix(";"))
+    assert relay[-2:] == ["--settings", str(settings)]
