@@ -273,3 +273,24 @@ def test_codex_hooks_turned_off_in_config_toml_still_deny(
     assert "tool-out.txt" not in case.files(), where
     (decision,) = decisions(case)
     assert (decision["decision"], decision["reason"]) == ("block", REASON), where
+
+
+@pytest.mark.parametrize(("cli", "version"), NATIVE, ids=IDS)
+def test_a_denied_tool_runs_the_permission_denied_handlers(
+    cli: str, version: str, mock: Mock, tmp_path: Path
+) -> None:
+    log = tmp_path / "denied.jsonl"
+    deny = script(tmp_path, "deny.py", f"print({REASON!r}, file=sys.stderr)\nsys.exit(2)\n")
+    observe = script(
+        tmp_path, "observe.py", f"open({str(log)!r}, 'a').write(json.dumps(event) + '\\n')\n"
+    )
+    hooks = {
+        "PreToolUse": [{"matcher": "@execute", "hooks": [{"type": "command", "args": deny}]}],
+        "PermissionDenied": [{"hooks": [{"type": "command", "args": observe}]}],
+    }
+    case = run_with_hooks(cli, version, tmp_path, mock, hooks)
+    where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
+    assert log.exists(), where
+    (denied,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert (denied["hook_event_name"], denied["tool_name"]) == ("PermissionDenied", SHELL[cli])
+    assert denied["reason"] == REASON
