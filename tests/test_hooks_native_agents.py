@@ -109,6 +109,32 @@ def test_opencode_config_content_that_is_not_json_is_a_usage_error(tmp_path: Pat
     assert records(tmp_path) == [], "nothing was started"
 
 
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("[]", b"OPENCODE_CONFIG_CONTENT is JSON but not an object (a list); opencode reads"),
+        ("null", b"OPENCODE_CONFIG_CONTENT is JSON but not an object (null)"),
+        (
+            '{"plugin": "opencode-foo"}',
+            b'OPENCODE_CONFIG_CONTENT: "plugin" is a string, not a list: opencode takes a list',
+        ),
+        ('{"temperature": NaN}', b"OPENCODE_CONFIG_CONTENT is not JSON (NaN is not JSON)"),
+    ],
+)
+def test_opencode_config_content_the_plugin_cannot_join_says_why(
+    tmp_path: Path, content: str, said: bytes
+) -> None:
+    proc = run(
+        tmp_path,
+        [str(FAKE / "opencode"), "run", "--format", "json"],
+        deny_shell(tmp_path),
+        OPENCODE_CONFIG_CONTENT=content,
+    )
+    assert proc.returncode == 2
+    assert said in proc.stderr, proc.stderr.decode()
+    assert records(tmp_path) == [], "nothing was started"
+
+
 def test_opencode_without_pre_tool_use_handlers_gets_nothing(tmp_path: Path) -> None:
     path = tmp_path / "empty.json"
     path.write_text("{}")

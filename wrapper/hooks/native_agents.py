@@ -134,20 +134,40 @@ def opencode_config(user: str | None, plugin: Path) -> str:
     merged: dict[str, Any] = {}
     if user is not None and user.strip():
         try:
-            value = json.loads(user)
+            value = json.loads(user, parse_constant=_not_json)
         except ValueError as exc:
             raise NativeHooksError(
                 f"{OPENCODE_CONFIG_ENV} is not JSON ({exc}); the wrapper adds its PreToolUse "
                 "plugin to it, so write it as plain JSON (no comments or trailing commas)"
             ) from None
         if not isinstance(value, dict):
-            raise NativeHooksError(f"{OPENCODE_CONFIG_ENV}: expected a JSON object")
+            raise NativeHooksError(
+                f"{OPENCODE_CONFIG_ENV} is JSON but not an object ({_json_kind(value)}); "
+                'opencode reads a configuration object from it ({"model": ...}), and the '
+                'wrapper adds its PreToolUse plugin to that object\'s "plugin" list'
+            )
         merged = value
     plugins = merged.get("plugin", [])
     if not isinstance(plugins, list):
-        raise NativeHooksError(f"{OPENCODE_CONFIG_ENV}: plugin: expected a list")
+        raise NativeHooksError(
+            f'{OPENCODE_CONFIG_ENV}: "plugin" is {_json_kind(plugins)}, not a list: opencode '
+            'takes a list of plugins ("plugin": ["name"]), and the wrapper adds its '
+            "PreToolUse plugin to it"
+        )
     merged["plugin"] = [*plugins, plugin.absolute().as_uri()]
     return json.dumps(merged)
+
+
+def _not_json(word: str) -> Any:
+    # NaN and Infinity: Python reads them, opencode's JSON does not.
+    raise ValueError(f"{word} is not JSON")
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    kinds = {bool: "a boolean", str: "a string", list: "a list", dict: "an object"}
+    return kinds.get(type(value), "a number")
 
 
 def codex_hook_args(
