@@ -431,3 +431,47 @@ def test_a_run_stopped_during_a_call_ends_the_server_with_it(tmp_path: Path) -> 
     assert proc.returncode == 143, stderr.decode()
     assert json.loads((tmp_path / "run" / "result.json").read_text())["outcome"] == "aborted"
     # the server, mid-call, went with the run (no_leaks holds it)
+
+
+def test_a_relay_the_agent_stops_during_a_call_ends_the_server_and_says_so(
+    tmp_path: Path,
+) -> None:
+    # An agent gives up on its hook (its own time limit) with SIGTERM: the
+    # relay's MCP server, too busy to see its input end and in a group of its
+    # own, would run on after the relay.
+    handler = mcp_tool("stuck", input={"seconds": 120})
+    settings = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [handler]}]}}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(with_servers(settings, gate=gate_server(tmp_path))))
+    argv = [sys.executable, "-m", "wrapper", "hook-relay", "--agent", "claude"]
+    argv += ["--handler", "*", "*", "PreToolUse", "--settings", str(path)]
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    run_dir = tmp_path / "run"
+    env = {**agent_env(tmp_path), "AGENT_WRAPPER_RUN_DIR": str(run_dir)}
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(event).encode())
+        proc.stdin.close()
+        assert wait_until(lambda: bool(calls(tmp_path)), HANG), "the tool was never called"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=HANG)
+    finally:
+        proc.kill()
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert (proc.returncode, out) == (0, b""), err.decode()
+    (recorded,) = [
+        json.loads(line)
+        for line in (run_dir / "hooks" / "native-decisions.jsonl").read_text().splitlines()
+    ]
+    assert recorded["warning"] == "was stopped by a signal (the agent's) before it answered"
+    # and the server is gone with the relay (no_leaks holds it)
