@@ -8,12 +8,15 @@ that says what happened; a server no settings file configures is refused."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -475,3 +478,44 @@ def test_a_relay_the_agent_stops_during_a_call_ends_the_server_and_says_so(
     ]
     assert recorded["warning"] == "was stopped by a signal (the agent's) before it answered"
     # and the server is gone with the relay (no_leaks holds it)
+
+
+class _EndlessAnswer(http.server.BaseHTTPRequestHandler):
+    """Answers every request with a JSON body that never ends."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b'{"jsonrpc": "2.0", "x": "' + b"A" * 65536
+        with contextlib.suppress(OSError):
+            while True:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                chunk = b"A" * 65536
+
+    def log_message(self, *_args: Any) -> None:
+        return None
+
+
+def test_an_http_answer_that_never_ends_is_cut_not_held_in_memory(tmp_path: Path) -> None:
+    # Read whole, it grew the wrapper by more than 1 GB in 8 s on loopback.
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EndlessAnswer)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
+        handler = mcp_tool("block_stop", timeout=5)
+        settings = with_servers(stop_hooks(handler), gate={"type": "http", "url": url})
+        run = run_with(tmp_path, settings, answer("Done."))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert run.returncode == 0, run.stderr
+    (message,) = failures(run.result)
+    assert "the server's answer was longer than 4 MiB" in message
+    assert "did not answer" not in message, "cut as it passed the bound, not at the timeout"

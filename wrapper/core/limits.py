@@ -108,6 +108,11 @@ MCP_SERVER_EXIT_GRACE = 1.0
 #: answer is a hook decision of a few kilobytes, and a handler's output is
 #: capped at ``HANDLER_OUTPUT_BYTES`` anyway; anything longer ends the call.
 MCP_HANDLER_LINE_MAX_BYTES = 4 * 1024 * 1024
+#: The most of one HTTP response read from an ``mcp_tool`` handler's http
+#: server (a JSON answer, or an event stream, whole): as for a stdio server's
+#: line, no answer is that long, and one that never ends would otherwise be
+#: held in the wrapper's memory until the handler's timeout.
+MCP_HANDLER_RESPONSE_MAX_BYTES = MCP_HANDLER_LINE_MAX_BYTES
 #: A verifier agent gets this long beyond its own limit to write its result.
 VERIFIER_MARGIN = 10.0
 #: An http handler's response is read up to this size; a larger one is a

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +39,7 @@ from wrapper.core.hook_protocol import (
 from wrapper.core.limits import (
     HANDLER_OUTPUT_BYTES,
     MCP_HANDLER_LINE_MAX_BYTES,
+    MCP_HANDLER_RESPONSE_MAX_BYTES,
     MCP_SERVER_EXIT_GRACE,
 )
 from wrapper.core.mcp_servers import STDIO, McpServer, tool_arguments
@@ -151,8 +152,38 @@ async def _transport(server: McpServer, ctx: HookContext, trace: _Trace) -> Asyn
     import httpx2  # noqa: PLC0415 - the SDK's own HTTP client, with the extra
     from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
 
-    async with httpx2.AsyncClient(headers=dict(server.headers)) as http:
+    bounded = {"response": [_bounded_body(httpx2)]}
+    async with httpx2.AsyncClient(headers=dict(server.headers), event_hooks=bounded) as http:
         yield streamable_http_client(server.url or "", http_client=http)
+
+
+def _bounded_body(httpx2: Any) -> Callable[[Any], Awaitable[None]]:
+    """A response hook that reads a body up to ``MCP_HANDLER_RESPONSE_MAX_BYTES``,
+    then fails it (the SDK then answers the call with an error)."""
+    mib = MCP_HANDLER_RESPONSE_MAX_BYTES / 2**20
+
+    class TooLong(httpx2.StreamError):  # type: ignore[misc]
+        pass
+
+    class Body(httpx2.AsyncByteStream):  # type: ignore[misc]
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            seen = 0
+            async for chunk in self._inner:
+                seen += len(chunk)
+                if seen > MCP_HANDLER_RESPONSE_MAX_BYTES:
+                    raise TooLong(f"the server's answer was longer than {mib:g} MiB")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    async def hook(response: Any) -> None:
+        response.stream = Body(response.stream)
+
+    return hook
 
 
 @asynccontextmanager
