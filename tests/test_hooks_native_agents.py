@@ -135,6 +135,24 @@ def test_opencode_config_content_the_plugin_cannot_join_says_why(
     assert records(tmp_path) == [], "nothing was started"
 
 
+def test_opencode_config_content_too_long_with_the_plugin_is_a_usage_error(
+    tmp_path: Path,
+) -> None:
+    # Short enough for the wrapper's own environment, too long for one
+    # variable once the plugin is added: the agent could not be started.
+    own = json.dumps({"instructions": ["x" * 130_990]})
+    proc = run(
+        tmp_path,
+        [str(FAKE / "opencode"), "run", "--format", "json"],
+        deny_shell(tmp_path),
+        OPENCODE_CONFIG_CONTENT=own,
+    )
+    assert proc.returncode == 2, proc.stderr.decode()
+    assert b"more than the system takes in one variable (131,072)" in proc.stderr
+    assert b"name the file in OPENCODE_CONFIG" in proc.stderr
+    assert records(tmp_path) == [], "nothing was started"
+
+
 def test_opencode_without_pre_tool_use_handlers_gets_nothing(tmp_path: Path) -> None:
     path = tmp_path / "empty.json"
     path.write_text("{}")

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wrapper.core.limits import ARGUMENT_MAX_BYTES
 from wrapper.core.settings import Settings
 from wrapper.hooks.native import RELAY_MARGIN, WHOLE_CHAIN, relay_script
 
@@ -155,7 +156,16 @@ def opencode_config(user: str | None, plugin: Path) -> str:
             "PreToolUse plugin to it"
         )
     merged["plugin"] = [*plugins, plugin.absolute().as_uri()]
-    return json.dumps(merged)
+    content = json.dumps(merged)
+    # The kernel takes a variable as one string of its environment, NUL included.
+    size = len(f"{OPENCODE_CONFIG_ENV}={content}".encode()) + 1
+    if size > ARGUMENT_MAX_BYTES:
+        raise NativeHooksError(
+            f"{OPENCODE_CONFIG_ENV} with the wrapper's PreToolUse plugin added is {size:,} "
+            f"bytes, more than the system takes in one variable ({ARGUMENT_MAX_BYTES:,}): "
+            "put most of it in a file and name the file in OPENCODE_CONFIG"
+        )
+    return content
 
 
 def _not_json(word: str) -> Any:
