@@ -223,6 +223,7 @@ def test_only_codex_exec_takes_the_hook() -> None:
         (['-chooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]'], "hooks.PreToolUse"),
         (["--config", "hooks.state={}"], "hooks.state"),
         (["--config=hooks.PreToolUse=[]"], "hooks.PreToolUse"),
+        (["-c=hooks.state={}"], "hooks.state"),
         (["-c", '"hooks" . "state"={}'], "hooks.state"),
     ],
 )
@@ -242,6 +243,7 @@ def test_codex_pre_tool_use_hooks_of_the_users_on_command_are_a_usage_error(
         ["--disable=hooks"],
         ["-c", "features.hooks=false"],
         ["-cfeatures.hooks=false"],
+        ["-c=features.hooks=false"],
         ["--config=features={hooks=false}"],
     ],
 )

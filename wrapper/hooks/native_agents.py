@@ -228,14 +228,14 @@ def codex_hook_args(
 def _codex_override(word: str, following: str) -> tuple[str, str]:
     """The dotted key and the value ``word`` (with the word ``following``
     it) overrides with ``-c``, in every spelling Codex takes (``-c k=v``,
-    ``--config k=v``, ``--config=k=v``, ``-ck=v``), quotes and spaces
-    around the key's parts left out; ("", "") for a word that is no override."""
+    ``--config k=v``, ``--config=k=v``, ``-ck=v``, ``-c=k=v``), quotes and
+    spaces around the key's parts left out; ("", "") for a word that is no override."""
     if word in ("-c", "--config"):
         text = following
     elif word.startswith("--config="):
         text = word.split("=", 1)[1]
     elif word.startswith("-c") and not word.startswith("--"):
-        text = word[2:]
+        text = word[2:].removeprefix("=")
     else:
         return "", ""
     key, _, value = text.partition("=")
