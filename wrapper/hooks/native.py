@@ -133,8 +133,9 @@ export default function (pi) {
         (error, stdout, stderr) => {
           // Fail open, but say so: the tool runs unchecked.
           if (error) {
-            const status = typeof error.code === "number" ? `exit status ${error.code}` : "";
-            const why = error.killed ? "no answer in time" : status || error.code || error.message;
+            // A number: its exit status; a string: why it could not run or be read.
+            const code = typeof error.code === "number" ? `exit status ${error.code}` : error.code;
+            const why = code || (error.killed ? "no answer in time" : error.message);
             const said = String(stderr).trim().slice(-300);
             const tail = said ? `: ${said}` : "";
             console.error(
