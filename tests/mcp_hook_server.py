@@ -90,6 +90,12 @@ async def stuck(seconds: float) -> str:
 
 
 @server.tool()
+def huge(mib: int) -> str:
+    """Answers with a block longer than any answer is read."""
+    return json.dumps({"decision": "block", "reason": "x" * (mib * 1024 * 1024)})
+
+
+@server.tool()
 def crash() -> str:
     """Dies in the middle of the call."""
     sys.stderr.write("dying on purpose\n")

@@ -8,12 +8,15 @@ that says what happened; a server no settings file configures is refused."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,6 +149,10 @@ def test_a_tool_denies_a_command_over_acp(tmp_path: Path) -> None:
             "its stderr: dying on purpose",
         ),
         (mcp_tool("fail"), "answered with a tool error: Error executing tool fail"),
+        (
+            mcp_tool("huge", input={"mib": 5}),
+            "the server wrote a message longer than 4 MiB, more than any answer",
+        ),
         (
             mcp_tool("nope"),
             "names a tool the server \"gate\" does not have: 'nope' (its tools: add_context, ",
@@ -334,6 +341,27 @@ def test_a_server_not_listening_fails_open(tmp_path: Path) -> None:
         assert secret not in run.stderr, secret
 
 
+def test_a_token_a_variable_puts_in_the_url_is_never_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("GATE_TOKEN", "pathS3cret")
+    monkeypatch.setenv("GATE_KEY", "hdrS3cret")
+    url = f"http://127.0.0.1:{port}/mcp/${{GATE_TOKEN}}"
+    server = {"type": "http", "url": url, "headers": {"X-Api-Key": "${GATE_KEY}"}}
+    run = run_with(tmp_path, with_servers(stop_hooks(BLOCK_STOP), gate=server), answer("Done."))
+    assert run.returncode == 0, run.stderr
+    (message,) = failures(run.result)
+    # The server is named as configured: which variable, never its value.
+    assert f'the MCP server "gate" at http://127.0.0.1:{port}/mcp/${{GATE_TOKEN}}' in message
+    for secret in ("pathS3cret", "hdrS3cret"):
+        assert secret not in (tmp_path / "run" / "events.jsonl").read_text(), secret
+        assert secret not in json.dumps(run.result), secret
+        assert secret not in run.stderr, secret
+
+
 def test_hook_test_runs_an_mcp_tool_handler(tmp_path: Path) -> None:
     settings = tmp_path / "s.json"
     settings.write_text(
@@ -406,3 +434,88 @@ def test_a_run_stopped_during_a_call_ends_the_server_with_it(tmp_path: Path) -> 
     assert proc.returncode == 143, stderr.decode()
     assert json.loads((tmp_path / "run" / "result.json").read_text())["outcome"] == "aborted"
     # the server, mid-call, went with the run (no_leaks holds it)
+
+
+def test_a_relay_the_agent_stops_during_a_call_ends_the_server_and_says_so(
+    tmp_path: Path,
+) -> None:
+    # An agent gives up on its hook (its own time limit) with SIGTERM: the
+    # relay's MCP server, too busy to see its input end and in a group of its
+    # own, would run on after the relay.
+    handler = mcp_tool("stuck", input={"seconds": 120})
+    settings = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [handler]}]}}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(with_servers(settings, gate=gate_server(tmp_path))))
+    argv = [sys.executable, "-m", "wrapper", "hook-relay", "--agent", "claude"]
+    argv += ["--handler", "*", "*", "PreToolUse", "--settings", str(path)]
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    run_dir = tmp_path / "run"
+    env = {**agent_env(tmp_path), "AGENT_WRAPPER_RUN_DIR": str(run_dir)}
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(event).encode())
+        proc.stdin.close()
+        assert wait_until(lambda: bool(calls(tmp_path)), HANG), "the tool was never called"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=HANG)
+    finally:
+        proc.kill()
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert (proc.returncode, out) == (0, b""), err.decode()
+    (recorded,) = [
+        json.loads(line)
+        for line in (run_dir / "hooks" / "native-decisions.jsonl").read_text().splitlines()
+    ]
+    assert recorded["warning"] == "was stopped by a signal (the agent's) before it answered"
+    # and the server is gone with the relay (no_leaks holds it)
+
+
+class _EndlessAnswer(http.server.BaseHTTPRequestHandler):
+    """Answers every request with a JSON body that never ends."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b'{"jsonrpc": "2.0", "x": "' + b"A" * 65536
+        with contextlib.suppress(OSError):
+            while True:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                chunk = b"A" * 65536
+
+    def log_message(self, *_args: Any) -> None:
+        return None
+
+
+def test_an_http_answer_that_never_ends_is_cut_not_held_in_memory(tmp_path: Path) -> None:
+    # Read whole, it grew the wrapper by more than 1 GB in 8 s on loopback.
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EndlessAnswer)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
+        handler = mcp_tool("block_stop", timeout=5)
+        settings = with_servers(stop_hooks(handler), gate={"type": "http", "url": url})
+        run = run_with(tmp_path, settings, answer("Done."))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert run.returncode == 0, run.stderr
+    (message,) = failures(run.result)
+    assert "the server's answer was longer than 4 MiB" in message
+    assert "did not answer" not in message, "cut as it passed the bound, not at the timeout"

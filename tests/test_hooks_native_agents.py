@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,9 @@ from wrapper.commands.normalize import normalize
 from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
 from wrapper.dialects.codex import CodexDialect
 from wrapper.dialects.opencode import OpencodeDialect
-from wrapper.hooks.native_agents import codex_answer, codex_trust_hash
+from wrapper.files.settings_file import load_settings
+from wrapper.hooks.native import pi_extension
+from wrapper.hooks.native_agents import codex_answer, codex_trust_hash, opencode_plugin
 
 FAKE = ROOT / "fixtures" / "fake_agent"
 
@@ -106,6 +109,50 @@ def test_opencode_config_content_that_is_not_json_is_a_usage_error(tmp_path: Pat
     assert records(tmp_path) == [], "nothing was started"
 
 
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("[]", b"OPENCODE_CONFIG_CONTENT is JSON but not an object (a list); opencode reads"),
+        ("null", b"OPENCODE_CONFIG_CONTENT is JSON but not an object (null)"),
+        (
+            '{"plugin": "opencode-foo"}',
+            b'OPENCODE_CONFIG_CONTENT: "plugin" is a string, not a list: opencode takes a list',
+        ),
+        ('{"temperature": NaN}', b"OPENCODE_CONFIG_CONTENT is not JSON (NaN is not JSON)"),
+    ],
+)
+def test_opencode_config_content_the_plugin_cannot_join_says_why(
+    tmp_path: Path, content: str, said: bytes
+) -> None:
+    proc = run(
+        tmp_path,
+        [str(FAKE / "opencode"), "run", "--format", "json"],
+        deny_shell(tmp_path),
+        OPENCODE_CONFIG_CONTENT=content,
+    )
+    assert proc.returncode == 2
+    assert said in proc.stderr, proc.stderr.decode()
+    assert records(tmp_path) == [], "nothing was started"
+
+
+def test_opencode_config_content_too_long_with_the_plugin_is_a_usage_error(
+    tmp_path: Path,
+) -> None:
+    # Short enough for the wrapper's own environment, too long for one
+    # variable once the plugin is added: the agent could not be started.
+    own = json.dumps({"instructions": ["x" * 130_990]})
+    proc = run(
+        tmp_path,
+        [str(FAKE / "opencode"), "run", "--format", "json"],
+        deny_shell(tmp_path),
+        OPENCODE_CONFIG_CONTENT=own,
+    )
+    assert proc.returncode == 2, proc.stderr.decode()
+    assert b"more than the system takes in one variable (131,072)" in proc.stderr
+    assert b"name the file in OPENCODE_CONFIG" in proc.stderr
+    assert records(tmp_path) == [], "nothing was started"
+
+
 def test_opencode_without_pre_tool_use_handlers_gets_nothing(tmp_path: Path) -> None:
     path = tmp_path / "empty.json"
     path.write_text("{}")
@@ -129,7 +176,9 @@ def test_codex_exec_gets_a_trusted_hook_on_its_command_line(tmp_path: Path) -> N
     no_not_enforced(tmp_path, proc)
     (started,) = records(tmp_path)
     assert started["prompt"] == "Fix it"
-    hooks, state = config_words(started["argv"])
+    feature, hooks, state = config_words(started["argv"])
+    # A config.toml that turns Codex's hooks off would skip the run's hook.
+    assert feature == "features.hooks=true"
     assert hooks.startswith('hooks.PreToolUse=[{matcher = "", hooks = [{type = "command", ')
     command = hooks.split('command = "', 1)[1].split('", timeout = ', 1)[0]
     assert " hook-relay --agent codex --handler '*' '*' PreToolUse --settings " in command
@@ -165,17 +214,52 @@ def test_only_codex_exec_takes_the_hook() -> None:
 @pytest.mark.parametrize(
     ("own", "key"),
     [
-        ('hooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]', "hooks.PreToolUse"),
-        ('hooks.state={"k" = {trusted_hash = "sha256:0"}}', "hooks.state"),
+        (
+            ["-c", 'hooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]'],
+            "hooks.PreToolUse",
+        ),
+        (["-c", 'hooks.state={"k" = {trusted_hash = "sha256:0"}}'], "hooks.state"),
+        # Every spelling Codex takes: joined to -c, --config with = or not, a quoted key.
+        (['-chooks.PreToolUse=[{hooks=[{type="command", command="true"}]}]'], "hooks.PreToolUse"),
+        (["--config", "hooks.state={}"], "hooks.state"),
+        (["--config=hooks.PreToolUse=[]"], "hooks.PreToolUse"),
+        (["-c=hooks.state={}"], "hooks.state"),
+        (["-c", '"hooks" . "state"={}'], "hooks.state"),
     ],
 )
 def test_codex_pre_tool_use_hooks_of_the_users_on_command_are_a_usage_error(
-    tmp_path: Path, own: str, key: str
+    tmp_path: Path, own: list[str], key: str
 ) -> None:
-    proc = run(tmp_path, [str(FAKE / "codex"), "exec", "--json", "-c", own], deny_shell(tmp_path))
+    proc = run(tmp_path, [str(FAKE / "codex"), "exec", "--json", *own], deny_shell(tmp_path))
     assert proc.returncode == 2
     assert f"COMMAND's -c {key} sets what the wrapper sets".encode() in proc.stderr
     assert records(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "own",
+    [
+        ["--disable", "hooks"],
+        ["--disable=hooks"],
+        ["-c", "features.hooks=false"],
+        ["-cfeatures.hooks=false"],
+        ["-c=features.hooks=false"],
+        ["--config=features={hooks=false}"],
+    ],
+)
+def test_a_command_turning_codex_hooks_off_is_a_usage_error(tmp_path: Path, own: list[str]) -> None:
+    # Codex 0.169.0 then skips the run's hook and runs every tool unchecked.
+    proc = run(tmp_path, [str(FAKE / "codex"), "exec", "--json", *own], deny_shell(tmp_path))
+    assert proc.returncode == 2, proc.stderr.decode()
+    assert b"COMMAND turns Codex's hooks feature off" in proc.stderr
+    assert b"drop it" in proc.stderr
+    assert records(tmp_path) == []
+
+
+def test_a_command_turning_codex_hooks_on_runs(tmp_path: Path) -> None:
+    command = [str(FAKE / "codex"), "exec", "--json", "--enable", "hooks"]
+    proc = run(tmp_path, [*command, "-c", "features.hooks=true"], deny_shell(tmp_path))
+    assert proc.returncode == 0, proc.stderr.decode()
 
 
 def relay(tmp_path: Path, body: str) -> subprocess.CompletedProcess[bytes]:
@@ -277,3 +361,129 @@ def test_codex_is_never_answered_what_it_would_reject() -> None:
         "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": "see the policy"}
     }
     assert codex_answer(None) is None
+
+
+def test_opencodes_plugin_names_odd_settings_paths_as_they_are(tmp_path: Path) -> None:
+    # A directory name with quotes, a backslash, a template's own markers and
+    # JavaScript's: the relay is given the file's path unchanged, never code.
+    odd = tmp_path / 'it\'s "q" \\ ${x} `y` $LIMIT_MS $RELAY é\u2028'
+    odd.mkdir()
+    settings = odd / "settings.json"
+    hook = {"type": "command", "args": [sys.executable, "-c", "import sys; sys.exit(2)"]}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [hook]}]}}))
+    proc = run(tmp_path, [str(FAKE / "opencode"), "run", "--format", "json"], settings)
+    assert proc.returncode == 0, proc.stderr.decode()
+    text = (tmp_path / "run" / "hooks" / "opencode-plugin.mjs").read_text()
+    (line,) = [line for line in text.split("\n") if line.startswith("const RELAY = ")]
+    relay = json.loads(line.removeprefix("const RELAY = ").removesuffix(";"))
+    assert relay[-2:] == ["--settings", str(settings)]
+    assert "{ timeout: 70000, maxBuffer" in text
+    node = shutil.which("node")
+    if node is not None:  # opencode's runtime parses it as written
+        plugin = tmp_path / "run" / "hooks" / "opencode-plugin.mjs"
+        subprocess.run([node, "--check", str(plugin)], check=True, timeout=HANG_LIMIT)
+
+
+# -- pi's extension and opencode's plugin, run by node as the agents run them -----------------
+
+#: Loads the script as its agent does and calls its hook for one bash call.
+RUN_SCRIPT = """\
+import { pathToFileURL } from "node:url";
+const [kind, path] = process.argv.slice(2);
+const mod = await import(pathToFileURL(path).href);
+let call;
+if (kind === "opencode") {
+  const hooks = await mod.default({ directory: process.cwd() });
+  const input = { tool: "bash", sessionID: "s", callID: "c" };
+  call = () => hooks["tool.execute.before"](input, { args: { command: "ls" } });
+} else {
+  let listener;
+  mod.default({ on: (_name, fn) => { listener = fn; } });
+  call = async () => {
+    const answer = await listener({ toolName: "bash", input: { command: "ls" }, toolCallId: "c" });
+    if (answer && answer.block) throw new Error(answer.reason);
+  };
+}
+try {
+  await call();
+  console.log("RAN");
+} catch (error) {
+  console.log("REFUSED: " + error.message);
+}
+"""
+
+
+def run_relay_script(
+    tmp_path: Path, kind: str, handler_body: str, relay: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``kind``'s script run by node for one bash call, relaying to a
+    handler running ``handler_body``; ``relay``: a shell script standing
+    for the wrapper instead."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node (the agents' runtime) is not installed")
+    settings = tmp_path / "settings.json"
+    hook = {"type": "command", "args": [sys.executable, "-c", handler_body]}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [hook]}]}}))
+    launcher = tmp_path / "agent-wrapper"
+    launcher.write_text(relay or f'#!/bin/sh\nexec "{sys.executable}" -m wrapper "$@"\n')
+    launcher.chmod(0o755)
+    loaded = load_settings([str(settings)])
+    if kind == "opencode":
+        text = opencode_plugin(loaded, str(launcher), [str(settings)])
+    else:
+        text = pi_extension(loaded, str(launcher), [str(settings)])
+    script = tmp_path / f"{kind}.mjs"
+    script.write_text(text)
+    runner = tmp_path / "run.mjs"
+    runner.write_text(RUN_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENT_WRAPPER_RUN_DIR": str(tmp_path / "run")}
+    return subprocess.run(
+        [node, str(runner), kind, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=HANG_LIMIT,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("kind", ["opencode", "pi"])
+def test_a_long_refusal_is_still_a_refusal(tmp_path: Path, kind: str) -> None:
+    # A deny as long as a handler may print, the relay's own keys on top:
+    # the answer is over a MiB, and reading it must not fail the gate open.
+    body = (
+        "import json, sys\n"
+        "def answer(n):\n"
+        "    out = {'permissionDecision': 'deny', 'permissionDecisionReason': 'No shell.',\n"
+        "           'additionalContext': 'y' * n}\n"
+        "    return json.dumps({'hookSpecificOutput': out})\n"
+        "n = 1024 * 1024 - 1 - len(answer(0))\n"
+        "print(answer(n))\n"
+    )
+    proc = run_relay_script(tmp_path, kind, body)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "REFUSED: No shell.", proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["opencode", "pi"])
+def test_a_relay_that_fails_lets_the_tool_run_and_says_so(tmp_path: Path, kind: str) -> None:
+    broken = "#!/bin/sh\necho 'cannot start' >&2\nexit 3\n"
+    proc = run_relay_script(tmp_path, kind, "print('no')", relay=broken)
+    assert proc.stdout.strip() == "RAN", proc.stderr
+    assert proc.stderr == (
+        "agent-wrapper: the PreToolUse relay failed (exit status 3: cannot start); the tool runs\n"
+    )
+
+
+def test_pis_extension_names_odd_settings_paths_as_they_are(tmp_path: Path) -> None:
+    odd = tmp_path / 'it\'s "q" \\ ${x} `y` $LIMIT_MS $MAX_BUFFER $RELAY é'
+    odd.mkdir()
+    settings = odd / "settings.json"
+    hook = {"type": "command", "args": [sys.executable, "-c", "import sys; sys.exit(2)"]}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [hook]}]}}))
+    text = pi_extension(load_settings([str(settings)]), "agent-wrapper", [str(settings)])
+    (line,) = [line for line in text.split("\n") if line.startswith("const RELAY = ")]
+    relay = json.loads(line.removeprefix("const RELAY = ").removesuffix(";"))
+    assert relay[-2:] == ["--settings", str(settings)]

@@ -525,3 +525,27 @@ def test_a_cap_is_nearing_from_its_share_on_and_the_raised_cap_is_the_first_amou
     cost = Caps(max_cost=1.0).nearing(ledger, (0, 0.31), CAP_NOTICE_SHARE)
     assert cost == "the run cost $0.8100, 81% of its --max-cost cap of $1"
     assert caps.raised_by(Caps(max_cost=1.0, max_tokens=1000)) == Caps(2.0, 2000)
+    # Each cap on its own: both are near, each is said.
+    assert list(caps.nearing_each(ledger, (1, 0.31), CAP_NOTICE_SHARE)) == [
+        "max_tokens",
+        "max_cost",
+    ]
+
+
+def test_each_cap_notifies_at_its_own_share(tmp_path: Path) -> None:
+    # The first message spends 80 % of the tokens, the second 80 % of the
+    # cost: one notice each, neither cap stopping the run.
+    observer, log = logger(tmp_path, "notified")
+    first = {"input": 700, "output": 100, "cost": {"total": 0.1}}
+    second = {"input": 5, "output": 5, "cost": {"total": 0.75}}
+    run = run_with(
+        tmp_path,
+        {"hooks": {"Notification": [{"hooks": [observer]}]}},
+        [*working(1, first)[:2], *working(1, second)],
+        options=("--max-tokens", "1000", "--max-cost", "1"),
+    )
+    assert run.returncode == 0, run.stderr
+    notes = [(n["notification_type"], n["message"]) for n in logged(log)]
+    assert [kind for kind, _ in notes] == ["budget_warning", "budget_warning"], notes
+    assert "the run used 800 tokens, 80% of its --max-tokens cap of 1,000" in notes[0][1]
+    assert "the run cost $0.8500, 85% of its --max-cost cap of $1" in notes[1][1]

@@ -256,6 +256,30 @@ def test_hook_test_reports_the_kind_and_matches_on_it(tmp_path: Path) -> None:
     assert code == 2
 
 
+def test_hook_test_never_says_it_ignores_the_pre_tool_use_handlers_it_runs(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / "settings.json"
+    deny = "import sys; print('no shell', file=sys.stderr); sys.exit(2)"
+    handler = {"type": "command", "args": [sys.executable, "-c", deny]}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [handler]}]}}))
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash"}))
+    argv = [sys.executable, "-m", "wrapper", "hook-test", "--settings", str(settings)]
+    done = subprocess.run(
+        [*argv, "--event", str(event)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_LIMIT,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["decision"] == "block"
+    assert "NOT ENFORCED" not in done.stderr
+    assert "ignored" not in done.stderr
+
+
 def test_hook_test_gives_a_prompt_its_source(tmp_path: Path) -> None:
     log = tmp_path / "input.json"
     script = tmp_path / "log.py"

@@ -492,11 +492,11 @@ def _run_dir(subcommand: str, given: str | None, use_latest: bool) -> str:
         sys.exit(2)
 
 
-def _load_settings(paths: list[str]) -> Settings:
+def _load_settings(paths: list[str], *, enforces_pre_tool_use: bool = False) -> Settings:
     from wrapper.supervision.prepare import RunUsageError, load_settings
 
     try:
-        return load_settings(paths)
+        return load_settings(paths, enforces_pre_tool_use=enforces_pre_tool_use)
     except RunUsageError as exc:
         _usage_error(str(exc))
 
@@ -610,7 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.subcommand == "hook-test":
         from wrapper.commands.hook_test import hook_test
 
-        settings = _load_settings(args.settings)
+        # It runs PreToolUse handlers: the note that they are ignored would be wrong.
+        settings = _load_settings(args.settings, enforces_pre_tool_use=True)
         return hook_test(settings, args.event, args.agent)
     if args.subcommand == "hook-relay":
         from wrapper.commands.hook_relay import hook_relay

@@ -9,6 +9,7 @@ Runs only when ``AGENT_WRAPPER_CLIS`` names the install cache."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterator
@@ -247,3 +248,49 @@ def test_opencodes_own_config_content_still_applies(
     assert "tool-out.txt" not in case.files(), where
     assert [d["decision"] for d in decisions(case)] == ["block"], where
     assert marker.read_text() == "yes", "the user's own plugin was merged, not dropped"
+
+
+@pytest.mark.parametrize("version", cli_versions(CLIS["codex"]))
+def test_codex_hooks_turned_off_in_config_toml_still_deny(
+    version: str, mock: Mock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user's config.toml turns Codex's hooks feature off: without the
+    # wrapper's -c features.hooks=true, Codex skips the run's hook and the
+    # denied command runs.
+    codex = CLIS["codex"]
+
+    def configure(home: Path, base: str, exe: str) -> Any:
+        setup = codex.configure(home, base, exe)
+        config = home / ".codex" / "config.toml"
+        config.write_text(config.read_text() + "\n[features]\nhooks = false\n")
+        return setup
+
+    monkeypatch.setitem(CLIS, "codex", dataclasses.replace(codex, configure=configure))
+    deny = script(tmp_path, "deny.py", f"print({REASON!r}, file=sys.stderr)\nsys.exit(2)\n")
+    hooks = {"PreToolUse": [{"matcher": "@execute", "hooks": [{"type": "command", "args": deny}]}]}
+    case = run_with_hooks("codex", version, tmp_path, mock, hooks)
+    where = f"codex {version}: stderr:\n{case.stderr[-3000:]}"
+    assert "tool-out.txt" not in case.files(), where
+    (decision,) = decisions(case)
+    assert (decision["decision"], decision["reason"]) == ("block", REASON), where
+
+
+@pytest.mark.parametrize(("cli", "version"), NATIVE, ids=IDS)
+def test_a_denied_tool_runs_the_permission_denied_handlers(
+    cli: str, version: str, mock: Mock, tmp_path: Path
+) -> None:
+    log = tmp_path / "denied.jsonl"
+    deny = script(tmp_path, "deny.py", f"print({REASON!r}, file=sys.stderr)\nsys.exit(2)\n")
+    observe = script(
+        tmp_path, "observe.py", f"open({str(log)!r}, 'a').write(json.dumps(event) + '\\n')\n"
+    )
+    hooks = {
+        "PreToolUse": [{"matcher": "@execute", "hooks": [{"type": "command", "args": deny}]}],
+        "PermissionDenied": [{"hooks": [{"type": "command", "args": observe}]}],
+    }
+    case = run_with_hooks(cli, version, tmp_path, mock, hooks)
+    where = f"{cli} {version}: stderr:\n{case.stderr[-3000:]}"
+    assert log.exists(), where
+    (denied,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert (denied["hook_event_name"], denied["tool_name"]) == ("PermissionDenied", SHELL[cli])
+    assert denied["reason"] == REASON

@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
@@ -38,6 +40,9 @@ from wrapper.hooks.native import (
 )
 from wrapper.hooks.native_agents import codex_answer
 from wrapper.hooks.runner import HookContext, run_chain
+
+#: What an agent sends a hook it gives up on, or its own group as it ends.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def hook_relay(
@@ -89,7 +94,10 @@ def hook_relay(
         emit=events.append,
     )
     chain = functools.partial(run_chain, handlers, "PreToolUse", payload, ctx, blocking=True)
-    results = trio.run(chain)
+    results = trio.run(_until_stopped, chain)
+    if results is None:
+        _record(run_dir, origin, tool, "was stopped by a signal (the agent's) before it answered")
+        return 0
     decided = [e for e in events if isinstance(e, HookDecision)]
     deciding = deciding_result(results)
     rewriter = rewriting_result(results, deciding)
@@ -122,6 +130,29 @@ def hook_relay(
     if answer is not None:
         sys.stdout.buffer.write(dumps(answer) + b"\n")
     return 0
+
+
+async def _until_stopped(
+    chain: Callable[[], Awaitable[list[HandlerResult]]],
+) -> list[HandlerResult] | None:
+    """The chain's results, or None when the relay is told to stop first
+    (an agent ending its hook at its own time limit, or ending itself):
+    the handlers' processes and MCP servers, each in a group of its own, are
+    ended on the way out, not left to run on after the relay."""
+    results: list[HandlerResult] | None = None
+
+    async def run() -> None:
+        nonlocal results
+        results = await chain()
+        nursery.cancel_scope.cancel()
+
+    with trio.open_signal_receiver(*_STOP_SIGNALS) as stops:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            async for _ in stops:
+                nursery.cancel_scope.cancel()
+                break
+    return results
 
 
 def _record(run_dir: str | None, handler: str, tool: str | None, why: str) -> None:

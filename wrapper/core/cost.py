@@ -379,20 +379,28 @@ class Caps:
         """What the run has spent of a cap once it is ``share`` of it or
         more (a person may want to know before the cap stops the run), or
         None; ``pending`` as for ``exceeded``."""
+        return next(iter(self.nearing_each(ledger, pending, share).values()), None)
+
+    def nearing_each(
+        self, ledger: CostLedger, pending: tuple[int, float | None], share: float
+    ) -> dict[str, str]:
+        """``nearing`` for each cap on its own (``max_tokens``, ``max_cost``):
+        each is told once, whichever comes first."""
+        near: dict[str, str] = {}
         tokens = ledger.tokens + pending[0]
         if self.max_tokens is not None and tokens >= share * self.max_tokens:
-            return (
+            near["max_tokens"] = (
                 f"the run used {tokens:,} tokens, {tokens / self.max_tokens:.0%} of its "
                 f"--max-tokens cap of {self.max_tokens:,}"
             )
         usd = ledger.usd if ledger.reported else 0.0
         usd = None if usd is None or pending[1] is None else usd + pending[1]
         if self.max_cost is not None and usd is not None and usd >= share * self.max_cost:
-            return (
+            near["max_cost"] = (
                 f"the run cost ${usd:.4f}, {usd / self.max_cost:.0%} of its --max-cost "
                 f"cap of ${self.max_cost:g}"
             )
-        return None
+        return near
 
     def raised_by(self, first: Caps) -> Caps:
         """These caps, each raised by its ``first`` amount (a person let the

@@ -91,6 +91,12 @@ MAX_SIGNAL_SWEEPS = 10
 
 #: Output kept from a handler, per stream; the rest is read and dropped.
 HANDLER_OUTPUT_BYTES = 1024 * 1024
+#: How much of the PreToolUse relay's answer pi's extension and opencode's
+#: plugin read: one handler's answer (at most ``HANDLER_OUTPUT_BYTES``), a
+#: rewritten input of another's (as much again) and the relay's own keys.
+#: An answer past it fails the read, and with it the gate, open: this is
+#: far above what the relay can print.
+RELAY_ANSWER_MAX_BYTES = 4 * HANDLER_OUTPUT_BYTES
 #: After a handler exits, how long a process it left behind may hold its pipes.
 HANDLER_DRAIN_TIMEOUT = 1.0
 #: An ``mcp_tool`` handler's stdio server, once its call is done and its
@@ -102,6 +108,11 @@ MCP_SERVER_EXIT_GRACE = 1.0
 #: answer is a hook decision of a few kilobytes, and a handler's output is
 #: capped at ``HANDLER_OUTPUT_BYTES`` anyway; anything longer ends the call.
 MCP_HANDLER_LINE_MAX_BYTES = 4 * 1024 * 1024
+#: The most of one HTTP response read from an ``mcp_tool`` handler's http
+#: server (a JSON answer, or an event stream, whole): as for a stdio server's
+#: line, no answer is that long, and one that never ends would otherwise be
+#: held in the wrapper's memory until the handler's timeout.
+MCP_HANDLER_RESPONSE_MAX_BYTES = MCP_HANDLER_LINE_MAX_BYTES
 #: A verifier agent gets this long beyond its own limit to write its result.
 VERIFIER_MARGIN = 10.0
 #: An http handler's response is read up to this size; a larger one is a

@@ -68,6 +68,18 @@ class McpServer:
             headers=tuple((k, sub(v)) for k, v in self.headers),
         )
 
+    def filled_in(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """The values ``${NAME}`` in this server's url and headers take from
+        ``environ``: a variable there most often holds a token, and an
+        expanded url or header says it wherever the url is quoted."""
+        texts = [self.url or "", *(value for _name, value in self.headers)]
+        found = (
+            environ.get(m.group(1), m.group(2) or "")
+            for text in texts
+            for m in _VARIABLE.finditer(text)
+        )
+        return tuple(value for value in dict.fromkeys(found) if value)
+
 
 def parse_servers(where: str, value: Any) -> dict[str, McpServer]:
     """The servers of one settings file's ``mcpServers`` object."""

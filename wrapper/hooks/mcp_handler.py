@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +39,7 @@ from wrapper.core.hook_protocol import (
 from wrapper.core.limits import (
     HANDLER_OUTPUT_BYTES,
     MCP_HANDLER_LINE_MAX_BYTES,
+    MCP_HANDLER_RESPONSE_MAX_BYTES,
     MCP_SERVER_EXIT_GRACE,
 )
 from wrapper.core.mcp_servers import STDIO, McpServer, tool_arguments
@@ -72,10 +73,12 @@ async def call_tool(
             ctx.said.add(SDK_MISSING)
             ctx.emit(_sdk_missing_warning())
         return _failed(f"needs the MCP SDK, which is not installed ({INSTALL_LINE})")
+    # Named as configured: a variable in its url is most often a token.
+    where = _where(server)
+    hidden = server.filled_in(ctx.env)
     server = server.expanded(ctx.env)
     arguments = tool_arguments(handler, payload)
     trace = _Trace()
-    where = _where(server)
     outcome: HandlerResult | None = None
     with trio.move_on_after(handler.timeout) as limit:
         try:
@@ -89,7 +92,7 @@ async def call_tool(
                     outcome = await _explained(client, handler, outcome)
         except Exception as exc:  # the SDK raises many kinds: all fail open
             if outcome is None:
-                why = _without_secrets(_why(exc, trace), server)
+                why = _without_secrets(_why(exc, trace), server, hidden)
                 outcome = _failed(f"could not call {handler.tool} on {where}: {why}")
     if limit.cancelled_caught:
         return _failed(f"did not answer within {handler.timeout:g}s ({where})")
@@ -149,8 +152,38 @@ async def _transport(server: McpServer, ctx: HookContext, trace: _Trace) -> Asyn
     import httpx2  # noqa: PLC0415 - the SDK's own HTTP client, with the extra
     from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
 
-    async with httpx2.AsyncClient(headers=dict(server.headers)) as http:
+    bounded = {"response": [_bounded_body(httpx2)]}
+    async with httpx2.AsyncClient(headers=dict(server.headers), event_hooks=bounded) as http:
         yield streamable_http_client(server.url or "", http_client=http)
+
+
+def _bounded_body(httpx2: Any) -> Callable[[Any], Awaitable[None]]:
+    """A response hook that reads a body up to ``MCP_HANDLER_RESPONSE_MAX_BYTES``,
+    then fails it (the SDK then answers the call with an error)."""
+    mib = MCP_HANDLER_RESPONSE_MAX_BYTES / 2**20
+
+    class TooLong(httpx2.StreamError):  # type: ignore[misc]
+        pass
+
+    class Body(httpx2.AsyncByteStream):  # type: ignore[misc]
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            seen = 0
+            async for chunk in self._inner:
+                seen += len(chunk)
+                if seen > MCP_HANDLER_RESPONSE_MAX_BYTES:
+                    raise TooLong(f"the server's answer was longer than {mib:g} MiB")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    async def hook(response: Any) -> None:
+        response.stream = Body(response.stream)
+
+    return hook
 
 
 @asynccontextmanager
@@ -178,7 +211,7 @@ async def _stdio(server: McpServer, ctx: HookContext, trace: _Trace) -> AsyncIte
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_collect, proc.stderr, trace.stderr)
-            lines, out = _Lines(proc.stdout), _Out(proc.stdin)
+            lines, out = _Lines(proc.stdout, trace), _Out(proc.stdin)
             async with stdio_server(stdin=lines, stdout=out) as streams:  # type: ignore[arg-type]
                 yield _Ready(streams)
                 # The SDK's reader would wait for the server's output to end.
@@ -212,6 +245,8 @@ class _Trace:
 
     stderr: bytearray = field(default_factory=bytearray)
     exit_code: int | None = None
+    #: It wrote a message longer than any answer is read.
+    too_long: bool = False
 
 
 class _Ready:
@@ -231,8 +266,9 @@ class _Lines:
     """The server's messages, a line at a time; a line longer than
     ``MCP_HANDLER_LINE_MAX_BYTES`` ends the call (no answer is that long)."""
 
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+    def __init__(self, stream: trio.abc.ReceiveStream, trace: _Trace) -> None:
         self._stream = stream
+        self._trace = trace
         self._buffer = bytearray()
 
     def __aiter__(self) -> _Lines:
@@ -246,6 +282,7 @@ class _Lines:
                 del self._buffer[: end + 1]
                 return line.decode("utf-8", errors="replace")
             if len(self._buffer) > MCP_HANDLER_LINE_MAX_BYTES:
+                self._trace.too_long = True
                 raise StopAsyncIteration
             chunk = await self._stream.receive_some(_READ_CHUNK)
             if not chunk:
@@ -283,16 +320,18 @@ def _where(server: McpServer) -> str:
     return f'the MCP server "{server.name}" at {url_without_secrets(server.url or "")}'
 
 
-def _without_secrets(text: str, server: McpServer) -> str:
+def _without_secrets(text: str, server: McpServer, hidden: Sequence[str] = ()) -> str:
     """``text`` (which the HTTP library may have written with the request's
     URL in it) without the URL's password, query and fragment, nor any
-    header's value: they are most often tokens. (A user name is no secret,
-    and a short one would cut words of the message.)"""
+    header's value, nor what a variable put in either (``hidden``): they
+    are most often tokens. (A user name is no secret, and a short one would
+    cut words of the message.)"""
     if server.url is None:
         return text
     parts = urlsplit(server.url)
     secrets = [s for s in (parts.query, parts.fragment, parts.password) if s]
     secrets += [value for _name, value in server.headers if value]
+    secrets += hidden
     text = text.replace(server.url, url_without_secrets(server.url))
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "…")
@@ -304,6 +343,9 @@ def _why(exc: BaseException, trace: _Trace) -> str:
     how the server ended and the end of its stderr (why it died, most often)."""
     leaves = [e for e in _leaves(exc) if not isinstance(e, trio.Cancelled)]
     text = "; ".join(dict.fromkeys(_one(e) for e in leaves)) or type(exc).__name__
+    if trace.too_long:
+        mib = MCP_HANDLER_LINE_MAX_BYTES / 2**20
+        text += f"; the server wrote a message longer than {mib:g} MiB, more than any answer"
     if trace.exit_code is not None:
         text += f"; the server exited with status {trace.exit_code}"
     said = trace.stderr.decode("utf-8", "replace").strip()[-STDERR_QUOTE_CHARS:]

@@ -29,6 +29,7 @@ import orjson
 
 from wrapper.core.events import Event, HookDecision, HookStarted, WarningEvent
 from wrapper.core.hook_protocol import Decision, HandlerResult
+from wrapper.core.limits import RELAY_ANSWER_MAX_BYTES
 from wrapper.core.settings import Handler, Settings
 
 #: Where the relay appends its decisions, in the run directory.
@@ -96,9 +97,16 @@ def pi_extension(
     for path in files:
         argv += ["--settings", path]
     limit = sum(h.timeout for g in settings.pre_tool_use for h in g.handlers) + RELAY_MARGIN
-    return _PI_EXTENSION.replace("$RELAY", orjson.dumps(argv).decode()).replace(
-        "$LIMIT_MS", str(math.ceil(limit * 1000))
-    )
+    return relay_script(_PI_EXTENSION, argv, limit)
+
+
+def relay_script(template: str, argv: Sequence[str], limit: float) -> str:
+    """``template`` (pi's extension, opencode's plugin) with the relay's
+    words, its time limit and the most of its answer read."""
+    script = template.replace("$LIMIT_MS", str(math.ceil(limit * 1000)))
+    script = script.replace("$MAX_BUFFER", str(RELAY_ANSWER_MAX_BYTES))
+    # The relay's words last: a path in them may read "$LIMIT_MS" too.
+    return script.replace("$RELAY", orjson.dumps(argv).decode())
 
 
 _PI_EXTENSION = """\
@@ -121,8 +129,21 @@ export default function (pi) {
       const child = execFile(
         RELAY[0],
         RELAY.slice(1),
-        { timeout: $LIMIT_MS, maxBuffer: 1024 * 1024 },
-        (error, stdout) => resolve(error ? "" : stdout),
+        { timeout: $LIMIT_MS, maxBuffer: $MAX_BUFFER },
+        (error, stdout, stderr) => {
+          // Fail open, but say so: the tool runs unchecked.
+          if (error) {
+            // A number: its exit status; a string: why it could not run or be read.
+            const code = typeof error.code === "number" ? `exit status ${error.code}` : error.code;
+            const why = code || (error.killed ? "no answer in time" : error.message);
+            const said = String(stderr).trim().slice(-300);
+            const tail = said ? `: ${said}` : "";
+            console.error(
+              `agent-wrapper: the PreToolUse relay failed (${why}${tail}); the tool runs`,
+            );
+          }
+          resolve(error ? "" : stdout);
+        },
       );
       child.stdin.on("error", () => {});
       child.stdin.end(input);

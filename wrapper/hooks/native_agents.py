@@ -32,10 +32,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from wrapper.core.limits import ARGUMENT_MAX_BYTES
 from wrapper.core.settings import Settings
-from wrapper.hooks.native import RELAY_MARGIN, WHOLE_CHAIN
+from wrapper.hooks.native import RELAY_MARGIN, WHOLE_CHAIN, relay_script
 
 #: The plugin opencode is given, in the run directory.
 OPENCODE_PLUGIN_FILE = Path("hooks") / "opencode-plugin.mjs"
@@ -69,10 +68,7 @@ def opencode_plugin(settings: Settings, wrapper_bin: str, files: Sequence[str]) 
     throws its reason, so the tool does not run; anything else, the relay's
     failure included, lets it run."""
     argv = relay_argv(wrapper_bin, files, "opencode")
-    limit_ms = math.ceil(relay_limit(settings) * 1000)
-    return _OPENCODE_PLUGIN.replace("$RELAY", orjson.dumps(argv).decode()).replace(
-        "$LIMIT_MS", str(limit_ms)
-    )
+    return relay_script(_OPENCODE_PLUGIN, argv, relay_limit(settings))
 
 
 _OPENCODE_PLUGIN = """\
@@ -96,8 +92,21 @@ export default async ({ directory }) => ({
       const child = execFile(
         RELAY[0],
         RELAY.slice(1),
-        { timeout: $LIMIT_MS, maxBuffer: 1024 * 1024 },
-        (error, stdout) => resolve(error ? "" : String(stdout)),
+        { timeout: $LIMIT_MS, maxBuffer: $MAX_BUFFER },
+        (error, stdout, stderr) => {
+          // Fail open, but say so: the tool runs unchecked.
+          if (error) {
+            // A number: its exit status; a string: why it could not run or be read.
+            const code = typeof error.code === "number" ? `exit status ${error.code}` : error.code;
+            const why = code || (error.killed ? "no answer in time" : error.message);
+            const said = String(stderr).trim().slice(-300);
+            const tail = said ? `: ${said}` : "";
+            console.error(
+              `agent-wrapper: the PreToolUse relay failed (${why}${tail}); the tool runs`,
+            );
+          }
+          resolve(error ? "" : String(stdout));
+        },
       );
       child.stdin.on("error", () => {});
       child.stdin.end(payload);
@@ -127,20 +136,49 @@ def opencode_config(user: str | None, plugin: Path) -> str:
     merged: dict[str, Any] = {}
     if user is not None and user.strip():
         try:
-            value = json.loads(user)
+            value = json.loads(user, parse_constant=_not_json)
         except ValueError as exc:
             raise NativeHooksError(
                 f"{OPENCODE_CONFIG_ENV} is not JSON ({exc}); the wrapper adds its PreToolUse "
                 "plugin to it, so write it as plain JSON (no comments or trailing commas)"
             ) from None
         if not isinstance(value, dict):
-            raise NativeHooksError(f"{OPENCODE_CONFIG_ENV}: expected a JSON object")
+            raise NativeHooksError(
+                f"{OPENCODE_CONFIG_ENV} is JSON but not an object ({_json_kind(value)}); "
+                'opencode reads a configuration object from it ({"model": ...}), and the '
+                'wrapper adds its PreToolUse plugin to that object\'s "plugin" list'
+            )
         merged = value
     plugins = merged.get("plugin", [])
     if not isinstance(plugins, list):
-        raise NativeHooksError(f"{OPENCODE_CONFIG_ENV}: plugin: expected a list")
+        raise NativeHooksError(
+            f'{OPENCODE_CONFIG_ENV}: "plugin" is {_json_kind(plugins)}, not a list: opencode '
+            'takes a list of plugins ("plugin": ["name"]), and the wrapper adds its '
+            "PreToolUse plugin to it"
+        )
     merged["plugin"] = [*plugins, plugin.absolute().as_uri()]
-    return json.dumps(merged)
+    content = json.dumps(merged)
+    # The kernel takes a variable as one string of its environment, NUL included.
+    size = len(f"{OPENCODE_CONFIG_ENV}={content}".encode()) + 1
+    if size > ARGUMENT_MAX_BYTES:
+        raise NativeHooksError(
+            f"{OPENCODE_CONFIG_ENV} with the wrapper's PreToolUse plugin added is {size:,} "
+            f"bytes, more than the system takes in one variable ({ARGUMENT_MAX_BYTES:,}): "
+            "put most of it in a file and name the file in OPENCODE_CONFIG"
+        )
+    return content
+
+
+def _not_json(word: str) -> Any:
+    # NaN and Infinity: Python reads them, opencode's JSON does not.
+    raise ValueError(f"{word} is not JSON")
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    kinds = {bool: "a boolean", str: "a string", list: "a list", dict: "an object"}
+    return kinds.get(type(value), "a number")
 
 
 def codex_hook_args(
@@ -153,11 +191,8 @@ def codex_hook_args(
     for index, word in enumerate(command):
         if word == "--":
             break
-        given = word in ("-c", "--config") and index + 1 < len(command)
-        value = command[index + 1] if given else ""
-        if word.startswith("--config="):
-            value = word.split("=", 1)[1]
-        key = value.split("=", 1)[0].strip()
+        following = command[index + 1] if index + 1 < len(command) else ""
+        key, value = _codex_override(word, following)
         # A later -c of the same key replaces the earlier one's whole value.
         if key == "hooks" or key.startswith(("hooks.PreToolUse", "hooks.state")):
             raise NativeHooksError(
@@ -166,6 +201,13 @@ def codex_hook_args(
                 "would replace the other: put the handlers in the wrapper's settings, or "
                 "Codex's own hooks in its config.toml"
             )
+        if _turns_codex_hooks_off(word, following, key, value):
+            raise NativeHooksError(
+                "COMMAND turns Codex's hooks feature off, and with it the hook the wrapper "
+                "gives Codex the run's PreToolUse handlers by (the tools would run unchecked): "
+                "drop it (the wrapper turns the feature on for the run with -c "
+                "features.hooks=true)"
+            )
     timeout = math.ceil(relay_limit(settings))
     hook = {"type": "command", "command": shlex.join(relay_argv(wrapper_bin, files, "codex"))}
     # An empty matcher takes every tool: the relay applies the handlers' own.
@@ -173,11 +215,44 @@ def codex_hook_args(
     trust = codex_trust_hash("pre_tool_use", "", hook["command"], timeout)
     key = f"{CODEX_FLAGS_SOURCE}:pre_tool_use:0:0"
     return [
+        # A config.toml that turns the feature off would skip the run's hook
+        # without a word, and the tools would run unchecked.
+        "-c",
+        "features.hooks=true",
         "-c",
         f"hooks.PreToolUse=[{_toml_inline(group)}]",
         "-c",
         f"hooks.state={{{_toml_string(key)} = {{trusted_hash = {_toml_string(trust)}}}}}",
     ]
+
+
+def _codex_override(word: str, following: str) -> tuple[str, str]:
+    """The dotted key and the value ``word`` (with the word ``following``
+    it) overrides with ``-c``, in every spelling Codex takes (``-c k=v``,
+    ``--config k=v``, ``--config=k=v``, ``-ck=v``, ``-c=k=v``), quotes and
+    spaces around the key's parts left out; ("", "") for a word that is no override."""
+    if word in ("-c", "--config"):
+        text = following
+    elif word.startswith("--config="):
+        text = word.split("=", 1)[1]
+    elif word.startswith("-c") and not word.startswith("--"):
+        text = word[2:].removeprefix("=")
+    else:
+        return "", ""
+    key, _, value = text.partition("=")
+    return ".".join(part.strip().strip("\"'").strip() for part in key.split(".")), value.strip()
+
+
+def _turns_codex_hooks_off(word: str, following: str, key: str, value: str) -> bool:
+    """Whether ``word`` (with ``following``) may turn Codex's hooks off:
+    ``--disable hooks``, or a ``-c`` of the feature to anything but true."""
+    if word == "--disable":
+        return following.strip() == "hooks"
+    if word.startswith("--disable="):
+        return word.split("=", 1)[1].strip() == "hooks"
+    if key == "features.hooks":
+        return value != "true"
+    return key == "features" and "hooks" in value
 
 
 def codex_trust_hash(event: str, matcher: str | None, command: str, timeout: int) -> str:

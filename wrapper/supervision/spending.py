@@ -109,7 +109,8 @@ class Spending:
         #: Told once per cap when ``CAP_NOTICE_SHARE`` of it is spent (what
         #: was spent, said): the run's ``Notification`` observers.
         self.on_near_cap: Callable[[str], None] | None = None
-        self._near_told = False
+        #: The caps (``Caps.nearing_each``'s keys) already told.
+        self._near_told: set[str] = set()
 
     # -- while the run goes on ---------------------------------------------------
 
@@ -162,7 +163,7 @@ class Spending:
         self._progress = ((), None)
         self.caps = self.caps.raised_by(Caps(self.config.max_cost, self.config.max_tokens))
         self.over = None
-        self._near_told = False
+        self._near_told = set()
         return self.caps.said()
 
     def spent(self) -> tuple[int, float | None]:
@@ -180,11 +181,12 @@ class Spending:
             return
         # A price that came since is used for the turn's progress too.
         pending = self.ledger.provisional(*self._progress)
-        if self.on_near_cap is not None and not self._near_told:
-            near = self.caps.nearing(self.ledger, pending, CAP_NOTICE_SHARE)
-            if near is not None:
-                self._near_told = True
-                self.on_near_cap(near)
+        if self.on_near_cap is not None:
+            near = self.caps.nearing_each(self.ledger, pending, CAP_NOTICE_SHARE)
+            for cap, said in near.items():
+                if cap not in self._near_told:
+                    self._near_told.add(cap)
+                    self.on_near_cap(said)
         over = self.caps.exceeded(self.ledger, pending)
         if over is not None:
             self.over = over
