@@ -20,9 +20,10 @@ from tests.conftest import HANG_LIMIT, ROOT, agent_env, read_result, write_scena
 from tests.test_hooks import answer, hook_script, records
 from wrapper.commands.normalize import normalize
 from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
+from wrapper.core.settings import Settings
 from wrapper.dialects.codex import CodexDialect
 from wrapper.dialects.opencode import OpencodeDialect
-from wrapper.hooks.native_agents import codex_answer, codex_trust_hash
+from wrapper.hooks.native_agents import codex_answer, codex_trust_hash, opencode_plugin
 
 FAKE = ROOT / "fixtures" / "fake_agent"
 
@@ -178,21 +179,26 @@ def test_codex_pre_tool_use_hooks_of_the_users_on_command_are_a_usage_error(
     assert records(tmp_path) == []
 
 
-def relay(tmp_path: Path, body: str) -> subprocess.CompletedProcess[bytes]:
+def relay(
+    tmp_path: Path,
+    body: str,
+    agent: str = "codex",
+    event: dict[str, Any] | None = None,
+    matcher: str = "@execute",
+    **env: str,
+) -> subprocess.CompletedProcess[bytes]:
     script = hook_script(tmp_path, "handler.py", body)
     path = tmp_path / "s.json"
     hook = {"type": "command", "command": script}
-    path.write_text(
-        json.dumps({"hooks": {"PreToolUse": [{"matcher": "@execute", "hooks": [hook]}]}})
-    )
-    argv = [sys.executable, "-m", "wrapper", "hook-relay", "--agent", "codex"]
+    path.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [hook]}]}}))
+    argv = [sys.executable, "-m", "wrapper", "hook-relay", "--agent", agent]
     argv += ["--handler", "*", "*", "PreToolUse", "--settings", str(path)]
-    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}
+    event = event or {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}
     return subprocess.run(
         argv,
         input=json.dumps(event).encode(),
         capture_output=True,
-        env={**os.environ, "AGENT_WRAPPER_RUN_DIR": str(tmp_path / "run")},
+        env={**os.environ, "AGENT_WRAPPER_RUN_DIR": str(tmp_path / "run"), **env},
         cwd=ROOT,
         timeout=HANG_LIMIT,
         check=False,
@@ -233,6 +239,57 @@ def test_the_relay_answers_codex_only_what_it_takes(tmp_path: Path) -> None:
     # Nor "allow": Codex decides as without the hook.
     allow = {"hookSpecificOutput": {"permissionDecision": "allow"}}
     assert specific(relay(tmp_path, f"print(json.dumps({allow!r}))\n")) is None
+
+
+REWRITE = (
+    "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse',"
+    " 'permissionDecision': 'allow', 'updatedInput': {'command': 'echo safe'}}}))\n"
+)
+
+
+def native_records(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "run" / "hooks" / "native-decisions.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_the_relay_gives_opencode_a_rewritten_input(tmp_path: Path) -> None:
+    # opencode runs a tool with the args object its plugins' tool.execute.before
+    # left, so a rewritten input is passed on and recorded as applied.
+    event = {"hook_event_name": "PreToolUse", "tool_name": "bash", "tool_input": {"command": "x"}}
+    said = specific(relay(tmp_path, REWRITE, "opencode", event))
+    assert said == {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "allow",
+        "updatedInput": {"command": "echo safe"},
+    }
+    (decided,) = native_records(tmp_path)
+    assert (decided["decision"], decided["updatedInput"]) == ("allow", "applied")
+    assert decided["reason"] == "the tool's input was rewritten"
+
+
+def test_opencodes_mcp_resource_tools_refuse_a_rewritten_input(tmp_path: Path) -> None:
+    # These read their arguments before the plugins run: a rewrite would not hold.
+    event = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "read_mcp_resource",
+        "tool_input": {"server": "s", "uri": "u"},
+    }
+    body = REWRITE.replace("'command': 'echo safe'", "'server': 's', 'uri': 'v'")
+    done = relay(tmp_path, body, "opencode", event, matcher="")
+    said = specific(done)
+    assert said is not None
+    assert said["permissionDecision"] == "deny"
+    assert "cannot be applied here" in said["permissionDecisionReason"]
+    (decided,) = native_records(tmp_path)
+    assert (decided["decision"], decided["updatedInput"]) == ("block", "refused")
+
+
+def test_opencodes_plugin_changes_the_calls_args_in_place() -> None:
+    # opencode calls the tool with the object it handed the plugin as output.args:
+    # a new object assigned to output.args would be lost.
+    text = opencode_plugin(Settings(), "/bin/agent-wrapper", ["/s.json"])
+    assert "for (const key of Object.keys(output.args)) delete output.args[key];" in text
+    assert "Object.assign(output.args, updated);" in text
 
 
 # -- what the real CLIs' streams say of a denied tool ----------------------------------------

@@ -1,6 +1,6 @@
 """The events a run observes beside the stream's tools (``PostCompact``,
 ``PermissionDenied``, ``Notification``), a PreToolUse handler's rewritten
-input (``updatedInput``: applied by Claude Code and pi, refused elsewhere)
+input (``updatedInput``: applied by Claude Code, pi and opencode, refused elsewhere)
 and the ``budget_resume`` prompt, as a user sees them: the handlers' input,
 the agent's answer, the run's warnings and a person's reply."""
 
@@ -232,7 +232,7 @@ def test_a_plain_answer_with_a_rewritten_input_is_applied_too(tmp_path: Path) ->
 
 def test_an_agent_that_cannot_take_a_rewritten_input_is_told_to_deny(tmp_path: Path) -> None:
     settings = {"hooks": {"PreToolUse": [{"hooks": [answering(tmp_path, "rw", REWRITE)]}]}}
-    relayed = relay(tmp_path, settings, "opencode", "bash", {"command": "rm -rf build"})
+    relayed = relay(tmp_path, settings, "codex", "Bash", {"command": "rm -rf build"})
     specific = json.loads(relayed.stdout)["hookSpecificOutput"]
     assert specific["permissionDecision"] == "deny"
     assert "updatedInput" not in specific
@@ -240,7 +240,7 @@ def test_an_agent_that_cannot_take_a_rewritten_input_is_told_to_deny(tmp_path: P
     (decided,) = [e for e in events if isinstance(e, HookDecision)]
     assert decided.decision == "block"
     assert (decided.tool_name, decided.tool_input, decided.tool_use_id) == (
-        "bash",
+        "Bash",
         {"command": "rm -rf build"},
         "call-1",
     )
@@ -409,7 +409,7 @@ def test_hook_test_reports_a_rewritten_input_and_where_it_holds(tmp_path: Path) 
     assert report["decision"] == "block"
     assert "would only allow this call with a changed input" in report["reason"]
     note = json.loads(hook_test(tmp_path, settings, event).stdout)["note"]
-    assert "applied on claude and pi; on any other agent the call is denied" in note
+    assert "applied on claude, opencode, pi; on any other agent the call is denied" in note
 
 
 @pytest.mark.parametrize(

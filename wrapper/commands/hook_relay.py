@@ -28,13 +28,13 @@ from wrapper.dialects import tool_kind
 from wrapper.files.settings_file import load_settings
 from wrapper.hooks.native import (
     RECORDS,
-    TAKES_UPDATED_INPUT,
     WHOLE_CHAIN,
     agent_answer,
     deciding_result,
     record,
     refused_input_reason,
     rewriting_result,
+    takes_updated_input,
 )
 from wrapper.hooks.native_agents import codex_answer
 from wrapper.hooks.runner import HookContext, run_chain
@@ -95,7 +95,7 @@ def hook_relay(
     rewriter = rewriting_result(results, deciding)
     fate = None
     if rewriter is not None:
-        fate = "applied" if agent in TAKES_UPDATED_INPUT else "refused"
+        fate = "applied" if takes_updated_input(agent, tool) else "refused"
     for result, decided_one in zip(results, decided, strict=False):
         mine = fate if result is rewriter else None
         said = decided_one
