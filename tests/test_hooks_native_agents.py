@@ -117,6 +117,56 @@ def test_opencode_without_pre_tool_use_handlers_gets_nothing(tmp_path: Path) -> 
     assert not (tmp_path / "run" / "hooks").exists()
 
 
+def with_env_reporting_stop_handler(tmp_path: Path) -> tuple[Path, Path]:
+    """Settings with a PreToolUse handler (so opencode gets the plugin) and
+    a Stop handler that writes down the opencode configuration it was given."""
+    seen = tmp_path / "stop-env.json"
+    body = (
+        f"json.dump({{'config': os.environ.get('OPENCODE_CONFIG_CONTENT'),\n"
+        f"    'saved': os.environ.get('AGENT_WRAPPER_USER_ENV')}}, open({str(seen)!r}, 'w'))\n"
+    )
+    stop = {"type": "command", "command": hook_script(tmp_path, "stop.py", body)}
+    settings = json.loads(deny_shell(tmp_path).read_text())
+    settings["hooks"]["Stop"] = [{"hooks": [stop]}]
+    path = tmp_path / "wrapper-settings.json"
+    path.write_text(json.dumps(settings))
+    return path, seen
+
+
+@pytest.mark.parametrize("own", [None, '{"model": "mine/model"}'])
+def test_hook_handlers_never_get_the_runs_opencode_plugin(tmp_path: Path, own: str | None) -> None:
+    # A handler that starts opencode (a verifier, a nested run) must not load
+    # this run's plugin: it gets the user's own configuration, or none.
+    settings, seen = with_env_reporting_stop_handler(tmp_path)
+    env = {"OPENCODE_CONFIG_CONTENT": own} if own is not None else {}
+    proc = run(tmp_path, [str(FAKE / "opencode"), "run", "--format", "json"], settings, **env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    (started,) = records(tmp_path)
+    assert "opencode-plugin.mjs" in started["env"]["OPENCODE_CONFIG_CONTENT"], "the agent has it"
+    assert json.loads(seen.read_text()) == {"config": own, "saved": None}
+
+
+@pytest.mark.parametrize("own", [None, '{"model": "mine/model"}'])
+def test_the_relay_runs_handlers_without_the_runs_opencode_plugin(
+    tmp_path: Path, own: str | None
+) -> None:
+    seen = tmp_path / "seen.json"
+    body = f"json.dump(os.environ.get('OPENCODE_CONFIG_CONTENT'), open({str(seen)!r}, 'w'))\n"
+    merged = '{"model": "mine/model", "plugin": ["file:///run/hooks/opencode-plugin.mjs"]}'
+    saved = json.dumps({"OPENCODE_CONFIG_CONTENT": own})
+    event = {"hook_event_name": "PreToolUse", "tool_name": "bash", "tool_input": {}}
+    done = relay(
+        tmp_path,
+        body,
+        "opencode",
+        event,
+        OPENCODE_CONFIG_CONTENT=merged,
+        AGENT_WRAPPER_USER_ENV=saved,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(seen.read_text()) == own
+
+
 # -- Codex: -c hooks, trusted -----------------------------------------------------------------
 
 

@@ -74,7 +74,8 @@ def hook_relay(
     if (group, index, origin) != WHOLE_CHAIN and handlers[0].origin.rsplit(": ", 1)[-1] != origin:
         _record(run_dir, origin, tool, "could not be found again: the settings files changed")
         return 0
-    env = dict(os.environ)
+    # The agent's environment, without what the run gave the agent alone.
+    env = environment.without_agent_env(os.environ)
     cwd = Path(env.get("CLAUDE_PROJECT_DIR") or os.getcwd())
     payload.setdefault("run_id", env.get(environment.RUN_ID))
     payload.setdefault("agent_id", env.get(environment.RUN_ID))
