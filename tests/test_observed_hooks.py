@@ -147,6 +147,31 @@ def test_permission_denied_follows_a_pre_tool_use_deny_over_acp(tmp_path: Path) 
     assert seen["tool_use_id"]
 
 
+def test_permission_denied_follows_the_default_deny_over_acp(tmp_path: Path) -> None:
+    # No handler decides: --permissions deny refuses the tool, a denial made
+    # without a hook, which Claude Code's PermissionDenied reports too.
+    from tests.test_acp_e2e import HANG, TOOL_RUN, permission_answers, start
+
+    observer, log = logger(tmp_path, "denied")
+    settings = tmp_path / "settings.json"
+    hooks = {"PermissionDenied": [{"matcher": "@execute", "hooks": [observer]}]}
+    settings.write_text(json.dumps({"hooks": hooks}))
+    proc = start(
+        tmp_path, TOOL_RUN, "--task", "Fix", "--settings", str(settings), "--permissions", "deny"
+    )
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    assert permission_answers(tmp_path) == [{"outcome": "selected", "optionId": "cancel"}]
+    (seen,) = logged(log)
+    assert (seen["hook_event_name"], seen["tool_name"], seen["tool_input"]) == (
+        "PermissionDenied",
+        "execute",
+        {"command": "make test"},
+    )
+    assert seen["reason"] == "denied by the permissions setting (deny)"
+    assert seen["tool_use_id"]
+
+
 def test_a_rewritten_input_is_refused_over_acp_and_the_call_denied(tmp_path: Path) -> None:
     from tests.test_acp_e2e import HANG, TOOL_RUN, permission_answers, start
 

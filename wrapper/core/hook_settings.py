@@ -29,7 +29,8 @@ STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
 #: Handlers fired from what the stream shows or the run does; they observe
 #: and never block. ``PostCompact``: a compaction ended (agents whose stream
-#: says so); ``PermissionDenied``: a PreToolUse handler refused a tool;
+#: says so); ``PermissionDenied``: a tool was refused (by a PreToolUse
+#: handler, or over ACP by the permissions setting's deny);
 #: ``Notification``: the run waits for a person, refused a steer, or spent
 #: most of a cap.
 OBSERVED_EVENTS = frozenset(

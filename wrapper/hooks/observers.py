@@ -129,7 +129,8 @@ class Observers:
     def tool_denied(
         self, tool: str, tool_input: Any, use_id: str | None, reason: str | None
     ) -> None:
-        """``PermissionDenied``: a PreToolUse handler refused ``tool``."""
+        """``PermissionDenied``: ``tool`` was refused (by a PreToolUse
+        handler, or over ACP by the permissions setting)."""
         extra = {
             "tool_name": tool,
             "tool_input": tool_input,
