@@ -19,8 +19,10 @@ import pytest
 from tests.conftest import HANG_LIMIT, ROOT, agent_env, read_result, write_scenario
 from tests.test_hooks import answer, hook_script, records
 from wrapper.commands.normalize import normalize
+from wrapper.core.events import Compaction
 from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
 from wrapper.core.settings import Settings
+from wrapper.dialects.claude import ClaudeDialect
 from wrapper.dialects.codex import CodexDialect
 from wrapper.dialects.opencode import OpencodeDialect
 from wrapper.hooks.native_agents import codex_answer, codex_trust_hash, opencode_plugin
@@ -352,6 +354,37 @@ def events_of(dialect: str, capture: str) -> list[dict[str, Any]]:
     with (CAPTURES / capture).open("rb") as source:
         normalize(source, out, dialect_name=dialect, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
     return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_claudes_compaction_ends_with_the_summary_message_after_it() -> None:
+    # Claude Code 2.1.332, /compact: the boundary, then the message the
+    # session goes on from, which frames the summary (PostCompact's).
+    dialect = ClaudeDialect()
+    lines = (CAPTURES / "claude-2.1.332-compact.jsonl").read_bytes().splitlines()
+    events = [e for line in lines for e in dialect.parse(line)]
+    events += dialect.on_exit(0, None)
+    (ended,) = [e for e in events if isinstance(e, Compaction)]
+    assert (ended.phase, ended.reason) == ("end", "manual")
+    assert ended.summary is not None
+    assert ended.summary.startswith("This session is being continued")
+    assert "\nunknown scenario text\n" in ended.summary
+
+
+def test_a_compaction_without_a_summary_message_still_ends() -> None:
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "compact_metadata": {"trigger": "auto", "pre_tokens": 10},
+    }
+    other = {"type": "user", "message": {"role": "user", "content": "not synthetic"}}
+    for after in ([other], []):
+        dialect = ClaudeDialect()
+        events = dialect.parse(json.dumps(boundary).encode())
+        for obj in after:
+            events += dialect.parse(json.dumps(obj).encode())
+        events += dialect.on_exit(0, None)
+        (ended,) = [e for e in events if isinstance(e, Compaction)]
+        assert (ended.phase, ended.reason, ended.summary) == ("end", "auto", None)
 
 
 def test_opencode_reports_the_denied_tool_as_failed() -> None:

@@ -114,13 +114,28 @@ def test_post_compact_runs_when_the_stream_says_a_compaction_ended(
         proc, _ = run_claude(tmp_path, settings, steps)
         assert proc.returncode == 0, proc.stderr.decode()
     (seen,) = logged(log)
-    assert (seen["hook_event_name"], seen["trigger"], seen["compact_summary"]) == (
-        "PostCompact",
-        "auto",
-        None,
-    )
+    assert (seen["hook_event_name"], seen["trigger"]) == ("PostCompact", "auto")
+    # pi's compaction_end carries the summary; Claude Code's message after
+    # its compact_boundary frames it.
+    if agent == "pi":
+        assert seen["compact_summary"] == "Summary of the earlier conversation."
+    else:
+        assert seen["compact_summary"].startswith("This session is being continued")
+        assert "\n\nSummary of the earlier conversation.\n\n" in seen["compact_summary"]
     assert seen["run_id"], "the wrapper's fields, as the other events have them"
     assert logged(never) == [], "a matcher selects the trigger"
+
+
+def test_a_long_compaction_summary_is_cut_as_a_tool_response_is(tmp_path: Path) -> None:
+    auto, log = logger(tmp_path, "post-compact")
+    settings = {"hooks": {"PostCompact": [{"hooks": [auto]}]}, "observers": {"drainTimeout": 60}}
+    summary = "\x1b[1mbold\x1b[0m " + "x" * 5000
+    steps = [{"compaction": {"reason": "threshold", "summary": summary}}, *answer("Done.")]
+    assert run_with(tmp_path, settings, steps).returncode == 0
+    (seen,) = logged(log)
+    assert seen["compact_summary"].startswith("bold xxx")
+    assert seen["compact_summary"].endswith(" more characters]")
+    assert len(seen["compact_summary"]) < 4100
 
 
 # -- PermissionDenied and updatedInput over ACP -------------------------------------------
