@@ -368,8 +368,8 @@ def refused_input_warning(handler: str, tool: str | None, agent: str) -> Warning
         code="updated_input_refused",
         message=f"PreToolUse handler {handler} rewrote the input of {tool or 'a tool'!r}, "
         f"but {agent} cannot take a changed input: the call was denied rather than run "
-        "unchanged (only Claude Code, pi and opencode apply updatedInput; return a deny with a "
-        "reason to steer the agent instead)",
+        "unchanged (only Claude Code, pi and opencode apply updatedInput, opencode not to "
+        "its MCP resource tools; return a deny with a reason to steer the agent instead)",
     )
 
 
