@@ -20,7 +20,10 @@ import pytest
 from tests.conftest import HANG_LIMIT, ROOT, agent_env, read_result, write_scenario
 from tests.test_hooks import answer, hook_script, records
 from wrapper.commands.normalize import normalize
+from wrapper.core.events import Compaction
 from wrapper.core.framing import DEFAULT_MAX_LINE_BYTES
+from wrapper.core.settings import Settings
+from wrapper.dialects.claude import ClaudeDialect
 from wrapper.dialects.codex import CodexDialect
 from wrapper.dialects.opencode import OpencodeDialect
 from wrapper.files.settings_file import load_settings
@@ -163,6 +166,56 @@ def test_opencode_without_pre_tool_use_handlers_gets_nothing(tmp_path: Path) -> 
     assert not (tmp_path / "run" / "hooks").exists()
 
 
+def with_env_reporting_stop_handler(tmp_path: Path) -> tuple[Path, Path]:
+    """Settings with a PreToolUse handler (so opencode gets the plugin) and
+    a Stop handler that writes down the opencode configuration it was given."""
+    seen = tmp_path / "stop-env.json"
+    body = (
+        f"json.dump({{'config': os.environ.get('OPENCODE_CONFIG_CONTENT'),\n"
+        f"    'saved': os.environ.get('AGENT_WRAPPER_USER_ENV')}}, open({str(seen)!r}, 'w'))\n"
+    )
+    stop = {"type": "command", "command": hook_script(tmp_path, "stop.py", body)}
+    settings = json.loads(deny_shell(tmp_path).read_text())
+    settings["hooks"]["Stop"] = [{"hooks": [stop]}]
+    path = tmp_path / "wrapper-settings.json"
+    path.write_text(json.dumps(settings))
+    return path, seen
+
+
+@pytest.mark.parametrize("own", [None, '{"model": "mine/model"}'])
+def test_hook_handlers_never_get_the_runs_opencode_plugin(tmp_path: Path, own: str | None) -> None:
+    # A handler that starts opencode (a verifier, a nested run) must not load
+    # this run's plugin: it gets the user's own configuration, or none.
+    settings, seen = with_env_reporting_stop_handler(tmp_path)
+    env = {"OPENCODE_CONFIG_CONTENT": own} if own is not None else {}
+    proc = run(tmp_path, [str(FAKE / "opencode"), "run", "--format", "json"], settings, **env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    (started,) = records(tmp_path)
+    assert "opencode-plugin.mjs" in started["env"]["OPENCODE_CONFIG_CONTENT"], "the agent has it"
+    assert json.loads(seen.read_text()) == {"config": own, "saved": None}
+
+
+@pytest.mark.parametrize("own", [None, '{"model": "mine/model"}'])
+def test_the_relay_runs_handlers_without_the_runs_opencode_plugin(
+    tmp_path: Path, own: str | None
+) -> None:
+    seen = tmp_path / "seen.json"
+    body = f"json.dump(os.environ.get('OPENCODE_CONFIG_CONTENT'), open({str(seen)!r}, 'w'))\n"
+    merged = '{"model": "mine/model", "plugin": ["file:///run/hooks/opencode-plugin.mjs"]}'
+    saved = json.dumps({"OPENCODE_CONFIG_CONTENT": own})
+    event = {"hook_event_name": "PreToolUse", "tool_name": "bash", "tool_input": {}}
+    done = relay(
+        tmp_path,
+        body,
+        "opencode",
+        event,
+        OPENCODE_CONFIG_CONTENT=merged,
+        AGENT_WRAPPER_USER_ENV=saved,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(seen.read_text()) == own
+
+
 # -- Codex: -c hooks, trusted -----------------------------------------------------------------
 
 
@@ -262,21 +315,26 @@ def test_a_command_turning_codex_hooks_on_runs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr.decode()
 
 
-def relay(tmp_path: Path, body: str) -> subprocess.CompletedProcess[bytes]:
+def relay(
+    tmp_path: Path,
+    body: str,
+    agent: str = "codex",
+    event: dict[str, Any] | None = None,
+    matcher: str = "@execute",
+    **env: str,
+) -> subprocess.CompletedProcess[bytes]:
     script = hook_script(tmp_path, "handler.py", body)
     path = tmp_path / "s.json"
     hook = {"type": "command", "command": script}
-    path.write_text(
-        json.dumps({"hooks": {"PreToolUse": [{"matcher": "@execute", "hooks": [hook]}]}})
-    )
-    argv = [sys.executable, "-m", "wrapper", "hook-relay", "--agent", "codex"]
+    path.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [hook]}]}}))
+    argv = [sys.executable, "-m", "wrapper", "hook-relay", "--agent", agent]
     argv += ["--handler", "*", "*", "PreToolUse", "--settings", str(path)]
-    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}
+    event = event or {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}
     return subprocess.run(
         argv,
         input=json.dumps(event).encode(),
         capture_output=True,
-        env={**os.environ, "AGENT_WRAPPER_RUN_DIR": str(tmp_path / "run")},
+        env={**os.environ, "AGENT_WRAPPER_RUN_DIR": str(tmp_path / "run"), **env},
         cwd=ROOT,
         timeout=HANG_LIMIT,
         check=False,
@@ -319,6 +377,57 @@ def test_the_relay_answers_codex_only_what_it_takes(tmp_path: Path) -> None:
     assert specific(relay(tmp_path, f"print(json.dumps({allow!r}))\n")) is None
 
 
+REWRITE = (
+    "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse',"
+    " 'permissionDecision': 'allow', 'updatedInput': {'command': 'echo safe'}}}))\n"
+)
+
+
+def native_records(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "run" / "hooks" / "native-decisions.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_the_relay_gives_opencode_a_rewritten_input(tmp_path: Path) -> None:
+    # opencode runs a tool with the args object its plugins' tool.execute.before
+    # left, so a rewritten input is passed on and recorded as applied.
+    event = {"hook_event_name": "PreToolUse", "tool_name": "bash", "tool_input": {"command": "x"}}
+    said = specific(relay(tmp_path, REWRITE, "opencode", event))
+    assert said == {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "allow",
+        "updatedInput": {"command": "echo safe"},
+    }
+    (decided,) = native_records(tmp_path)
+    assert (decided["decision"], decided["updatedInput"]) == ("allow", "applied")
+    assert decided["reason"] == "the tool's input was rewritten"
+
+
+def test_opencodes_mcp_resource_tools_refuse_a_rewritten_input(tmp_path: Path) -> None:
+    # These read their arguments before the plugins run: a rewrite would not hold.
+    event = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "read_mcp_resource",
+        "tool_input": {"server": "s", "uri": "u"},
+    }
+    body = REWRITE.replace("'command': 'echo safe'", "'server': 's', 'uri': 'v'")
+    done = relay(tmp_path, body, "opencode", event, matcher="")
+    said = specific(done)
+    assert said is not None
+    assert said["permissionDecision"] == "deny"
+    assert "cannot be applied here" in said["permissionDecisionReason"]
+    (decided,) = native_records(tmp_path)
+    assert (decided["decision"], decided["updatedInput"]) == ("block", "refused")
+
+
+def test_opencodes_plugin_changes_the_calls_args_in_place() -> None:
+    # opencode calls the tool with the object it handed the plugin as output.args:
+    # a new object assigned to output.args would be lost.
+    text = opencode_plugin(Settings(), "/bin/agent-wrapper", ["/s.json"])
+    assert "for (const key of Object.keys(output.args)) delete output.args[key];" in text
+    assert "Object.assign(output.args, updated);" in text
+
+
 # -- what the real CLIs' streams say of a denied tool ----------------------------------------
 
 CAPTURES = ROOT / "tests" / "data" / "real" / "hooks"
@@ -329,6 +438,37 @@ def events_of(dialect: str, capture: str) -> list[dict[str, Any]]:
     with (CAPTURES / capture).open("rb") as source:
         normalize(source, out, dialect_name=dialect, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
     return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_claudes_compaction_ends_with_the_summary_message_after_it() -> None:
+    # Claude Code 2.1.332, /compact: the boundary, then the message the
+    # session goes on from, which frames the summary (PostCompact's).
+    dialect = ClaudeDialect()
+    lines = (CAPTURES / "claude-2.1.332-compact.jsonl").read_bytes().splitlines()
+    events = [e for line in lines for e in dialect.parse(line)]
+    events += dialect.on_exit(0, None)
+    (ended,) = [e for e in events if isinstance(e, Compaction)]
+    assert (ended.phase, ended.reason) == ("end", "manual")
+    assert ended.summary is not None
+    assert ended.summary.startswith("This session is being continued")
+    assert "\nunknown scenario text\n" in ended.summary
+
+
+def test_a_compaction_without_a_summary_message_still_ends() -> None:
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "compact_metadata": {"trigger": "auto", "pre_tokens": 10},
+    }
+    other = {"type": "user", "message": {"role": "user", "content": "not synthetic"}}
+    for after in ([other], []):
+        dialect = ClaudeDialect()
+        events = dialect.parse(json.dumps(boundary).encode())
+        for obj in after:
+            events += dialect.parse(json.dumps(obj).encode())
+        events += dialect.on_exit(0, None)
+        (ended,) = [e for e in events if isinstance(e, Compaction)]
+        assert (ended.phase, ended.reason, ended.summary) == ("end", "auto", None)
 
 
 def test_opencode_reports_the_denied_tool_as_failed() -> None:

@@ -1,6 +1,6 @@
 """The events a run observes beside the stream's tools (``PostCompact``,
 ``PermissionDenied``, ``Notification``), a PreToolUse handler's rewritten
-input (``updatedInput``: applied by Claude Code and pi, refused elsewhere)
+input (``updatedInput``: applied by Claude Code, pi and opencode, refused elsewhere)
 and the ``budget_resume`` prompt, as a user sees them: the handlers' input,
 the agent's answer, the run's warnings and a person's reply."""
 
@@ -114,13 +114,28 @@ def test_post_compact_runs_when_the_stream_says_a_compaction_ended(
         proc, _ = run_claude(tmp_path, settings, steps)
         assert proc.returncode == 0, proc.stderr.decode()
     (seen,) = logged(log)
-    assert (seen["hook_event_name"], seen["trigger"], seen["compact_summary"]) == (
-        "PostCompact",
-        "auto",
-        None,
-    )
+    assert (seen["hook_event_name"], seen["trigger"]) == ("PostCompact", "auto")
+    # pi's compaction_end carries the summary; Claude Code's message after
+    # its compact_boundary frames it.
+    if agent == "pi":
+        assert seen["compact_summary"] == "Summary of the earlier conversation."
+    else:
+        assert seen["compact_summary"].startswith("This session is being continued")
+        assert "\n\nSummary of the earlier conversation.\n\n" in seen["compact_summary"]
     assert seen["run_id"], "the wrapper's fields, as the other events have them"
     assert logged(never) == [], "a matcher selects the trigger"
+
+
+def test_a_long_compaction_summary_is_cut_as_a_tool_response_is(tmp_path: Path) -> None:
+    auto, log = logger(tmp_path, "post-compact")
+    settings = {"hooks": {"PostCompact": [{"hooks": [auto]}]}, "observers": {"drainTimeout": 60}}
+    summary = "\x1b[1mbold\x1b[0m " + "x" * 5000
+    steps = [{"compaction": {"reason": "threshold", "summary": summary}}, *answer("Done.")]
+    assert run_with(tmp_path, settings, steps).returncode == 0
+    (seen,) = logged(log)
+    assert seen["compact_summary"].startswith("bold xxx")
+    assert seen["compact_summary"].endswith(" more characters]")
+    assert len(seen["compact_summary"]) < 4100
 
 
 # -- PermissionDenied and updatedInput over ACP -------------------------------------------
@@ -144,6 +159,31 @@ def test_permission_denied_follows_a_pre_tool_use_deny_over_acp(tmp_path: Path) 
         {"command": "make test"},
         "not on this branch: execute",
     )
+    assert seen["tool_use_id"]
+
+
+def test_permission_denied_follows_the_default_deny_over_acp(tmp_path: Path) -> None:
+    # No handler decides: --permissions deny refuses the tool, a denial made
+    # without a hook, which Claude Code's PermissionDenied reports too.
+    from tests.test_acp_e2e import HANG, TOOL_RUN, permission_answers, start
+
+    observer, log = logger(tmp_path, "denied")
+    settings = tmp_path / "settings.json"
+    hooks = {"PermissionDenied": [{"matcher": "@execute", "hooks": [observer]}]}
+    settings.write_text(json.dumps({"hooks": hooks}))
+    proc = start(
+        tmp_path, TOOL_RUN, "--task", "Fix", "--settings", str(settings), "--permissions", "deny"
+    )
+    _, stderr = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, stderr
+    assert permission_answers(tmp_path) == [{"outcome": "selected", "optionId": "cancel"}]
+    (seen,) = logged(log)
+    assert (seen["hook_event_name"], seen["tool_name"], seen["tool_input"]) == (
+        "PermissionDenied",
+        "execute",
+        {"command": "make test"},
+    )
+    assert seen["reason"] == "denied by the permissions setting (deny)"
     assert seen["tool_use_id"]
 
 
@@ -232,7 +272,7 @@ def test_a_plain_answer_with_a_rewritten_input_is_applied_too(tmp_path: Path) ->
 
 def test_an_agent_that_cannot_take_a_rewritten_input_is_told_to_deny(tmp_path: Path) -> None:
     settings = {"hooks": {"PreToolUse": [{"hooks": [answering(tmp_path, "rw", REWRITE)]}]}}
-    relayed = relay(tmp_path, settings, "opencode", "bash", {"command": "rm -rf build"})
+    relayed = relay(tmp_path, settings, "codex", "Bash", {"command": "rm -rf build"})
     specific = json.loads(relayed.stdout)["hookSpecificOutput"]
     assert specific["permissionDecision"] == "deny"
     assert "updatedInput" not in specific
@@ -240,7 +280,7 @@ def test_an_agent_that_cannot_take_a_rewritten_input_is_told_to_deny(tmp_path: P
     (decided,) = [e for e in events if isinstance(e, HookDecision)]
     assert decided.decision == "block"
     assert (decided.tool_name, decided.tool_input, decided.tool_use_id) == (
-        "bash",
+        "Bash",
         {"command": "rm -rf build"},
         "call-1",
     )
@@ -409,7 +449,7 @@ def test_hook_test_reports_a_rewritten_input_and_where_it_holds(tmp_path: Path) 
     assert report["decision"] == "block"
     assert "would only allow this call with a changed input" in report["reason"]
     note = json.loads(hook_test(tmp_path, settings, event).stdout)["note"]
-    assert "applied on claude and pi; on any other agent the call is denied" in note
+    assert "applied on claude, opencode, pi; on any other agent the call is denied" in note
 
 
 @pytest.mark.parametrize(

@@ -152,8 +152,8 @@ def test_claudes_own_settings_on_command_still_apply(
 
 
 #: The agents whose own mechanism takes a changed input, and those that cannot.
-REWRITING = [(cli, version) for cli, version in NATIVE if cli in ("pi", "claude")]
-NOT_REWRITING = [(cli, version) for cli, version in NATIVE if cli not in ("pi", "claude")]
+REWRITING = [(cli, version) for cli, version in NATIVE if cli in ("pi", "claude", "opencode")]
+NOT_REWRITING = [(cli, version) for cli, version in NATIVE if cli == "codex"]
 
 
 def rewrite_command(cli: str, version: str, mock: Mock, tmp_path: Path) -> Case:

@@ -30,13 +30,13 @@ from wrapper.dialects import tool_kind
 from wrapper.files.settings_file import load_settings
 from wrapper.hooks.native import (
     RECORDS,
-    TAKES_UPDATED_INPUT,
     WHOLE_CHAIN,
     agent_answer,
     deciding_result,
     record,
     refused_input_reason,
     rewriting_result,
+    takes_updated_input,
 )
 from wrapper.hooks.native_agents import codex_answer
 from wrapper.hooks.runner import HookContext, run_chain
@@ -79,7 +79,8 @@ def hook_relay(
     if (group, index, origin) != WHOLE_CHAIN and handlers[0].origin.rsplit(": ", 1)[-1] != origin:
         _record(run_dir, origin, tool, "could not be found again: the settings files changed")
         return 0
-    env = dict(os.environ)
+    # The agent's environment, without what the run gave the agent alone.
+    env = environment.without_agent_env(os.environ)
     cwd = Path(env.get("CLAUDE_PROJECT_DIR") or os.getcwd())
     payload.setdefault("run_id", env.get(environment.RUN_ID))
     payload.setdefault("agent_id", env.get(environment.RUN_ID))
@@ -103,7 +104,7 @@ def hook_relay(
     rewriter = rewriting_result(results, deciding)
     fate = None
     if rewriter is not None:
-        fate = "applied" if agent in TAKES_UPDATED_INPUT else "refused"
+        fate = "applied" if takes_updated_input(agent, tool) else "refused"
     for result, decided_one in zip(results, decided, strict=False):
         mine = fate if result is rewriter else None
         said = decided_one

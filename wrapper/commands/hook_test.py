@@ -30,6 +30,7 @@ from wrapper.hooks.native import (
     deciding_result,
     refused_input_reason,
     rewriting_result,
+    takes_updated_input,
 )
 from wrapper.hooks.runner import HookContext, failure_warnings, run_chain
 
@@ -63,11 +64,15 @@ def event_problem(payload: Any) -> str | None:
 
 
 def _rewritten(
-    report: dict[str, Any], handlers: list[Handler], results: list[HandlerResult], agent: str | None
+    report: dict[str, Any],
+    handlers: list[Handler],
+    results: list[HandlerResult],
+    agent: str | None,
+    tool: str | None,
 ) -> None:
     """A PreToolUse chain's rewritten input in ``report`` (``updatedInput``),
     as a run takes it: applied by the agents that can, the call denied on
-    the others (on ``agent``'s, when it is named)."""
+    the others (on ``agent``'s, when it is named, for its ``tool``)."""
     rewriter = rewriting_result(results, deciding_result(results))
     report["updatedInput"] = rewriter.updated_input if rewriter is not None else None
     if rewriter is None:
@@ -76,9 +81,9 @@ def _rewritten(
     if agent is None:
         report["note"] = (
             f"{who} rewrote the tool's input: applied on "
-            f"{' and '.join(sorted(TAKES_UPDATED_INPUT))}; on any other agent the call is denied"
+            f"{', '.join(sorted(TAKES_UPDATED_INPUT))}; on any other agent the call is denied"
         )
-    elif agent not in TAKES_UPDATED_INPUT:
+    elif not takes_updated_input(agent, tool):
         report.update(decision="block", reason=refused_input_reason(who), handler=who)
 
 
@@ -181,7 +186,7 @@ def hook_test(settings: Settings, event_path: str, agent: str | None = None) -> 
         "skipped": len(handlers) - len(results),
     }
     if name == "PreToolUse":
-        _rewritten(report, handlers, results, agent)
+        _rewritten(report, handlers, results, agent, tool)
     if not handlers:
         report["note"] = f"no handler is configured for {name}"
     if fail_closed and warnings:

@@ -256,6 +256,9 @@ def child_depth(environ: Mapping[str, str]) -> int:
 def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[str, str]:
     """The environment for the agent: everything the wrapper has, plus the run's identity."""
     env = {**base, **config.agent_env}
+    env.pop(environment.USER_VALUES, None)
+    if config.agent_env:
+        env[environment.USER_VALUES] = environment.user_values(config.agent_env, base)
     parent = base.get(environment.RUN_ID)
     env.pop(environment.PARENT_RUN_ID, None)
     if parent:
@@ -273,3 +276,10 @@ def child_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[
     # that trust PWD over getcwd() would work (and write files) there.
     env["PWD"] = str(config.cwd)
     return env
+
+
+def handler_env(config: RunConfig, attempt: int, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment for the run's hook handlers: the agent's, without
+    what the run gives the agent alone (``RunConfig.agent_env``), the
+    user's own values of those restored."""
+    return environment.without_agent_env(child_env(config, attempt, base))

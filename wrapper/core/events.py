@@ -325,6 +325,9 @@ class Compaction(Event):
     TYPE: ClassVar[str] = "compaction"
     phase: str = "start"
     reason: str | None = None
+    #: The summary the compaction made, as the stream carries it, cut (an
+    #: ``end`` phase's, for hooks; not logged); None where it carries none.
+    summary: str | None = field(default=None, metadata=NOT_LOGGED, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,7 +29,8 @@ STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
 #: Handlers fired from what the stream shows or the run does; they observe
 #: and never block. ``PostCompact``: a compaction ended (agents whose stream
-#: says so); ``PermissionDenied``: a PreToolUse handler refused a tool;
+#: says so); ``PermissionDenied``: a tool was refused (by a PreToolUse
+#: handler, or over ACP by the permissions setting's deny);
 #: ``Notification``: the run waits for a person, refused a steer, or spent
 #: most of a cap.
 OBSERVED_EVENTS = frozenset(
@@ -171,7 +172,7 @@ def hooks(where: str, value: Any, notes: list[str]) -> dict[str, list[MatcherGro
         key = f"hooks.{event}"
         if not isinstance(groups, list):
             raise SettingsError(f"{where}: {key}: expected a list of matcher groups")
-        parsed = [group(where, f"{key}[{i}]", event, g, notes) for i, g in enumerate(groups)]
+        parsed = [group(where, f"{key}[{i}]", event, g) for i, g in enumerate(groups)]
         if event in UNENFORCEABLE_EVENTS:
             notes.append(
                 f"{where}: {key}: NOT ENFORCED: the wrapper only sees the agent's output "
@@ -200,9 +201,7 @@ def near_miss(name: str) -> str | None:
     return closest(name, KNOWN_EVENTS, NEAR_MISS_EDITS)
 
 
-def group(
-    where: str, key: str, event: str, value: Any, notes: list[str] | None = None
-) -> MatcherGroup:
+def group(where: str, key: str, event: str, value: Any) -> MatcherGroup:
     if not isinstance(value, dict):
         raise SettingsError(f"{where}: {key}: expected an object with a hooks list")
     matcher = value.get("matcher")

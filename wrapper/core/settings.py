@@ -218,7 +218,7 @@ def merge_settings(files: Sequence[str], read: Callable[[str], dict[str, Any]]) 
         if isinstance(raw_hooks, dict) and isinstance(raw_hooks.get("PreToolUse"), list):
             key = "hooks.PreToolUse"
             for i, value in enumerate(raw_hooks["PreToolUse"]):
-                group = hook_settings.group(where, f"{key}[{i}]", "PreToolUse", value, notes)
+                group = hook_settings.group(where, f"{key}[{i}]", "PreToolUse", value)
                 if matchers.valid_matcher(group.matcher):
                     pre_tool_use.append(group)
                 else:

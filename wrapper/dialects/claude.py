@@ -7,7 +7,10 @@ with ``--include-partial-messages`` (``terminal_reason``, result
 Stream: ``system``/``init`` (session id, cwd, model), then ``assistant``
 lines (one per content block, ``stop_reason: null``), ``user`` lines
 carrying ``tool_result`` blocks, ``system``/``api_retry`` while the API is
-retried, ``system``/``compact_boundary`` after a compaction, with
+retried, ``system``/``compact_boundary`` after a compaction (followed, in
+2.1.332, by a synthetic ``user`` message, ``isSynthetic``, whose text frames
+the summary: the compaction's end waits for that line and carries its text,
+for PostCompact), with
 ``--include-partial-messages`` also ``stream_event`` lines (API stream
 events); finally one ``result`` line.
 
@@ -62,6 +65,7 @@ wrapper's relay (see ``wrapper.hooks.native``).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -91,6 +95,7 @@ from wrapper.dialects.base import (
     as_float,
     as_int,
     as_str,
+    decode_object,
     retry_started,
     summarize_args,
     tool_result_text,
@@ -292,6 +297,8 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
         #: The ``error`` of the last assistant line (Claude Code's own
         #: synthetic message says why a turn failed, e.g. ``max_output_tokens``).
         self._assistant_error: str | None = None
+        #: A compaction's end, until the line after its boundary says its summary.
+        self._compacted: Compaction | None = None
 
     @classmethod
     def recognises(cls, obj: Mapping[str, Any]) -> bool:
@@ -348,7 +355,8 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
         if subtype == "compact_boundary":
             metadata = obj.get("compact_metadata")
             trigger = as_str(metadata.get("trigger")) if isinstance(metadata, dict) else None
-            return [Compaction(phase="end", reason=trigger)]
+            # The summary comes on the next line: the end waits for it (``parse``).
+            self._compacted = Compaction(phase="end", reason=trigger)
         return []
 
     def _assistant(self, obj: dict[str, Any]) -> list[Event]:
@@ -404,6 +412,31 @@ class ClaudeDialect(CommandLineDialect, DeltaDialect):
             progress_usage=tuple(self._usages.values()),
         )
         return [progress, *starts]
+
+    def parse(self, line: bytes) -> list[Event]:
+        compacted = self._compacted
+        if compacted is None:
+            return super().parse(line)
+        self._compacted = None
+        summary = self._compact_summary(line)
+        if summary is not None:
+            compacted = dataclasses.replace(compacted, summary=tool_result_text(summary))
+        return [compacted, *super().parse(line)]
+
+    @staticmethod
+    def _compact_summary(line: bytes) -> str | None:
+        """The text of the synthetic message Claude Code writes right after a
+        compaction (2.1.332: the summary in its framing), else None."""
+        obj = decode_object(line)
+        if not isinstance(obj, dict) or obj.get("type") != "user" or not obj.get("isSynthetic"):
+            return None
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        return content if isinstance(content, str) else None
+
+    def on_exit(self, exit_code: int | None, exit_signal: int | None) -> list[Event]:
+        compacted, self._compacted = self._compacted, None
+        return [*([compacted] if compacted else []), *super().on_exit(exit_code, exit_signal)]
 
     def _user(self, obj: dict[str, Any]) -> list[Event]:
         message = obj.get("message")

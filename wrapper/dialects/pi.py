@@ -9,7 +9,8 @@ compaction of the context as ``compaction_start``/``_end`` (``reason``:
 ``threshold``, ``overflow`` or ``manual``; pi 0.73, checked against its
 ``docs/json.md`` and ``dist/core/agent-session.js``), which older versions
 called ``auto_compaction_start``/``_end``: both names are read, and either
-pauses the completion grace until the compaction ends.
+pauses the completion grace until the compaction ends. The end's
+``result.summary`` is the summary PostCompact handlers get.
 
 The task is the last positional argument. pi reads ``@path`` arguments as
 files and anything starting with ``-`` as a flag, and has no ``--``, so such
@@ -272,7 +273,15 @@ class PiDialect(DeltaDialect):
         return [Compaction(phase="start", reason=as_str(obj.get("reason")))]
 
     def _compaction_end(self, obj: dict[str, Any]) -> list[Event]:
-        return [Compaction(phase="end", reason=as_str(obj.get("reason")))]
+        result = obj.get("result")
+        summary = result.get("summary") if isinstance(result, dict) else None
+        return [
+            Compaction(
+                phase="end",
+                reason=as_str(obj.get("reason")),
+                summary=tool_result_text(summary) if isinstance(summary, str) else None,
+            )
+        ]
 
     def _agent_end(self, obj: dict[str, Any]) -> list[Event]:
         will_retry = obj.get("willRetry")

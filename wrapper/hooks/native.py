@@ -50,10 +50,27 @@ RECORD_BYTES = 256 * 1024
 #: record stays well under ``RECORD_BYTES``.
 RECORD_INPUT_BYTES = 64 * 1024
 #: The agents whose own hooks take a rewritten tool input (``updatedInput``):
-#: Claude Code applies it from the hook's answer, pi's extension by changing
-#: the call's input in place (its extension API documents it; checked on 0.73.1). Through the
-#: relay, any other agent gets a deny instead of the call unchanged.
-TAKES_UPDATED_INPUT = frozenset({"claude", "pi"})
+#: Claude Code applies it from the hook's answer, pi's extension and
+#: opencode's plugin by changing the call's input in place (pi's extension
+#: API documents it, checked on 0.73.1; opencode 1.18.33 runs a tool with
+#: the object it handed its plugins as ``output.args``). Through the relay,
+#: any other agent gets a deny instead of the call unchanged.
+TAKES_UPDATED_INPUT = frozenset({"claude", "pi", "opencode"})
+#: Tools of those agents that read their input before the hook runs, so a
+#: rewritten one would not hold: opencode 1.18.33's MCP resource tools parse
+#: their arguments before calling ``tool.execute.before``.
+KEEPS_ITS_INPUT = {
+    "opencode": frozenset(
+        {"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}
+    ),
+}
+
+
+def takes_updated_input(agent: str | None, tool: str | None) -> bool:
+    """Whether ``agent``'s call of ``tool`` runs with a rewritten input."""
+    if agent not in TAKES_UPDATED_INPUT:
+        return False
+    return tool not in KEEPS_ITS_INPUT.get(agent, frozenset())
 
 
 def agent_settings(
@@ -372,8 +389,8 @@ def refused_input_warning(handler: str, tool: str | None, agent: str) -> Warning
         code="updated_input_refused",
         message=f"PreToolUse handler {handler} rewrote the input of {tool or 'a tool'!r}, "
         f"but {agent} cannot take a changed input: the call was denied rather than run "
-        "unchanged (only Claude Code and pi apply updatedInput; return a deny with a "
-        "reason to steer the agent instead)",
+        "unchanged (only Claude Code, pi and opencode apply updatedInput, opencode not to "
+        "its MCP resource tools; return a deny with a reason to steer the agent instead)",
     )
 
 

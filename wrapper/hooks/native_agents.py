@@ -8,7 +8,10 @@ the variable ``OPENCODE_CONFIG_CONTENT``: the run sets it to the user's own
 (when they set it) with one more plugin, a file in the run directory. Its
 ``tool.execute.before`` hook runs ``WRAPPER hook-relay --handler '*' '*'
 PreToolUse`` before every tool and throws the refusal's reason, which opencode
-reports as the tool's error; the tool does not run. Nothing of the user's is
+reports as the tool's error; the tool does not run. A rewritten input
+replaces the keys of ``output.args`` in place: opencode runs the tool with
+that object (its MCP resource tools excepted, which read theirs before the
+hook: there the relay refuses it, ``native.KEEPS_ITS_INPUT``). Nothing of the user's is
 written: their configuration files load as before, the plugin lists merge.
 
 Codex (``codex exec``, checked on 0.169.0) reads hooks from its configuration,
@@ -65,8 +68,9 @@ def relay_limit(settings: Settings) -> float:
 def opencode_plugin(settings: Settings, wrapper_bin: str, files: Sequence[str]) -> str:
     """opencode's plugin that relays each tool call to the run's PreToolUse
     handlers: a refusal (``deny``, ``ask``, exit 2, ``continue: false``)
-    throws its reason, so the tool does not run; anything else, the relay's
-    failure included, lets it run."""
+    throws its reason, so the tool does not run; a rewritten input is what
+    the tool runs with; anything else, the relay's failure included, lets
+    it run."""
     argv = relay_argv(wrapper_bin, files, "opencode")
     return relay_script(_OPENCODE_PLUGIN, argv, relay_limit(settings))
 
@@ -124,6 +128,14 @@ export default async ({ directory }) => ({
     const specific = answer.hookSpecificOutput || {};
     if (specific.permissionDecision === "deny" || specific.permissionDecision === "ask") {
       throw new Error(specific.permissionDecisionReason || "denied by a PreToolUse handler");
+    }
+    const updated = specific.updatedInput;
+    if (updated !== null && typeof updated === "object" && !Array.isArray(updated)) {
+      // opencode runs the tool with the very object it handed the plugins as
+      // output.args (a new object put there would be lost): replaced whole
+      // in place, as the hooks protocol's updatedInput replaces the input.
+      for (const key of Object.keys(output.args)) delete output.args[key];
+      Object.assign(output.args, updated);
     }
   },
 });

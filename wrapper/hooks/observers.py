@@ -81,10 +81,11 @@ class Observers:
             extra = {"trigger": "auto", "custom_instructions": None, "reason": event.reason}
             self._queue("PreCompact", self.settings.handlers("PreCompact"), extra)
         elif type(event) is Compaction and event.phase == "end":
-            # Claude Code says whether a person asked for it; the stream
-            # carries no summary (``compact_summary`` is null).
+            # Claude Code says whether a person asked for it; pi's stream
+            # and Claude Code's carry the summary (cut by the dialect).
             trigger = "manual" if event.reason == "manual" else "auto"
-            extra = {"trigger": trigger, "compact_summary": None, "reason": event.reason}
+            summary = plain_text(event.summary) if event.summary is not None else None
+            extra = {"trigger": trigger, "compact_summary": summary, "reason": event.reason}
             self._queue("PostCompact", self._matching("PostCompact", trigger), extra)
 
     def observe_run(self, event: Event) -> None:
@@ -129,7 +130,8 @@ class Observers:
     def tool_denied(
         self, tool: str, tool_input: Any, use_id: str | None, reason: str | None
     ) -> None:
-        """``PermissionDenied``: a PreToolUse handler refused ``tool``."""
+        """``PermissionDenied``: ``tool`` was refused (by a PreToolUse
+        handler, or over ACP by the permissions setting)."""
         extra = {
             "tool_name": tool,
             "tool_input": tool_input,

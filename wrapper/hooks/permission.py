@@ -38,8 +38,8 @@ class PermissionGate:
         self._hook_ctx = hook_ctx
         #: PreToolUse chains running at once (an agent may ask in parallel).
         self._running = trio.Semaphore(PERMISSION_HOOK_CONCURRENCY)
-        #: Told of each tool a PreToolUse handler refused: its name, input,
-        #: call id and the reason (the run's ``PermissionDenied`` observers).
+        #: Told of each tool refused: its name, input, call id and the
+        #: reason (the run's ``PermissionDenied`` observers).
         self.on_denied: Callable[[str, Any, str | None, str], None] | None = None
         #: The questions that ask a person to approve a tool (a
         #: ``Notification`` says ``permission_prompt`` for them).
@@ -50,16 +50,19 @@ class PermissionGate:
         (the permissions setting alone), else None: the handlers decide."""
         if self._handlers(tool):
             return None
-        return self._by_setting()
+        return self._by_setting(tool)
 
     def _handlers(self, tool: ToolInfo) -> list[Handler]:
         """The PreToolUse handlers whose matcher takes ``tool`` (by its name or kind)."""
         kind = self._gate.dialect.tool_kind(tool.name)
         return self._config.settings.pre_tool_use_handlers(tool.name, kind)
 
-    def _by_setting(self) -> tuple[bool, str | None]:
+    def _by_setting(self, tool: ToolInfo) -> tuple[bool, str | None]:
+        """The permissions setting's answer, when no handler decided. Its
+        deny is told like a handler's: Claude Code fires ``PermissionDenied``
+        for denials no hook made too (its auto mode's)."""
         if self._config.permissions == "deny":
-            return False, "denied by the permissions setting (deny)"
+            return self._denied(tool, "denied by the permissions setting (deny)")
         return True, None
 
     async def decide(self, tool: ToolInfo) -> tuple[bool, str | None]:
@@ -95,11 +98,12 @@ class PermissionGate:
                 return self._denied(
                     tool, result.reason or f"denied by PreToolUse handler {handler.name}"
                 )
-        return self._by_setting()
+        return self._by_setting(tool)
 
     def _denied(self, tool: ToolInfo, why: str | None) -> tuple[bool, str | None]:
-        """A PreToolUse handler refused ``tool``: its ``PermissionDenied``
-        handlers are told (``on_denied``)."""
+        """``tool`` is refused (by a PreToolUse handler, a person it asked,
+        or the permissions setting): its ``PermissionDenied`` handlers are
+        told (``on_denied``)."""
         if self.on_denied is not None:
             self.on_denied(tool.name, tool.input, tool.tool_call_id, why or "")
         return False, why

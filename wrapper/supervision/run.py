@@ -41,6 +41,7 @@ from wrapper.core.config import (
     RunConfig,
     child_depth,
     child_env,
+    handler_env,
 )
 from wrapper.core.cost import run_cost
 from wrapper.core.events import (
@@ -182,7 +183,7 @@ class Run:
         self.hook_ctx = HookContext(
             cwd=config.cwd,
             env={
-                **child_env(config, 1, environ),
+                **handler_env(config, 1, environ),
                 "CLAUDE_PROJECT_DIR": str(config.cwd),
             },
             run_dir=config.run_dir,
