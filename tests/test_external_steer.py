@@ -397,6 +397,10 @@ def test_a_steer_while_a_person_is_asked_is_delivered_after_the_answer(tmp_path:
     assert replied.returncode == 0, replied.stderr
     sender.join(HANG_LIMIT)
     assert receipt[0].state == "delivered"
+    # The steered attempt's answer is asked about in turn: stopped here
+    # rather than left to the escalation timeout, which only catches hangs.
+    assert wait_until(lambda: run.status().get("question") == "Kept the API."), run.status()
+    assert cli("reply", str(run.run_dir), "--stop").returncode == 0
     code, result, _, _ = run.finish()
     assert code == 0
     assert result["finalText"] == "Kept the API."
@@ -668,8 +672,25 @@ def _raw(path: str, data: bytes, *, read: bool = True, timeout: float = 10) -> b
         return b"".join(chunks)
 
 
+def gated_tool(gate: Path, bound: float = 30) -> list[dict[str, Any]]:
+    """A tool that runs until the test creates ``gate`` (at most ``bound``
+    seconds): as long as the test needs, not a fixed time to sit out."""
+    waiter = (
+        "import os, sys, time\n"
+        f"deadline = time.monotonic() + {bound}\n"
+        "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+    )
+    return [
+        {"assistant": {"text": "Building.", "toolCalls": [{"name": "bash"}]}},
+        {"run": {"argv": [sys.executable, "-c", waiter, str(gate)], "timeout": bound + 30}},
+        {"tool": {"name": "bash", "duration": 0, "result": "built"}},
+    ]
+
+
 def test_garbage_huge_slow_and_many_clients_leave_the_run_untouched(tmp_path: Path) -> None:
-    run = Running(tmp_path, [long_tool(30), *answer("Built it.")], [answer("Steered.")])
+    gate = tmp_path / "tool-may-end"
+    run = Running(tmp_path, [*gated_tool(gate), *answer("Built it.")], [answer("Steered.")])
     path = run.status()["control"]
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     assert b"not JSON" in _raw(path, b"garbage\n")
@@ -686,6 +707,8 @@ def test_garbage_huge_slow_and_many_clients_leave_the_run_untouched(tmp_path: Pa
         thread.join(HANG_LIMIT)
     assert len(answers) == 100, "a client could not connect, or got no answer"
     assert all(b"not a JSON object" in answer or b"busy" in answer for answer in answers)
+    assert run.proc.poll() is None, "the run was still in its tool through all of it"
+    gate.touch()
     code, result, _, _ = run.finish()
     assert code == 0
     assert result["finalText"] == "Built it."
