@@ -331,13 +331,37 @@ def test_a_follow_up_waits_for_the_stop_and_that_stop_runs_no_hooks(tmp_path: Pa
     assert result["externalSteers"][0]["when"] == "next-stop"
 
 
+def until_file(path: Path, indent: str = "") -> str:
+    """Python lines that wait until ``path`` exists (at most 30 s): a hook
+    that runs as long as its test needs, not a fixed time to sit out."""
+    return (
+        f"{indent}import os, time\n{indent}deadline = time.monotonic() + 30\n"
+        f"{indent}while not os.path.exists({str(path)!r}) and time.monotonic() < deadline:\n"
+        f"{indent}    time.sleep(0.05)\n"
+    )
+
+
+def steer_held(run: Running, gate: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``agent-wrapper steer RUN_DIR ARGS`` while what holds it back waits
+    for ``gate``: the command waits for its delivery, so ``gate`` is made
+    once the run holds the steer. The command's outcome."""
+    receipts: list[subprocess.CompletedProcess[str]] = []
+    sender = threading.Thread(target=lambda: receipts.append(cli("steer", str(run.run_dir), *args)))
+    sender.start()
+    assert wait_until(lambda: bool(run.status().get("pendingSteers"))), run.status()
+    gate.touch()
+    sender.join(HANG_LIMIT)
+    (steered,) = receipts
+    return steered
+
+
 def test_a_steer_during_a_stop_hook_joins_its_block(tmp_path: Path) -> None:
-    started = tmp_path / "hook-started"
+    started, may_end = tmp_path / "hook-started", tmp_path / "hook-may-end"
     script = (
         "import json,os,sys,time\n"
         f"open({str(started)!r}, 'a').write('x')\n"
         f"if len(open({str(started)!r}).read()) == 1:\n"
-        "    time.sleep(3)\n"
+        f"{until_file(may_end, '    ')}"
         "    print(json.dumps({'decision': 'block', 'reason': 'Tests fail.'}))\n"
     )
     settings = _settings(tmp_path, _hook(tmp_path, script))
@@ -348,7 +372,7 @@ def test_a_steer_during_a_stop_hook_joins_its_block(tmp_path: Path) -> None:
         options=["--settings", str(settings)],
     )
     assert wait_until(started.exists)
-    steered = cli("steer", str(run.run_dir), "--text", "And keep the API")
+    steered = steer_held(run, may_end, "--text", "And keep the API")
     assert steered.returncode == 0, steered.stderr
     code, result, _, _ = run.finish()
     assert code == 0

@@ -10,15 +10,13 @@ first. And the pure parts."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import FAKE_PI, HANG_LIMIT, wait_until
+from tests.conftest import FAKE_PI, wait_until
 from tests.test_external_steer import (
     Running,
     _abort_checked,
@@ -27,6 +25,8 @@ from tests.test_external_steer import (
     answer,
     cli,
     of_type,
+    steer_held,
+    until_file,
 )
 from wrapper.core.events import (
     AgentEnded,
@@ -251,12 +251,7 @@ def test_a_steer_between_turns_is_the_next_prompt(tmp_path: Path) -> None:
     started, may_end = tmp_path / "hook-started", tmp_path / "hook-may-end"
     # The stop hook runs until the run holds the steer (at most 30 s): the
     # steer comes between the turns, however long it takes to arrive.
-    script = (
-        f"import os, time\nopen({str(started)!r}, 'a').write('x')\n"
-        "deadline = time.monotonic() + 30\n"
-        f"while not os.path.exists({str(may_end)!r}) and time.monotonic() < deadline:\n"
-        "    time.sleep(0.05)\n"
-    )
+    script = f"open({str(started)!r}, 'a').write('x')\n{until_file(may_end)}"
     settings = _settings(tmp_path, _hook(tmp_path, script))
     run = Running(
         tmp_path,
@@ -267,18 +262,7 @@ def test_a_steer_between_turns_is_the_next_prompt(tmp_path: Path) -> None:
         agent_args=RPC,
     )
     assert wait_until(started.exists)
-    # The steer's command waits for the delivery, which comes after the hook.
-    receipts: list[subprocess.CompletedProcess[str]] = []
-    sender = threading.Thread(
-        target=lambda: receipts.append(
-            cli("steer", str(run.run_dir), "--text", "And keep the API", "--json")
-        )
-    )
-    sender.start()
-    assert wait_until(lambda: bool(run.status().get("pendingSteers"))), run.status()
-    may_end.touch()
-    sender.join(HANG_LIMIT)
-    (steered,) = receipts
+    steered = steer_held(run, may_end, "--text", "And keep the API", "--json")
     receipt = json.loads(steered.stdout)
     assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2)
     code, result, events, stderr = run.finish()
