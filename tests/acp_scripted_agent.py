@@ -27,7 +27,9 @@ answers read: each tool is reported completed when allowed);
 ``{"$ask": N}`` (the same requests, their answers left unread);
 ``{"$closeStdout": S}`` (close stdout, then stay alive S seconds without
 reading stdin); ``{"$untilCancel": S}`` (read stdin for up to S seconds: a
-``session/cancel`` ends the turn there, answered ``cancelled``).
+``session/cancel`` ends the turn there, answered ``cancelled``);
+``{"$untilFile": [PATH, S]}`` (wait until PATH exists, for up to S seconds:
+a turn as long as its test needs, rather than a fixed time to sit out).
 """
 
 from __future__ import annotations
@@ -107,12 +109,20 @@ def until_cancel(seconds: float) -> None:
             raise Cancelled
 
 
+def until_file(path: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def play(steps: list[dict[str, Any]]) -> None:
     for step in steps:
         if "$untilCancel" in step:
             until_cancel(step["$untilCancel"])
         elif "$sleep" in step:
             time.sleep(step["$sleep"])
+        elif "$untilFile" in step:
+            until_file(*step["$untilFile"])
         elif "$refuse" in step:
             raise Refused(step["$refuse"])
         elif "$flood" in step:

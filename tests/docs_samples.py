@@ -29,6 +29,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,10 +96,7 @@ def sessions() -> Iterator[Session]:
 
 def run(session: Session) -> list[str]:
     """What each command of ``session`` prints, run now."""
-    # Made current here first, the set-up that a session's scripts/demo runs
-    # finds nothing to install: installed from the session's folder, the
-    # package would point into a folder about to be removed.
-    subprocess.run([ROOT / "scripts" / "setup"], check=True, stdin=subprocess.DEVNULL)
+    _set_up()
     with tempfile.TemporaryDirectory(prefix="doc-run-") as folder:
         here = Path(folder)
         for name in LINKED:
@@ -128,6 +126,15 @@ def run(session: Session) -> list[str]:
         printed = printed.replace(str(ROOT), SHOWN_FOLDER)
         outputs = printed.split(_SEPARATOR + "\n")
     return [o if o.endswith("\n") or not o else o + "\n" for o in outputs[: len(session.commands)]]
+
+
+@cache
+def _set_up() -> None:
+    """Made current here first, the set-up that a session's scripts/demo runs
+    finds nothing to install: installed from the session's folder, the
+    package would point into a folder about to be removed. Once a process
+    is enough: the sessions do not change what it installs."""
+    subprocess.run([ROOT / "scripts" / "setup"], check=True, stdin=subprocess.DEVNULL)
 
 
 def _in_folder(command: str, folder: Path) -> str:

@@ -401,7 +401,18 @@ WRAPPER = (sys.executable, "-m", "wrapper", "run")
 
 
 def test_a_silent_agent_of_unknown_dialect_gets_the_acp_hint(tmp_path: Path) -> None:
-    waits = "import time; time.sleep(8)"
+    # Silent until the run has warned about it (at most 30 s), then gone:
+    # no longer than the warning takes to come. (Its code is spelt in two
+    # parts: the run's own record of this command line must not match.)
+    waits = (
+        "import pathlib, time\n"
+        "events, deadline = pathlib.Path('run/events.jsonl'), time.monotonic() + 30\n"
+        "code = '\"code\":\"silent' '_agent\"'\n"
+        "while code not in (events.read_text() if events.exists() else ''):\n"
+        "    if time.monotonic() > deadline:\n"
+        "        break\n"
+        "    time.sleep(0.1)\n"
+    )
     proc = subprocess.Popen(
         [*WRAPPER, "--output", "quiet", "--run-dir", "run", "--", sys.executable, "-c", waits],
         cwd=tmp_path,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -122,9 +123,20 @@ def test_a_steer_while_the_agent_starts_goes_right_after_the_first_prompt(
 
 
 def test_a_steer_before_the_first_answer_waits_for_it(tmp_path: Path) -> None:
-    run = AcpRun(tmp_path, {"turn": [{"$sleep": 6}, chunk("Done.")]})
+    answer = tmp_path / "answer-now"
+    run = AcpRun(tmp_path, {"turn": [{"$untilFile": [str(answer), 30]}, chunk("Done.")]})
     assert wait_until(lambda: run.status().get("lastEventAt") is not None), run.status()
-    steered = run.cli("steer", "--text", "Fix the parser first")
+    # The steer waits for its delivery, which comes after the answer: the
+    # turn is let answer once the run holds the steer.
+    receipts: list[subprocess.CompletedProcess[str]] = []
+    sender = threading.Thread(
+        target=lambda: receipts.append(run.cli("steer", "--text", "Fix the parser first"))
+    )
+    sender.start()
+    assert wait_until(lambda: bool(run.status().get("pendingSteers"))), run.status()
+    answer.touch()
+    sender.join(HANG_LIMIT)
+    (steered,) = receipts
     assert steered.returncode == 0, (steered.stdout, steered.stderr)
     code, result, events, stderr = run.finish()
     assert before(events, "session", "steer_requested")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -71,6 +73,31 @@ def run_batch(tmp_path: Path, spec: Path, *options: str) -> subprocess.Completed
         stdin=subprocess.DEVNULL,
         check=False,
     )
+
+
+def refused_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: Path, *options: str
+) -> subprocess.CompletedProcess[bytes]:
+    """``agent-wrapper batch`` through the entry point the command runs, in
+    this process: for a spec refused before anything starts, where a new
+    interpreter per case would add only its start-up. Its exit status and
+    what it printed, as ``run_batch`` gives them."""
+    from wrapper.cli import main
+
+    argv = ["batch", str(spec), *options]
+    out, err = io.StringIO(), io.StringIO()
+    with monkeypatch.context() as patch:
+        patch.chdir(tmp_path)
+        for name in [name for name in os.environ if name.startswith("AGENT_WRAPPER_")]:
+            patch.delenv(name)
+        for name, value in agent_env(tmp_path).items():
+            patch.setenv(name, value)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exit:
+                code = exit.code if isinstance(exit.code, int) else 1
+    return subprocess.CompletedProcess(argv, code, out.getvalue().encode(), err.getvalue().encode())
 
 
 def epoch(stamp: str) -> float:
@@ -304,21 +331,29 @@ def test_one_runs_cleanup_leaves_another_runs_agent_alone(tmp_path: Path) -> Non
     assert not any(w["code"] == "leftover_processes" for w in working["warnings"])
 
 
-def test_a_bad_line_is_named_and_nothing_starts(tmp_path: Path) -> None:
+def test_a_bad_line_is_named_and_nothing_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     marker = tmp_path / "started"
     starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
-    for bad, named in [
-        ({"command": "pi --mode json"}, '"command" must be a non-empty list'),
-        (line(starts, timeout=-1), "'timeout'"),
-        (line(starts, tiemout=5), "did you mean 'timeout'"),
-        (line(starts, task="  "), "--task is empty"),
-        (line(starts, runDir="runs/a\0b"), "'runDir' contains a NUL character"),
-        (line(starts, env={"A": "x\0"}), "\"env\": variable 'A': its value contains a NUL"),
-        ('{"command": ["pi"], "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
-        ("{not json", "not JSON"),
-    ]:
+    for case, (bad, named) in enumerate(
+        [
+            ({"command": "pi --mode json"}, '"command" must be a non-empty list'),
+            (line(starts, timeout=-1), "'timeout'"),
+            (line(starts, tiemout=5), "did you mean 'timeout'"),
+            (line(starts, task="  "), "--task is empty"),
+            (line(starts, runDir="runs/a\0b"), "'runDir' contains a NUL character"),
+            (line(starts, env={"A": "x\0"}), "\"env\": variable 'A': its value contains a NUL"),
+            ('{"command": ["pi"], "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
+            ("{not json", "not JSON"),
+        ]
+    ):
         spec = write_spec(tmp_path, [line(starts), line(starts), bad])
-        proc = run_batch(tmp_path, spec, "--runs-dir", "runs")
+        # The first case through the command itself, the others in-process.
+        if case == 0:
+            proc = run_batch(tmp_path, spec, "--runs-dir", "runs")
+        else:
+            proc = refused_in_process(tmp_path, monkeypatch, spec, "--runs-dir", "runs")
         stderr = proc.stderr.decode()
         assert proc.returncode == 2, stderr
         [message] = [text for text in stderr.splitlines() if "error:" in text]
@@ -518,7 +553,7 @@ def test_junit_xml_is_well_formed_with_control_characters_in_a_label(tmp_path: P
 
 
 def test_one_directory_under_two_spellings_is_refused_before_anything_starts(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     marker = tmp_path / "started"
     starts = scenario(tmp_path, "starts", [{"write_file": {"path": str(marker)}}, *OK_STEPS])
@@ -528,24 +563,29 @@ def test_one_directory_under_two_spellings_is_refused_before_anything_starts(
     (tmp_path / "elsewhere" / "deep").mkdir(parents=True)
     # y2/.. is where the symlink's target is, not where the symlink is.
     (tmp_path / "y2").symlink_to(tmp_path / "elsewhere" / "deep")
-    for first, second, named in [
-        ({"runDir": "x"}, {"runDir": "y/../x"}, "x"),
-        ({"runDir": "x"}, {"runDir": "./x/"}, "x"),
-        ({"runDir": "x"}, {"runDir": "link"}, "link"),
-        ({"runDir": "elsewhere/out"}, {"runDir": "y2/../out"}, "out"),
-        ({"runDir": "new/a"}, {"runDir": "new/b/../a"}, "a"),
-        ({"label": "fix"}, {"runDir": "runs/fix"}, "runs/fix"),
-        ({"label": "fix"}, {"runDir": "link/../runs/fix"}, "fix"),
-        ({"result": "out/r.json"}, {"result": "out/./sub/../r.json"}, "r.json"),
-        ({"result": "link/r.json"}, {"result": "x/r.json"}, "r.json"),
-        ({"label": "fix"}, {"result": "runs/fix/result.json"}, "result.json"),
-        ({"label": "fine"}, {"result": "runs/batch.json"}, "where the batch's report"),
-        ({"label": "fine"}, {"result": "report.xml"}, "where the JUnit report"),
-    ]:
+    for case, (first, second, named) in enumerate(
+        [
+            ({"runDir": "x"}, {"runDir": "y/../x"}, "x"),
+            ({"runDir": "x"}, {"runDir": "./x/"}, "x"),
+            ({"runDir": "x"}, {"runDir": "link"}, "link"),
+            ({"runDir": "elsewhere/out"}, {"runDir": "y2/../out"}, "out"),
+            ({"runDir": "new/a"}, {"runDir": "new/b/../a"}, "a"),
+            ({"label": "fix"}, {"runDir": "runs/fix"}, "runs/fix"),
+            ({"label": "fix"}, {"runDir": "link/../runs/fix"}, "fix"),
+            ({"result": "out/r.json"}, {"result": "out/./sub/../r.json"}, "r.json"),
+            ({"result": "link/r.json"}, {"result": "x/r.json"}, "r.json"),
+            ({"label": "fix"}, {"result": "runs/fix/result.json"}, "result.json"),
+            ({"label": "fine"}, {"result": "runs/batch.json"}, "where the batch's report"),
+            ({"label": "fine"}, {"result": "report.xml"}, "where the JUnit report"),
+        ]
+    ):
         spec = write_spec(tmp_path, [line(starts, **first), line(starts, **second)])
-        proc = run_batch(
-            tmp_path, spec, "--runs-dir", "runs", "--junit", "report.xml", "--output", "quiet"
-        )
+        options = ("--runs-dir", "runs", "--junit", "report.xml", "--output", "quiet")
+        # The first case through the command itself, the others in-process.
+        if case == 0:
+            proc = run_batch(tmp_path, spec, *options)
+        else:
+            proc = refused_in_process(tmp_path, monkeypatch, spec, *options)
         stderr = proc.stderr.decode()
         assert proc.returncode == 2, (second, stderr)
         [message] = [text for text in stderr.splitlines() if "error:" in text]

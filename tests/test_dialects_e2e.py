@@ -89,6 +89,15 @@ def last_event_at(run_dir: Path) -> str | None:
     return at if isinstance(at, str) else None
 
 
+def current_tool(run_dir: Path) -> str | None:
+    """The tool status.json says is running; None when none is, or before the first."""
+    try:
+        tool = json.loads((run_dir / "status.json").read_text()).get("currentTool")
+    except (OSError, ValueError):
+        return None
+    return tool if isinstance(tool, str) else None
+
+
 def stop_gate(tmp_path: Path, body: str) -> Path:
     """A settings file whose one Stop hook runs the Python ``body``."""
     gate = tmp_path / "gate.py"
@@ -335,10 +344,14 @@ def test_interrupted_during_a_tool_has_no_final_text(dialect: str, tmp_path: Pat
     argv += ["--scenario", str(scenario)]
     proc = subprocess.Popen(argv, env=agent_env(tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL)
     try:
-        # the agent is under way (opencode names a tool only once it finished,
-        # so wait for its first events, then give it time to start the tool)
-        assert wait_until(lambda: last_event_at(run_dir) is not None)
-        time.sleep(1.0)
+        # the agent is in its tool: seen as the run's current tool, except
+        # for opencode, which names a tool only once it finished (so wait
+        # for its first events, then give it time to start the tool)
+        if dialect == "opencode":
+            assert wait_until(lambda: last_event_at(run_dir) is not None)
+            time.sleep(1.0)
+        else:
+            assert wait_until(lambda: current_tool(run_dir) is not None), dialect
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=HANG_LIMIT) == 128 + signal.SIGTERM
     finally:

@@ -331,13 +331,37 @@ def test_a_follow_up_waits_for_the_stop_and_that_stop_runs_no_hooks(tmp_path: Pa
     assert result["externalSteers"][0]["when"] == "next-stop"
 
 
+def until_file(path: Path, indent: str = "") -> str:
+    """Python lines that wait until ``path`` exists (at most 30 s): a hook
+    that runs as long as its test needs, not a fixed time to sit out."""
+    return (
+        f"{indent}import os, time\n{indent}deadline = time.monotonic() + 30\n"
+        f"{indent}while not os.path.exists({str(path)!r}) and time.monotonic() < deadline:\n"
+        f"{indent}    time.sleep(0.05)\n"
+    )
+
+
+def steer_held(run: Running, gate: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``agent-wrapper steer RUN_DIR ARGS`` while what holds it back waits
+    for ``gate``: the command waits for its delivery, so ``gate`` is made
+    once the run holds the steer. The command's outcome."""
+    receipts: list[subprocess.CompletedProcess[str]] = []
+    sender = threading.Thread(target=lambda: receipts.append(cli("steer", str(run.run_dir), *args)))
+    sender.start()
+    assert wait_until(lambda: bool(run.status().get("pendingSteers"))), run.status()
+    gate.touch()
+    sender.join(HANG_LIMIT)
+    (steered,) = receipts
+    return steered
+
+
 def test_a_steer_during_a_stop_hook_joins_its_block(tmp_path: Path) -> None:
-    started = tmp_path / "hook-started"
+    started, may_end = tmp_path / "hook-started", tmp_path / "hook-may-end"
     script = (
         "import json,os,sys,time\n"
         f"open({str(started)!r}, 'a').write('x')\n"
         f"if len(open({str(started)!r}).read()) == 1:\n"
-        "    time.sleep(3)\n"
+        f"{until_file(may_end, '    ')}"
         "    print(json.dumps({'decision': 'block', 'reason': 'Tests fail.'}))\n"
     )
     settings = _settings(tmp_path, _hook(tmp_path, script))
@@ -348,7 +372,7 @@ def test_a_steer_during_a_stop_hook_joins_its_block(tmp_path: Path) -> None:
         options=["--settings", str(settings)],
     )
     assert wait_until(started.exists)
-    steered = cli("steer", str(run.run_dir), "--text", "And keep the API")
+    steered = steer_held(run, may_end, "--text", "And keep the API")
     assert steered.returncode == 0, steered.stderr
     code, result, _, _ = run.finish()
     assert code == 0
@@ -397,6 +421,10 @@ def test_a_steer_while_a_person_is_asked_is_delivered_after_the_answer(tmp_path:
     assert replied.returncode == 0, replied.stderr
     sender.join(HANG_LIMIT)
     assert receipt[0].state == "delivered"
+    # The steered attempt's answer is asked about in turn: stopped here
+    # rather than left to the escalation timeout, which only catches hangs.
+    assert wait_until(lambda: run.status().get("question") == "Kept the API."), run.status()
+    assert cli("reply", str(run.run_dir), "--stop").returncode == 0
     code, result, _, _ = run.finish()
     assert code == 0
     assert result["finalText"] == "Kept the API."
@@ -668,8 +696,25 @@ def _raw(path: str, data: bytes, *, read: bool = True, timeout: float = 10) -> b
         return b"".join(chunks)
 
 
+def gated_tool(gate: Path, bound: float = 30) -> list[dict[str, Any]]:
+    """A tool that runs until the test creates ``gate`` (at most ``bound``
+    seconds): as long as the test needs, not a fixed time to sit out."""
+    waiter = (
+        "import os, sys, time\n"
+        f"deadline = time.monotonic() + {bound}\n"
+        "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+    )
+    return [
+        {"assistant": {"text": "Building.", "toolCalls": [{"name": "bash"}]}},
+        {"run": {"argv": [sys.executable, "-c", waiter, str(gate)], "timeout": bound + 30}},
+        {"tool": {"name": "bash", "duration": 0, "result": "built"}},
+    ]
+
+
 def test_garbage_huge_slow_and_many_clients_leave_the_run_untouched(tmp_path: Path) -> None:
-    run = Running(tmp_path, [long_tool(30), *answer("Built it.")], [answer("Steered.")])
+    gate = tmp_path / "tool-may-end"
+    run = Running(tmp_path, [*gated_tool(gate), *answer("Built it.")], [answer("Steered.")])
     path = run.status()["control"]
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     assert b"not JSON" in _raw(path, b"garbage\n")
@@ -686,6 +731,8 @@ def test_garbage_huge_slow_and_many_clients_leave_the_run_untouched(tmp_path: Pa
         thread.join(HANG_LIMIT)
     assert len(answers) == 100, "a client could not connect, or got no answer"
     assert all(b"not a JSON object" in answer or b"busy" in answer for answer in answers)
+    assert run.proc.poll() is None, "the run was still in its tool through all of it"
+    gate.touch()
     code, result, _, _ = run.finish()
     assert code == 0
     assert result["finalText"] == "Built it."

@@ -25,6 +25,8 @@ from tests.test_external_steer import (
     answer,
     cli,
     of_type,
+    steer_held,
+    until_file,
 )
 from wrapper.core.events import (
     AgentEnded,
@@ -246,8 +248,10 @@ def test_a_stop_hook_block_is_the_next_prompt_on_the_same_process(tmp_path: Path
 
 
 def test_a_steer_between_turns_is_the_next_prompt(tmp_path: Path) -> None:
-    started = tmp_path / "hook-started"
-    script = f"open({str(started)!r}, 'a').write('x')\nimport time\ntime.sleep(3)\n"
+    started, may_end = tmp_path / "hook-started", tmp_path / "hook-may-end"
+    # The stop hook runs until the run holds the steer (at most 30 s): the
+    # steer comes between the turns, however long it takes to arrive.
+    script = f"open({str(started)!r}, 'a').write('x')\n{until_file(may_end)}"
     settings = _settings(tmp_path, _hook(tmp_path, script))
     run = Running(
         tmp_path,
@@ -258,7 +262,7 @@ def test_a_steer_between_turns_is_the_next_prompt(tmp_path: Path) -> None:
         agent_args=RPC,
     )
     assert wait_until(started.exists)
-    steered = cli("steer", str(run.run_dir), "--text", "And keep the API", "--json")
+    steered = steer_held(run, may_end, "--text", "And keep the API", "--json")
     receipt = json.loads(steered.stdout)
     assert (receipt["state"], receipt["how"], receipt["attempt"]) == ("delivered", "live", 2)
     code, result, events, stderr = run.finish()
