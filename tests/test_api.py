@@ -340,9 +340,14 @@ def test_the_api_pages_python_examples_pass_mypy_strict(tmp_path: Path) -> None:
 
 
 #: A program that embeds the API, as a user's script would: ``how`` picks the
-#: entry point; it prints "returned" only if the call returned.
+#: entry point; it prints "returned" only if the call returned. It takes
+#: Python's default Ctrl-C handling back first, as a program started in a
+#: terminal has it: a test suite started in the background of a shell
+#: (``pytest ... &``) ignores SIGINT, and the host would inherit that, its
+#: Ctrl-C then ignored as it should be, the run going on to its end.
 _CTRL_C_HOST = """
-import sys, trio, wrapper
+import signal, sys, trio, wrapper
+signal.signal(signal.SIGINT, signal.default_int_handler)
 how, run_dir, *command = sys.argv[1:]
 if how == "run":
     wrapper.run(command, task="Do it", run_dir=run_dir)
@@ -354,13 +359,24 @@ print("returned")
 """
 
 
+#: Starts the program after it with SIGINT ignored, as a shell starts a
+#: background job (or a test suite started as one starts its children).
+_SIGINT_IGNORED = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
+@pytest.mark.parametrize("started", ["plain", "sigint_ignored"])
 @pytest.mark.parametrize("how", ["run", "run_async"])
 @pytest.mark.usefixtures("no_leaks")
 def test_ctrl_c_ends_the_run_aborted_then_raises_keyboard_interrupt(
-    tmp_path: Path, how: str
+    tmp_path: Path, how: str, started: str
 ) -> None:
     """Ctrl-C in a program blocked in the API: the run ends as a SIGINT to
-    ``agent-wrapper run`` would end it, then the program sees KeyboardInterrupt."""
+    ``agent-wrapper run`` would end it, then the program sees KeyboardInterrupt.
+    Whatever SIGINT handling the test suite was started with: the program
+    takes Python's default back, as one in a terminal has it."""
     command = fake_command(
         tmp_path,
         [
@@ -370,7 +386,15 @@ def test_ctrl_c_ends_the_run_aborted_then_raises_keyboard_interrupt(
     )
     run_dir = tmp_path / "run"
     host = subprocess.Popen(
-        [sys.executable, "-c", _CTRL_C_HOST, how, str(run_dir), *command],
+        [
+            sys.executable,
+            *(["-c", _SIGINT_IGNORED] if started == "sigint_ignored" else []),
+            "-c",
+            _CTRL_C_HOST,
+            how,
+            str(run_dir),
+            *command,
+        ],
         env=agent_env(tmp_path),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
