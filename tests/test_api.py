@@ -25,7 +25,7 @@ from tests.conftest import (
     write_scenario,
 )
 from wrapper.core.config import MAX_TASK_BYTES
-from wrapper.sinks.stream import StatusWriter
+from wrapper.sinks.stream import LiveLogs, StatusWriter
 
 
 def fake_command(tmp_path: Path, steps: list[dict[str, Any]], name: str = "s") -> list[str]:
@@ -469,3 +469,48 @@ def _current_tool(run_dir: Path) -> str | None:
     except (OSError, ValueError, KeyError):
         return None
     return tool
+
+
+@pytest.mark.usefixtures("env", "no_leaks")
+def test_a_ctrl_c_while_the_live_logs_are_flushed_still_ends_the_run_aborted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a loop of the caller's, a Ctrl-C that comes while the run's
+    background flusher of its logs runs (it wakes twice a second) ends the
+    run as SIGINT would, its result written, and reaches the caller."""
+    command = fake_command(
+        tmp_path,
+        [
+            {"assistant": {"toolCalls": [{"name": "bash"}]}},
+            {"tool": {"name": "bash", "duration": 60}},
+        ],
+    )
+    run_dir = tmp_path / "run"
+    flush = LiveLogs.flush
+    sent: list[bool] = []
+
+    def ctrl_c_once(self: LiveLogs, now: float) -> None:
+        flush(self, now)
+        # Called by the flusher's loop, not by a reader of the agent's output.
+        in_flusher = sys._getframe(1).f_code is LiveLogs.run.__code__
+        # Its first flush comes of the agent's first lines: the agent runs.
+        if in_flusher and not sent:
+            sent.append(True)
+            # The real signal, with trio's handler: it acts where this code runs.
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(LiveLogs, "flush", ctrl_c_once)
+
+    async def main() -> None:
+        await wrapper.run_async(command, task="Do it", run_dir=run_dir)
+
+    with pytest.raises(KeyboardInterrupt):
+        trio.run(main)
+    assert sent
+    result = read_result(run_dir / "result.json")
+    assert result["outcome"] == "aborted"
+    assert result["exitStatus"] == 128 + signal.SIGINT
+    assert result["error"]["kind"] == "interrupted"
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "finished"
+    assert status["outcome"] == "aborted"
