@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, get_args
 
@@ -26,6 +28,7 @@ from tests.conftest import (
 )
 from wrapper.core.config import MAX_TASK_BYTES
 from wrapper.sinks.stream import LiveLogs, StatusWriter
+from wrapper.supervision.control_server import ControlServer
 
 
 def fake_command(tmp_path: Path, steps: list[dict[str, Any]], name: str = "s") -> list[str]:
@@ -514,3 +517,51 @@ def test_a_ctrl_c_while_the_live_logs_are_flushed_still_ends_the_run_aborted(
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "finished"
     assert status["outcome"] == "aborted"
+
+
+@pytest.mark.usefixtures("env", "no_leaks")
+def test_a_ctrl_c_while_the_run_answers_a_request_still_ends_it_aborted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a loop of the caller's, a Ctrl-C that comes while the run
+    answers a request from outside (a steer) ends it as SIGINT would, its
+    result written, and reaches the caller."""
+    command = fake_command(
+        tmp_path,
+        [
+            {"assistant": {"toolCalls": [{"name": "bash"}]}},
+            {"tool": {"name": "bash", "duration": 60}},
+        ],
+    )
+    run_dir = tmp_path / "run"
+    answer = ControlServer._answer
+    sent: list[bool] = []
+
+    async def ctrl_c_once(self: ControlServer, stream: trio.SocketStream) -> None:
+        if not sent:
+            sent.append(True)
+            signal.raise_signal(signal.SIGINT)
+        await answer(self, stream)
+
+    monkeypatch.setattr(ControlServer, "_answer", ctrl_c_once)
+
+    def steer_once_running() -> None:
+        if wait_until(lambda: _current_tool(run_dir) == "bash"):
+            with contextlib.suppress(Exception):
+                wrapper.steer(run_dir, "Do the other thing", wait=1)
+
+    async def main() -> None:
+        await wrapper.run_async(command, task="Do it", run_dir=run_dir)
+
+    outside = threading.Thread(target=steer_once_running)
+    outside.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            trio.run(main)
+    finally:
+        outside.join()
+    assert sent
+    result = read_result(run_dir / "result.json")
+    assert result["outcome"] == "aborted"
+    assert result["exitStatus"] == 128 + signal.SIGINT
+    assert result["error"]["kind"] == "interrupted"

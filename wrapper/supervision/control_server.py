@@ -76,6 +76,9 @@ class ControlServer:
         self._idle.set()
         self._scope: trio.CancelScope | None = None
 
+    # Ctrl-C under a caller's loop goes to its main task, which ends the run
+    # as SIGINT does; raised here it would cancel the run halfway.
+    @trio.lowlevel.enable_ki_protection
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Listen until ``close``; ``task_status`` is told the path once
         clients can connect (or None when no socket could be made)."""
@@ -118,6 +121,7 @@ class ControlServer:
             self._scope.cancel()
         control_socket.remove(self.place, self._inode)
 
+    @trio.lowlevel.enable_ki_protection  # as ``serve``: a task of its own
     async def _serve_one(self, stream: trio.SocketStream) -> None:
         self._connections += 1
         self._idle = trio.Event() if self._connections == 1 else self._idle

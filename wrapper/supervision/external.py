@@ -213,6 +213,9 @@ class ExternalControl:
         elif steer.when == "now":
             self._interrupt_for(steer)
 
+    # Tasks beside the run: a Ctrl-C under a caller's loop goes to its main
+    # task, which ends the run as SIGINT does (see ``ControlServer.serve``).
+    @trio.lowlevel.enable_ki_protection
     async def _check(self, steer: ExternalSteer) -> None:
         """The prompt handlers on a steer that just came (``source``: a
         steer, or a follow-up for ``next-stop``): refused, or admitted with
@@ -357,6 +360,7 @@ class ExternalControl:
             self._delivering = True
             self._nursery.start_soon(self._deliver_live)
 
+    @trio.lowlevel.enable_ki_protection  # as ``_check``
     async def _deliver_live(self) -> None:
         """The steers that wait, into the live session's running turn: those
         for ``now`` as a steer, those for ``next-stop`` as a follow-up, when
