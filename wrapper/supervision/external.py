@@ -5,27 +5,25 @@ Each steer is recorded as it comes (``steer_requested``, status.json's
 ``pendingSteers``) and settles once (``steer_delivered`` or
 ``steer_refused``), which is when its sender's receipt goes out.
 
-Delivery, for every agent: a ``now`` steer ends the running attempt (once
-its tool ended, within ``--steer-timeout``; SIGINT to the agent's process
-group as a terminal's Ctrl-C, then the ladder to its whole tree) and
-the agent's session is resumed with it, as a Stop handler's block resumes
-it; a live session (ACP) has its turn cancelled and takes the steer as its
-next prompt (one that forgets a cancelled turn, at the end of its turn).
-A steer is checked before the agent is interrupted: one whose session
-could not be resumed, or too long for the agent's command line (alone or
-joined with the steers that wait), is refused and the agent left alone.
-At a stop, the steers that wait go first and that stop runs no Stop handlers; a steer
-that comes while the handlers run joins their block (each part marked),
-or is delivered alone when they allow the stop.
+Delivery, for every agent: a ``now`` steer ends the running attempt (once its tool
+ended, within ``--steer-timeout``; SIGINT to the agent's process group as a terminal's
+Ctrl-C, then the ladder to its whole tree) and the agent's session is resumed with it,
+as a Stop handler's block resumes it; a live session (ACP) has its turn cancelled and
+takes the steer as its next prompt (one that forgets a cancelled turn, at the end of
+its turn). A steer is checked before the agent is interrupted: one whose session could
+not be resumed, or too long for the agent's command line (alone or joined with the
+steers that wait), is refused and the agent left alone. At a stop, the steers that
+wait go first and that stop runs no Stop handlers; a steer that comes while the
+handlers run joins their block (each part marked), or is delivered alone when they
+allow the stop.
 
-A steer written into a live session's running turn is ``sent`` until the
-agent acknowledges it (pi's response, Codex's answer to ``turn/steer``,
-Claude Code's echo), and only then ``delivered``. One the agent refuses
-waits again and goes as the next prompt the wrapper gives the agent; when
-the run would end first, as a prompt of its own before the session is
-closed (a steer the wrapper took is never dropped because the run was about
-to end); only a refusal of that too settles it ``refused``. At a turn's end
-the answers to the steers just written are waited for (bounded), and an
+A steer written into a live session's running turn is ``sent`` until the agent
+acknowledges it (pi's response, Codex's answer to ``turn/steer``, Claude Code's echo),
+and only then ``delivered``. One the agent refuses waits again and goes as the next
+prompt the wrapper gives the agent; when the run would end first, as a prompt of its
+own before the session is closed (a steer the wrapper took is never dropped because
+the run was about to end); only a refusal of that too settles it ``refused``. At a
+turn's end the answers to the steers just written are waited for (bounded), and an
 agent that keeps messages for its next prompt (pi) is given one.
 
 One module, though long: a steer's every path (refused at once, resumed
@@ -213,9 +211,7 @@ class ExternalControl:
         elif steer.when == "now":
             self._interrupt_for(steer)
 
-    # Tasks beside the run: a Ctrl-C under a caller's loop goes to its main
-    # task, which ends the run as SIGINT does (see ``ControlServer.serve``).
-    @trio.lowlevel.enable_ki_protection
+    @trio.lowlevel.enable_ki_protection  # a Ctrl-C goes to the main task (``facts.ki_protected``)
     async def _check(self, steer: ExternalSteer) -> None:
         """The prompt handlers on a steer that just came (``source``: a
         steer, or a follow-up for ``next-stop``): refused, or admitted with

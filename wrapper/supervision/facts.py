@@ -5,8 +5,10 @@ wrapper's signals and the stop gate's steering."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+
+import trio
 
 from wrapper.core.config import RunConfig
 from wrapper.core.outcome import ErrorKind, RunError, quoting_stderr
@@ -95,3 +97,13 @@ def innermost(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
+
+
+@trio.lowlevel.enable_ki_protection
+async def ki_protected(work: Callable[[], Awaitable[None]]) -> None:
+    """``work``, where a Ctrl-C is not raised but goes to the loop's main
+    task (under a caller's loop, trio raises it wherever code is
+    unprotected). Raised here, beside the run rather than in it, it would
+    cancel the run halfway, without a result; the main task (``wrapper.api``)
+    ends the run as SIGINT ends it instead."""
+    await work()

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -84,6 +84,7 @@ from wrapper.supervision.external import ExternalControl
 from wrapper.supervision.facts import (
     facts_so_far,
     innermost,
+    ki_protected,
     only_keyboard_interrupts,
     refused_resume,
 )
@@ -94,16 +95,6 @@ from wrapper.supervision.spending import Spending
 
 if TYPE_CHECKING:
     from wrapper.sinks.trace_ids import PlannedIds
-
-
-@trio.lowlevel.enable_ki_protection
-async def _ki_protected(work: Callable[[], Awaitable[None]]) -> None:
-    """``work``, where a Ctrl-C is not raised but goes to the loop's main
-    task (under a caller's loop, trio raises it wherever code is
-    unprotected). Raised here, beside the run rather than in it, it would
-    cancel the run halfway, without a result; the main task (``wrapper.api``)
-    ends the run as SIGINT ends it instead."""
-    await work()
 
 
 class Run:
@@ -349,11 +340,11 @@ class Run:
 
     async def _execute_with_output(self) -> int:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_ki_protected, self.logs.run)
+            nursery.start_soon(ki_protected, self.logs.run)
             if self.own_pump and self.pump is not None:
-                nursery.start_soon(_ki_protected, self.pump.run)
+                nursery.start_soon(ki_protected, self.pump.run)
                 if self.view is not None and os.isatty(1):
-                    nursery.start_soon(_ki_protected, self.output.tick_view)
+                    nursery.start_soon(ki_protected, self.output.tick_view)
             await self.external.start(nursery, self.dir_ok)
             exit_status = await self._execute()
             await self.external.close(self.result.get("outcome") if self.result else None)
